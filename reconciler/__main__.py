@@ -1,0 +1,5 @@
+"""Allow ``python -m reconciler`` as well as the ``reconciler`` console script."""
+
+from reconciler.cli import main
+
+raise SystemExit(main())

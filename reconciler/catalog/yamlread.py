@@ -1,0 +1,237 @@
+"""Fast, safe YAML reading that still knows line numbers.
+
+Reading is the hot path of every pass (issue 2 asks for load+validate within
+2x of a bare PyYAML C parse), so documents are parsed with libyaml
+(``CSafeLoader``) into plain Python values. Line numbers are not attached to
+every value; instead each document keeps its composed node tree, and
+``line_of(path)`` walks it only when a problem must be reported. Duplicate keys,
+which PyYAML silently accepts (last one wins), are detected while constructing
+and reported with their line: a duplicated ``version:`` in a reviewed pull
+request is exactly the kind of mistake a GitOps lint must catch.
+
+ruamel.yaml stays in use where YAML is written back (``channel set``), because
+it round-trips comments and formatting; reading never needs that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+try:
+    _BaseLoader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _BaseLoader = yaml.SafeLoader
+
+MAX_FILE_BYTES = 2 * 1024 * 1024  # larger than any sane catalog file; etcd's limit is ~1.5 MiB
+
+PathKey = str | int
+
+
+class YamlReadError(Exception):
+    """A file that cannot be read as YAML; ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass
+class Document:
+    """One parsed YAML document: its value, node tree, and duplicate keys found."""
+
+    data: Any
+    node: yaml.Node
+    duplicates: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def start_line(self) -> int:
+        return int(self.node.start_mark.line) + 1
+
+    def line_of(self, path: Sequence[PathKey]) -> int:
+        """Line of the value at ``path`` (keys and list indexes), or its closest parent."""
+        return _line_in(self.node, path)
+
+    def key_lines(self) -> dict[str, int]:
+        """Lines of the top-level keys, plus ``""`` for the document start."""
+        lines = {"": self.start_line}
+        if isinstance(self.node, yaml.MappingNode):
+            for key_node, _ in self.node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    lines[str(key_node.value)] = int(key_node.start_mark.line) + 1
+        return lines
+
+    def child_key_lines(self, key: str) -> dict[str, int]:
+        """Lines of the keys of the mapping under top-level ``key`` (e.g. channels)."""
+        node = _child(self.node, key)
+        lines: dict[str, int] = {}
+        if isinstance(node, yaml.MappingNode):
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    lines[str(key_node.value)] = int(key_node.start_mark.line) + 1
+        return lines
+
+
+def _child(node: yaml.Node | None, key: PathKey) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        found = None
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
+                found = value_node  # last one wins, like the constructed value
+        return found
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+        child: yaml.Node = node.value[key]
+        return child
+    return None
+
+
+def _line_in(node: yaml.Node, path: Sequence[PathKey]) -> int:
+    line = int(node.start_mark.line) + 1
+    current: yaml.Node | None = node
+    for key in path:
+        if isinstance(current, yaml.MappingNode):
+            for key_node, value_node in current.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
+                    line = int(key_node.start_mark.line) + 1
+                    current = value_node
+                    break
+            else:
+                return line
+        else:
+            nxt = _child(current, key)
+            if nxt is None:
+                return line
+            current = nxt
+            line = int(current.start_mark.line) + 1
+    return line
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """libyaml parser with duplicate-key detection and no implicit timestamps.
+
+    Timestamps stay strings: ``2026-01-01`` in a ConfigMap must not become a
+    ``datetime`` that cannot be serialised back to JSON for the API server.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[str, int]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+        if len(set(keys)) != len(keys):  # rare: look for the culprits only then
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = key_node.value
+                    if key in seen and key != "<<":
+                        self.duplicates.append((str(key), int(key_node.start_mark.line) + 1))
+                    seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+_Loader.add_constructor(
+    "tag:yaml.org,2002:timestamp",
+    lambda loader, node: loader.construct_scalar(node),
+)
+
+
+def read_text(path: Path) -> str:
+    """Read a file as strict UTF-8 with a size bound, naming the line of a bad byte."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise YamlReadError(
+                f"file is too large ({size} bytes; the limit is {MAX_FILE_BYTES} bytes)"
+            )
+        raw = path.read_bytes()
+    except OSError as e:
+        raise YamlReadError(f"cannot read file: {e.strerror or e}") from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise YamlReadError(
+            f"file is not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line
+        ) from e
+
+
+def _translate(e: yaml.YAMLError, text: str) -> YamlReadError:
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    line = int(mark.line) + 1 if mark is not None else None
+    problem = getattr(e, "problem", None) or str(e)
+    if line is not None:
+        lines = text.splitlines()
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        indent = source[: len(source) - len(source.lstrip(" \t"))]
+        if "\t" in indent:
+            return YamlReadError(
+                "tab character in indentation; YAML allows only spaces there", line
+            )
+    context = getattr(e, "context", None)
+    message = f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+    return YamlReadError(message, line)
+
+
+def iter_documents(text: str) -> Iterator[Document]:
+    """Parse every document of ``text``; skips empty documents (``---`` alone)."""
+    loader = _Loader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            loader.duplicates = []
+            data = loader.construct_document(node)
+            if data is not None:
+                yield Document(data, node, list(loader.duplicates))
+    except yaml.YAMLError as e:
+        raise _translate(e, text) from e
+    except (ValueError, TypeError, RecursionError) as e:
+        # e.g. an unhashable key such as "? [a, b]", or absurd nesting
+        raise YamlReadError(f"invalid YAML: {e}") from e
+    finally:
+        loader.dispose()
+
+
+def read_documents(path: Path) -> list[Document]:
+    """All documents of a file; raises ``YamlReadError`` with a line where possible."""
+    return list(iter_documents(read_text(path)))
+
+
+def read_single_document(path: Path) -> Document:
+    """Exactly one non-empty document, as reconciler's own files must hold."""
+    docs = read_documents(path)
+    if not docs:
+        raise YamlReadError("file is empty", 1)
+    if len(docs) > 1:
+        raise YamlReadError(
+            f"expected one YAML document, found {len(docs)} (remove the extra '---')",
+            docs[1].start_line,
+        )
+    return docs[0]
+
+
+def type_name(value: Any) -> str:
+    """A person's word for a YAML value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__

@@ -1,0 +1,290 @@
+"""Command line entry point: parse arguments, call one function, map errors to exit codes.
+
+Each subcommand is a plain function ``(args) -> int`` in ``reconciler.commands``;
+it is imported only when chosen, so ``reconciler validate`` never pays for the
+Kubernetes client. Exit codes (SPEC section 6): 0 success, 1 the command ran and
+found problems, 2 usage or environment error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from reconciler import __version__
+from reconciler.model.errors import ReconcilerError, UsageError
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+GitOps for versioned apps: a catalog repository holds app versions and channel
+pointers; reconciler keeps each cluster equal to it and records every step as
+commits on a status branch.
+
+Start with `reconciler demo`, or point `validate`/`resolve`/`render` at a
+catalog checkout (default: the current directory)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one clear line, as SPEC section 6 asks."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="print human-readable text (default) or JSON",
+    )
+
+
+def _catalog_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "catalog",
+        nargs="?",
+        default=".",
+        metavar="CATALOG",
+        help="catalog checkout (default: current directory)",
+    )
+
+
+def _kube_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
+    p.add_argument("--context", help="kubeconfig context to use")
+
+
+def _repo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
+    )
+    p.add_argument(
+        "--cluster", required=True, help="cluster name (clusters/<cluster>/ in the catalog)"
+    )
+    p.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+# subcommand -> "module:function" inside reconciler.commands
+COMMANDS: dict[str, str] = {
+    "validate": "catalog:validate_command",
+    "resolve": "catalog:resolve_command",
+    "render": "catalog:render_command",
+    "diff": "cluster:diff_command",
+    "apply": "cluster:apply_command",
+    "run": "daemon:run_command",
+    "status": "ledger:status_command",
+    "history": "ledger:history_command",
+    "channel set": "ledger:channel_set_command",
+    "sandbox": "sandbox:sandbox_command",
+    "demo": "demo:demo_command",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="reconciler",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"reconciler {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="log verbosity",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="log line format (json carries cluster and instance fields)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser(
+        "validate",
+        help="lint a catalog checkout",
+        description="Check every file of a catalog and report all problems with file and line.",
+    )
+    _catalog_arg(p)
+    _output(p)
+
+    p = sub.add_parser(
+        "resolve",
+        help="chosen version per instance",
+        description="Choose the version each instance of a cluster should run.",
+    )
+    _catalog_arg(p)
+    p.add_argument("--cluster", required=True, help="cluster name")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="list every candidate version and why it was kept or dropped",
+    )
+    p.add_argument(
+        "--deployed",
+        action="append",
+        default=[],
+        metavar="INSTANCE=VERSION",
+        help="treat INSTANCE as running VERSION (checks downgrade and upgrade paths)",
+    )
+    _output(p)
+
+    p = sub.add_parser(
+        "render",
+        help="rendered manifests",
+        description="Render the Kubernetes objects of a cluster's instances.",
+    )
+    _catalog_arg(p)
+    p.add_argument("--cluster", required=True, help="cluster name")
+    p.add_argument("--instance", help="render only this instance")
+    _output(p)
+
+    p = sub.add_parser(
+        "diff",
+        help="exit 1 when the cluster differs",
+        description="Show how the cluster differs from the catalog (unified diff per object).",
+    )
+    _catalog_arg(p)
+    p.add_argument("--cluster", required=True, help="cluster name")
+    _kube_args(p)
+    _output(p)
+
+    p = sub.add_parser(
+        "apply",
+        help="one reconcile pass, then exit",
+        description="Apply every instance of the cluster once and print what changed.",
+    )
+    _catalog_arg(p)
+    p.add_argument("--cluster", required=True, help="cluster name")
+    p.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="take over fields owned by another field manager",
+    )
+    p.add_argument(
+        "--allow-empty-prune",
+        action="store_true",
+        help="allow pruning every object of an instance in one pass",
+    )
+    _kube_args(p)
+    _output(p)
+
+    p = sub.add_parser(
+        "run",
+        help="the daemon (--once: one pass, then exit)",
+        description="Keep a cluster equal to the catalog and record status in Git.",
+    )
+    _repo_args(p)
+    p.add_argument("--once", action="store_true", help="do one pass and exit (0 when all Ready)")
+    _kube_args(p)
+    _output(p)
+
+    p = sub.add_parser(
+        "status",
+        help="current status from the status branch",
+        description="Show each instance's recorded status from the status branch.",
+    )
+    _repo_args(p)
+    _output(p)
+
+    p = sub.add_parser(
+        "history",
+        help="status changes from commit history",
+        description="Show status changes recorded as commits on the status branch.",
+    )
+    _repo_args(p)
+    p.add_argument("instance", nargs="?", help="only this instance")
+    p.add_argument("--limit", type=int, default=0, help="show at most N entries (0: all)")
+    _output(p)
+
+    p = sub.add_parser(
+        "channel",
+        help="channel pointer commands",
+        description="Move channel pointers with one-line commits.",
+    )
+    csub = p.add_subparsers(dest="channel_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    cs = csub.add_parser(
+        "set",
+        help="commit a channel move",
+        description="Point APP's CHANNEL at VERSION and commit the one-line change.",
+    )
+    cs.add_argument("app")
+    cs.add_argument("channel")
+    cs.add_argument("version")
+    cs.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    cs.add_argument("--force", action="store_true", help="allow moving the channel backwards")
+    cs.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
+    _output(cs)
+
+    p = sub.add_parser(
+        "sandbox",
+        help="local Kubernetes API for trying and testing",
+        description="Serve a local Kubernetes API on loopback until SIGINT/SIGTERM.",
+    )
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument(
+        "--write-kubeconfig", metavar="FILE", help="write a kubeconfig for kubectl and clients"
+    )
+
+    p = sub.add_parser(
+        "demo",
+        help="everything above on the built-in example",
+        description="Run the whole story on the built-in example catalog and a sandbox.",
+    )
+    p.add_argument("--workdir", help="keep the demo's repositories here (default: a new temp dir)")
+    return parser
+
+
+def _handler(args: argparse.Namespace) -> Handler:
+    name = args.command
+    if name == "channel":
+        if args.channel_command is None:
+            raise UsageError("channel: missing subcommand (try: reconciler channel set --help)")
+        name = f"channel {args.channel_command}"
+    module, func = COMMANDS[name].split(":")
+    handler: Handler = getattr(importlib.import_module(f"reconciler.commands.{module}"), func)
+    return handler
+
+
+def _configure_logging(level: str, fmt: str) -> None:
+    from reconciler.daemon.logs import configure_logging
+
+    configure_logging(level=level, fmt=fmt)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        _configure_logging(args.log_level, args.log_format)
+        return _handler(args)(args)
+    except UsageError as e:
+        print(f"reconciler: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ReconcilerError as e:
+        print(f"reconciler: {e}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    finally:
+        logging.shutdown()

@@ -1,0 +1,100 @@
+"""``validate``, ``resolve`` and ``render``: the commands that need only a catalog checkout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from reconciler.catalog import load_catalog
+from reconciler.commands.output import dump_yaml, eprint, print_json
+from reconciler.daemon.plan import check_catalog, plan_cluster, require_cluster
+from reconciler.model.errors import UsageError
+from reconciler.model.problems import Severity
+from reconciler.resolve import format_resolutions
+
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    problems = check_catalog(catalog)
+    errors = sum(1 for p in problems if p.severity is Severity.ERROR)
+    warnings = len(problems) - errors
+    if args.output == "json":
+        print_json({"problems": [p.to_dict() for p in problems]})
+    else:
+        for problem in problems:
+            print(problem)
+        versions = sum(len(e.versions) for e in catalog.apps.values())
+        instances = sum(len(c.instances) for c in catalog.clusters.values())
+        summary = (
+            f"{len(catalog.apps)} apps, {versions} versions, "
+            f"{len(catalog.clusters)} clusters, {instances} instances"
+        )
+        if errors:
+            print(f"catalog is invalid: {errors} error(s), {warnings} warning(s) ({summary})")
+        else:
+            print(f"catalog is valid: {warnings} warning(s) ({summary})")
+    return EXIT_PROBLEMS if errors else EXIT_OK
+
+
+def _deployed(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, version = pair.partition("=")
+        if not sep or not name or not version:
+            raise UsageError(f'--deployed expects INSTANCE=VERSION, got "{pair}"')
+        out[name] = version
+    return out
+
+
+def _warn_if_invalid(errors: int) -> None:
+    if errors:
+        eprint(
+            f"warning: the catalog has {errors} error(s); affected instances are reported "
+            "below (run `reconciler validate` for the full list)"
+        )
+
+
+def resolve_command(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    require_cluster(catalog, args.cluster)
+    _warn_if_invalid(sum(1 for p in catalog.problems if p.is_error))
+    plans = plan_cluster(catalog, args.cluster, _deployed(args.deployed), render=False)
+    resolutions = [p.resolution for p in plans]
+    if args.output == "json":
+        print_json([r.to_dict(explain=args.explain) for r in resolutions])
+    else:
+        sys.stdout.write(format_resolutions(resolutions, explain=args.explain))
+    return EXIT_OK if all(p.ok for p in plans) else EXIT_PROBLEMS
+
+
+def render_command(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    require_cluster(catalog, args.cluster)
+    plans = plan_cluster(catalog, args.cluster)
+    if args.instance is not None:
+        plans = [p for p in plans if p.name == args.instance]
+        if not plans:
+            known = ", ".join(sorted(catalog.clusters[args.cluster].instances)) or "none"
+            raise UsageError(
+                f'instance "{args.instance}" is not in cluster {args.cluster} (known: {known})'
+            )
+    failed = 0
+    for plan in plans:
+        if not plan.ok:
+            failed += 1
+            eprint(f"{args.cluster}/{plan.name}: not rendered ({plan.reason}): {plan.message}")
+    if args.output == "json":
+        items = [obj for plan in plans for obj in plan.objects]
+        print_json({"apiVersion": "v1", "kind": "List", "items": items})
+    else:
+        chunks = []
+        for plan in plans:
+            if plan.version is None:
+                continue
+            for obj in plan.objects:
+                header = f"# instance: {plan.name} ({plan.version.app} {plan.version.key})\n"
+                chunks.append(header + dump_yaml(obj))
+        sys.stdout.write("---\n".join(chunks))
+    return EXIT_PROBLEMS if failed else EXIT_OK

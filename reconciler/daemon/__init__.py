@@ -1,0 +1,1 @@
+"""daemon stage (see ARCHITECTURE.md)."""

@@ -1,0 +1,187 @@
+"""Compose catalog -> resolve -> render into one plan per instance, and full validation.
+
+This is the part of a reconcile pass that needs no cluster: the ``resolve``,
+``render`` and ``validate`` commands call it directly, ``apply`` and the daemon
+call it with the versions read from the cluster's inventories. Each instance is
+planned on its own, so a broken file or an unmet selection turns into a named
+reason on that instance only (``CatalogInvalid``, ``ResolveFailed``,
+``DowngradeBlocked``, ``NoUpgradePath``) and never stops the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.catalog import AppVersion, Catalog, Instance
+from reconciler.model.errors import UsageError
+from reconciler.model.problems import Problem, Severity
+from reconciler.model.resolution import Resolution
+from reconciler.render import render_instance
+from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
+
+CATALOG_INVALID = "CatalogInvalid"
+RESOLVE_FAILED = "ResolveFailed"
+
+
+@dataclass(frozen=True)
+class InstancePlan:
+    """What one instance should run now, its objects, and why not when it cannot."""
+
+    instance: Instance
+    resolution: Resolution
+    version: AppVersion | None = None  # the version to deploy now (``resolution.next_version``)
+    objects: tuple[dict[str, Any], ...] = ()
+    problems: tuple[Problem, ...] = ()
+    reason: str | None = None  # kstatus reason when the instance cannot proceed
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    @property
+    def name(self) -> str:
+        return self.instance.name
+
+
+def cluster_names(catalog: Catalog) -> list[str]:
+    return sorted(catalog.clusters)
+
+
+def require_cluster(catalog: Catalog, cluster: str) -> None:
+    if cluster not in catalog.clusters:
+        known = ", ".join(cluster_names(catalog)) or "none"
+        raise UsageError(f'cluster "{cluster}" is not in the catalog (known: {known})')
+
+
+def plan_cluster(
+    catalog: Catalog,
+    cluster: str,
+    deployed: Mapping[str, str] | None = None,
+    *,
+    render: bool = True,
+) -> list[InstancePlan]:
+    """Plan every instance of ``cluster``, sorted by name (``render=False``: resolve only)."""
+    require_cluster(catalog, cluster)
+    deployed = deployed or {}
+    instances = catalog.clusters[cluster].instances
+    return [
+        plan_instance(catalog, instances[name], deployed.get(name), render=render)
+        for name in sorted(instances)
+    ]
+
+
+def _first_error(catalog: Catalog, *paths: str) -> str:
+    for problem in catalog.problems:
+        if problem.is_error and any(
+            problem.file == p or problem.file.startswith(p.rstrip("/") + "/") for p in paths
+        ):
+            return str(problem)
+    return "the catalog has errors"
+
+
+def _failed(instance: Instance, deployed: str | None, reason: str, message: str) -> InstancePlan:
+    resolution = Resolution(
+        cluster=instance.cluster,
+        instance=instance.name,
+        app=instance.app,
+        source=selector_source(instance) if instance.valid else "invalid",
+        deployed=deployed,
+        error=message,
+        reason=reason,
+        file=instance.origin.file,
+        line=instance.origin.line(),
+    )
+    return InstancePlan(instance, resolution, reason=reason, message=message)
+
+
+def plan_instance(
+    catalog: Catalog, instance: Instance, deployed: str | None = None, *, render: bool = True
+) -> InstancePlan:
+    """Resolve and render one instance; never raises for catalog content."""
+    file = instance.origin.file
+    if not instance.valid:
+        return _failed(instance, deployed, CATALOG_INVALID, _first_error(catalog, file))
+    entry = catalog.apps.get(instance.app)
+    resolution = resolve_instance(instance, entry, deployed=deployed)
+    app_dir = f"apps/{instance.app}"
+    if not resolution.ok:
+        broken = entry is not None and catalog.has_errors_in(
+            f"{app_dir}/channels.yaml", f"{app_dir}/app.yaml"
+        )
+        reason = CATALOG_INVALID if broken else (resolution.reason or RESOLVE_FAILED)
+        message = _first_error(catalog, app_dir) if broken else (resolution.error or "")
+        return InstancePlan(instance, resolution, reason=reason, message=message)
+    if resolution.blocked:
+        return InstancePlan(
+            instance, resolution, reason=resolution.reason, message=resolution.message
+        )
+    assert entry is not None and resolution.next_version is not None
+    version = entry.versions[resolution.next_version]
+    if not version.valid:
+        message = _first_error(catalog, version.directory)
+        return InstancePlan(instance, resolution, version, reason=CATALOG_INVALID, message=message)
+    if not render:
+        return InstancePlan(instance, resolution, version)
+    rendered = render_instance(catalog, instance, version)
+    if not rendered.ok:
+        first = next(p for p in rendered.problems if p.is_error)
+        return InstancePlan(
+            instance,
+            resolution,
+            version,
+            problems=rendered.problems,
+            reason=CATALOG_INVALID,
+            message=str(first),
+        )
+    return InstancePlan(instance, resolution, version, rendered.objects, rendered.problems)
+
+
+@dataclass
+class _Problems:
+    items: list[Problem] = field(default_factory=list)
+    seen: set[Problem] = field(default_factory=set)
+
+    def add(self, problem: Problem) -> None:
+        if problem not in self.seen:
+            self.seen.add(problem)
+            self.items.append(problem)
+
+
+def check_catalog(catalog: Catalog) -> list[Problem]:
+    """Every problem of the catalog: loading, ranges, resolution and rendering of all instances."""
+    out = _Problems()
+    for problem in catalog.problems:
+        out.add(problem)
+    for entry in catalog.apps.values():
+        for version in entry.versions.values():
+            if version.upgrade_from is not None:
+                try:
+                    parse_range(version.upgrade_from)
+                except RangeSyntaxError as e:
+                    out.add(
+                        Problem(
+                            version.origin.file,
+                            version.origin.line("upgradeFrom"),
+                            Severity.ERROR,
+                            f"upgradeFrom: {e}",
+                        )
+                    )
+    for cluster in cluster_names(catalog):
+        for plan in plan_cluster(catalog, cluster):
+            _plan_problems(plan, out)
+    return sorted(out.items, key=lambda p: (p.file, p.line or 0, p.message))
+
+
+def _plan_problems(plan: InstancePlan, out: _Problems) -> None:
+    res = plan.resolution
+    for warning in res.warnings:
+        out.add(Problem(res.file, res.line, Severity.WARNING, warning))
+    if not plan.instance.valid:
+        return  # its file's own problems are already reported
+    if not res.ok and plan.reason != CATALOG_INVALID:
+        out.add(Problem(res.file, res.line, Severity.ERROR, res.error or "cannot resolve"))
+    for problem in plan.problems:
+        out.add(problem)

@@ -1,0 +1,217 @@
+"""Catalog objects: apps, channels, app versions, clusters and instances.
+
+They are frozen values built by ``reconciler.catalog`` from a checkout. Every
+object remembers the file it came from and the line of each top-level key, so
+later stages (resolve, render, the daemon) can point a user at the exact line
+without reading YAML again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.problems import Problem
+from reconciler.model.version import Version
+
+API_VERSION = "reconciler/v1"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an object was read from: a path relative to the catalog root and key lines."""
+
+    file: str
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def line(self, key: str | None = None) -> int | None:
+        """Line of a top-level key, or of the document start when unknown."""
+        if key is not None and key in self.lines:
+            return self.lines[key]
+        return self.lines.get("", 1)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One rollout step: an absolute replica count or a percentage of replicas."""
+
+    value: int
+    percent: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+    def to_yaml(self) -> int | str:
+        return str(self) if self.percent else self.value
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """A batch plan (SPEC section 4): batches, an optional partition and a pause."""
+
+    batches: tuple[Batch, ...] = ()
+    partition: int | None = None
+    paused: bool = False
+    on_failure: str = "hold"  # "hold" | "rollback"
+    health_timeout_seconds: int = 300
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parameter an app version accepts; ``required`` when it has no default."""
+
+    name: str
+    default: Any = None
+    required: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A migration hook (SPEC section 5) as declared by a version."""
+
+    name: str
+    phase: str  # "pre" | "post" | "uninstall"
+    scope: str = "app"  # "app" | "global"
+    check: Mapping[str, Any] = field(default_factory=dict)
+    job: str | None = None  # manifest path relative to the version directory
+    python: str | None = None  # "module:function" of a registered Python migration
+    timeout_seconds: int = 600
+
+
+@dataclass(frozen=True)
+class Template:
+    """One parsed manifest document of a version, still holding ``${...}`` placeholders.
+
+    Parsed once when the catalog is loaded, so rendering an instance is pure
+    computation; ``data`` must be treated as read-only (render builds new values).
+    """
+
+    file: str  # relative to the catalog root
+    index: int  # document number within the file, from 0
+    data: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind", ""))
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    description: str = ""
+    owners: tuple[str, ...] = ()
+    origin: Origin = field(default_factory=lambda: Origin(""))
+
+
+@dataclass(frozen=True)
+class Channels:
+    """The channel pointer file: channel name -> version string."""
+
+    app: str
+    channels: Mapping[str, str]
+    origin: Origin = field(default_factory=lambda: Origin(""))
+    channel_lines: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppVersion:
+    app: str
+    version: Version
+    directory: str  # relative to the catalog root, e.g. apps/podinfo/versions/6.6.0
+    upgrade_from: str | None = None
+    yanked: bool = False
+    deprecated: str | None = None
+    images: Mapping[str, str] = field(default_factory=dict)
+    parameters: Mapping[str, Parameter] = field(default_factory=dict)
+    rollout: RolloutPlan | None = None
+    migrations: tuple[Migration, ...] = ()
+    manifests: tuple[str, ...] = ()  # files relative to the catalog root, sorted
+    templates: tuple[Template, ...] = ()  # parsed documents of ``manifests``
+    migration_jobs: Mapping[str, Template] = field(default_factory=dict)  # migration name -> Job
+    origin: Origin = field(default_factory=lambda: Origin(""))
+    valid: bool = True  # False when any file of this version has an error
+
+    @property
+    def key(self) -> str:
+        return str(self.version)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    allowed_namespaces: tuple[str, ...] | None = None  # None: any namespace
+    allow_cluster_scoped: bool = True
+    origin: Origin = field(default_factory=lambda: Origin(""))
+
+
+@dataclass(frozen=True)
+class Instance:
+    """What one cluster runs of one app; exactly one of ``channel``/``version`` is set."""
+
+    name: str
+    cluster: str
+    app: str
+    namespace: str
+    channel: str | None = None
+    version: str | None = None  # an exact version, a range expression or "latest"
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    allow_downgrade: bool = False
+    allow_prerelease: bool = False
+    suspend: bool = False
+    rollout: RolloutPlan | None = None
+    origin: Origin = field(default_factory=lambda: Origin(""))
+    valid: bool = True  # False when the instance file has an error; keep its last good state
+
+    @property
+    def selector_key(self) -> str:
+        """The key the selection came from, for pointing at its line."""
+        return "channel" if self.channel is not None else "version"
+
+
+@dataclass
+class AppEntry:
+    """Everything the catalog holds for one app directory."""
+
+    name: str
+    app: App | None = None
+    channels: Channels | None = None
+    versions: dict[str, AppVersion] = field(default_factory=dict)
+
+    def sorted_versions(self) -> list[AppVersion]:
+        return sorted(self.versions.values(), key=lambda v: v.version)
+
+
+@dataclass
+class ClusterEntry:
+    name: str
+    cluster: Cluster
+    instances: dict[str, Instance] = field(default_factory=dict)
+
+
+@dataclass
+class Catalog:
+    """A loaded catalog checkout: apps, clusters and the problems found loading them.
+
+    Objects whose files were broken are absent (or recorded in
+    ``ClusterEntry.broken_instances``); ``problems`` says why. Callers decide
+    whether errors are fatal: ``validate`` reports them, the daemon keeps the
+    last good state of the affected instances and carries on with the rest.
+    """
+
+    root: str
+    apps: dict[str, AppEntry] = field(default_factory=dict)
+    clusters: dict[str, ClusterEntry] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    # files (relative paths) that have at least one error, for telling a broken
+    # commit (CatalogInvalid) apart from a selection that cannot be met (ResolveFailed)
+    files_with_errors: set[str] = field(default_factory=set)
+
+    def has_errors_in(self, *paths: str) -> bool:
+        """True if any file equal to, or under the directory of, one of ``paths`` has errors."""
+        for bad in self.files_with_errors:
+            for path in paths:
+                if bad == path or bad.startswith(path.rstrip("/") + "/"):
+                    return True
+        return False

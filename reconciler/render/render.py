@@ -1,0 +1,251 @@
+"""Turn an instance and a chosen app version into Kubernetes objects.
+
+Pure computation over values the catalog loader already parsed: no file or
+network I/O, so ``reconciler render`` works offline and the daemon can render
+every instance on every pass cheaply. Problems are returned, never raised, and
+name the instance file and line (unknown or missing parameters, values of the
+wrong type, namespaces the cluster does not allow).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance
+from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
+from reconciler.model.problems import Problem, Severity
+from reconciler.render.kinds import custom_cluster_scoped, is_cluster_scoped, kind_rank
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+NAME_LABEL = "app.kubernetes.io/name"
+VERSION_LABEL = "app.kubernetes.io/version"
+MANAGER = "reconciler"
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    objects: tuple[dict[str, Any], ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.is_error for p in self.problems)
+
+
+def object_ref(obj: Mapping[str, Any]) -> str:
+    """``Kind/namespace/name`` (or ``Kind/name``), the way errors and logs name objects."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return (
+        f"{obj.get('kind')}/{ns}/{meta.get('name')}"
+        if ns
+        else f"{obj.get('kind')}/{meta.get('name')}"
+    )
+
+
+def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -> RenderResult:
+    """Render ``version``'s manifests for ``instance``; objects come in apply order."""
+    problems: list[Problem] = []
+    params = _parameters(instance, version, problems)
+    if any(p.is_error for p in problems):
+        return RenderResult((), tuple(problems))
+    scope = {
+        "params": params,
+        "images": dict(version.images),
+        "instance": {"name": instance.name, "namespace": instance.namespace},
+        "app": {"name": version.app, "version": version.key},
+    }
+    objects = [_substitute(t.data, scope) for t in version.templates]
+    cluster_scoped = custom_cluster_scoped(objects)
+    labels = {
+        MANAGED_BY: MANAGER,
+        INSTANCE_LABEL: instance.name,
+        NAME_LABEL: version.app,
+        VERSION_LABEL: version.key,
+    }
+    for obj in objects:
+        _finish(obj, instance, labels, cluster_scoped)
+    objects.sort(key=lambda o: kind_rank(str(o.get("kind"))))
+    cluster = catalog.clusters.get(instance.cluster)
+    if cluster is not None:
+        problems.extend(_check_limits(instance, cluster.cluster, objects, cluster_scoped))
+    problems.extend(_check_duplicates(instance, objects))
+    return RenderResult(tuple(objects), tuple(problems))
+
+
+def _parameters(instance: Instance, version: AppVersion, problems: list[Problem]) -> dict[str, Any]:
+    file = instance.origin.file
+
+    def err(key: str, message: str) -> None:
+        lines = instance.origin.lines
+        line = lines.get(f"parameters.{key}") or instance.origin.line("parameters")
+        problems.append(Problem(file, line, Severity.ERROR, message))
+
+    for key in instance.parameters:
+        if key not in version.parameters:
+            known = ", ".join(sorted(version.parameters)) or "none"
+            err(key, f'unknown parameter "{key}" for {version.app} {version.key} (known: {known})')
+    values: dict[str, Any] = {}
+    for name, spec in version.parameters.items():
+        if name in instance.parameters:
+            value = instance.parameters[name]
+            expected = _type_of(spec.default)
+            if spec.default is not None and expected != _type_of(value):
+                err(
+                    name,
+                    f'parameter "{name}" must be {expected} like its default '
+                    f"{json.dumps(spec.default)}, got {json.dumps(value)}",
+                )
+            values[name] = value
+        elif spec.required:
+            err(
+                name,
+                f'parameter "{name}" is required by {version.app} {version.key}'
+                + (f" ({spec.description})" if spec.description else ""),
+            )
+        else:
+            values[name] = spec.default
+    return values
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "null"
+
+
+def _lookup(expr: str, scope: Mapping[str, Mapping[str, Any]]) -> Any:
+    ph = parse_placeholder(expr)
+    return scope[ph.scope][ph.name]
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _interpolate(text: str, scope: Mapping[str, Mapping[str, Any]]) -> Any:
+    if is_single_placeholder(text):
+        match = TOKEN.fullmatch(text)
+        assert match is not None
+        return copy.deepcopy(_lookup(match.group(1), scope))
+
+    def replace(match: Any) -> str:
+        token = match.group(0)
+        if token == "$${":
+            return "${"
+        return _as_text(_lookup(match.group(1), scope))
+
+    return TOKEN.sub(replace, text)
+
+
+def _substitute(value: Any, scope: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A new value with every placeholder replaced (templates were checked at load)."""
+    if isinstance(value, str):
+        return _interpolate(value, scope) if "${" in value else value
+    if isinstance(value, dict):
+        return {
+            (
+                _as_text(_interpolate(k, scope)) if isinstance(k, str) and "${" in k else k
+            ): _substitute(v, scope)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_substitute(item, scope) for item in value]
+    return value
+
+
+def _finish(
+    obj: dict[str, Any], instance: Instance, labels: Mapping[str, str], cluster_scoped: set[str]
+) -> None:
+    meta = obj.setdefault("metadata", {})
+    if not is_cluster_scoped(str(obj.get("kind")), cluster_scoped) and not meta.get("namespace"):
+        meta["namespace"] = instance.namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+
+
+def namespace_allowed(namespace: str, cluster: Cluster) -> bool:
+    """``allowedNamespaces`` entries are shell patterns (``team-*``); None allows all."""
+    if cluster.allowed_namespaces is None:
+        return True
+    return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in cluster.allowed_namespaces)
+
+
+def _check_limits(
+    instance: Instance, cluster: Cluster, objects: list[dict[str, Any]], cluster_scoped: set[str]
+) -> list[Problem]:
+    problems = []
+    file = instance.origin.file
+    allowed = ", ".join(cluster.allowed_namespaces or ())
+    for obj in objects:
+        kind = str(obj.get("kind"))
+        ref = object_ref(obj)
+        if is_cluster_scoped(kind, cluster_scoped):
+            if not cluster.allow_cluster_scoped:
+                problems.append(
+                    Problem(
+                        file,
+                        instance.origin.line("app"),
+                        Severity.ERROR,
+                        f"{ref}: cluster-scoped objects are not allowed in cluster "
+                        f"{cluster.name} (allowClusterScoped: false)",
+                    )
+                )
+            continue
+        namespace = str(obj["metadata"]["namespace"])
+        if not namespace_allowed(namespace, cluster):
+            problems.append(
+                Problem(
+                    file,
+                    instance.origin.line("namespace"),
+                    Severity.ERROR,
+                    f'{ref}: namespace "{namespace}" is not allowed in cluster '
+                    f"{cluster.name} (allowedNamespaces: {allowed})",
+                )
+            )
+    return problems
+
+
+def _check_duplicates(instance: Instance, objects: list[dict[str, Any]]) -> list[Problem]:
+    seen: set[tuple[str, str, str, str]] = set()
+    problems = []
+    for obj in objects:
+        meta = obj["metadata"]
+        key = (
+            str(obj.get("apiVersion")).split("/")[0],
+            str(obj.get("kind")),
+            str(meta.get("namespace", "")),
+            str(meta.get("name")),
+        )
+        if key in seen:
+            problems.append(
+                Problem(
+                    instance.origin.file,
+                    None,
+                    Severity.ERROR,
+                    f"{object_ref(obj)} is rendered twice; object names must be unique",
+                )
+            )
+        seen.add(key)
+    return problems

@@ -1,0 +1,1 @@
+"""rollout stage (see ARCHITECTURE.md)."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: a pinned Git identity so commits made in tests are reproducible.
+
+Area-specific fixtures live in each area's own conftest (tests/<area>/conftest.py);
+fixtures used by several areas (a running sandbox API server, Git remotes) live here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO_ROOT / "catalog-repo-template"
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+@pytest.fixture(autouse=True)
+def _pinned_git_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Every test sees the same Git identity and no user/global Git config."""
+    home = tmp_path_factory.mktemp("home")
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    yield
+
+
+@pytest.fixture
+def sandbox() -> Iterator[object]:
+    """A fresh, empty sandbox API server per test (``reconciler.sandbox.testing``).
+
+    Yields a ``SandboxHandle``: ``.url``, ``.kubeconfig``, ``.request_log()``,
+    ``.reset_request_log()``; workloads become ready after 0.05 s.
+    """
+    from reconciler.sandbox.testing import running_sandbox
+
+    with running_sandbox() as handle:
+        yield handle

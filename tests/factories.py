@@ -1,0 +1,134 @@
+"""Build small catalogs on disk for tests: a valid baseline plus per-test edits.
+
+Tests write real files (so line numbers, symlinks and encodings are exercised
+for real) and override or delete single files to produce one defect at a time.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+BASE_FILES: dict[str, str] = {
+    "apps/podinfo/app.yaml": """\
+        apiVersion: reconciler/v1
+        kind: App
+        name: podinfo
+        description: Demo web service
+        owners: [web-team@example.com]
+        """,
+    "apps/podinfo/channels.yaml": """\
+        apiVersion: reconciler/v1
+        kind: Channels
+        app: podinfo
+        channels:
+          stable: 6.5.0
+          fast: 6.6.0
+        """,
+    "apps/podinfo/versions/6.5.0/version.yaml": """\
+        apiVersion: reconciler/v1
+        kind: AppVersion
+        app: podinfo
+        version: 6.5.0
+        images:
+          podinfo: ghcr.io/stefanprodan/podinfo:6.5.0
+        parameters:
+          replicas: {default: 2}
+          message: {default: hello}
+        """,
+    "apps/podinfo/versions/6.5.0/manifests/deployment.yaml": """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: ${instance.name}
+        spec:
+          replicas: ${params.replicas}
+          template:
+            spec:
+              containers:
+                - name: podinfo
+                  image: ${images.podinfo}
+                  env:
+                    - name: PODINFO_UI_MESSAGE
+                      value: "${params.message} from ${app.name} ${app.version}"
+        """,
+    "apps/podinfo/versions/6.6.0/version.yaml": """\
+        apiVersion: reconciler/v1
+        kind: AppVersion
+        app: podinfo
+        version: 6.6.0
+        upgradeFrom: ">=6.0.0"
+        images:
+          podinfo: ghcr.io/stefanprodan/podinfo:6.6.0
+        parameters:
+          replicas: {default: 2}
+          message: {default: hello}
+        rollout:
+          batches: [1, 50%, 50%]
+        """,
+    "apps/podinfo/versions/6.6.0/manifests/deployment.yaml": """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: ${instance.name}
+        spec:
+          replicas: ${params.replicas}
+          template:
+            spec:
+              containers:
+                - name: podinfo
+                  image: ${images.podinfo}
+        ---
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: ${instance.name}-config
+        data:
+          message: ${params.message}
+          script: echo $${HOME}
+        """,
+    "clusters/prod/cluster.yaml": """\
+        apiVersion: reconciler/v1
+        kind: Cluster
+        name: prod
+        allowedNamespaces: [web, "team-*"]
+        allowClusterScoped: false
+        """,
+    "clusters/prod/instances/web.yaml": """\
+        apiVersion: reconciler/v1
+        kind: Instance
+        name: web
+        app: podinfo
+        channel: stable
+        namespace: web
+        parameters: {replicas: 5}
+        """,
+    "clusters/prod/instances/api.yaml": """\
+        apiVersion: reconciler/v1
+        kind: Instance
+        name: api
+        app: podinfo
+        version: ">=6.0.0 <7.0.0"
+        namespace: team-api
+        """,
+}
+
+
+def write_catalog(root: Path, overrides: dict[str, str | bytes | None] | None = None) -> Path:
+    """Write the baseline catalog under ``root`` with ``overrides`` applied.
+
+    A ``str`` value replaces a file (dedented), ``bytes`` is written raw, and
+    ``None`` deletes the file from the baseline.
+    """
+    files: dict[str, str | bytes | None] = {k: v for k, v in BASE_FILES.items()}
+    files.update(overrides or {})
+    for rel, content in files.items():
+        if content is None:
+            continue
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(textwrap.dedent(content))
+    return root

@@ -1,0 +1,79 @@
+"""The layering rules of ARCHITECTURE.md, enforced by reading every module's imports.
+
+cli -> commands -> daemon -> stages -> model. Only ``source/`` imports ``git``,
+only ``kube/`` imports ``kubernetes``; ``model/`` imports nothing of ours but
+itself; stages never import the layers above them, nor each other's internals
+(``reconciler.resolve`` is fine, ``reconciler.resolve.ranges`` from another stage is not).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "reconciler"
+STAGES = {
+    "catalog",
+    "resolve",
+    "render",
+    "source",
+    "kube",
+    "rollout",
+    "migrations",
+    "status",
+    "sandbox",
+}
+UPPER = {"daemon", "commands", "cli"}
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_respects_layers(path: Path) -> None:
+    layer = layer_of(path)
+    names = imports_of(path)
+    problems = []
+    for name in names:
+        if _top(name) == "git" and layer != "source":
+            problems.append(f"imports {name}: only reconciler/source/ may import git")
+        if _top(name) == "kubernetes" and layer != "kube":
+            problems.append(f"imports {name}: only reconciler/kube/ may import kubernetes")
+        if not name.startswith("reconciler."):
+            continue
+        parts = name.split(".")
+        target = parts[1]
+        if layer == "model" and target != "model":
+            problems.append(f"imports {name}: model/ is pure data and imports no stage")
+        if layer in STAGES and target in UPPER:
+            problems.append(f"imports {name}: a stage must not import the {target} layer")
+        if layer == "daemon" and target in {"commands", "cli"}:
+            problems.append(f"imports {name}: the daemon must not import {target}")
+        if layer in STAGES and target in STAGES and target != layer and len(parts) > 2:
+            problems.append(
+                f"imports {name}: use the public API reconciler.{target}, not its internals"
+            )
+    assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(sorted(set(problems)))
