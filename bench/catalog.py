@@ -140,7 +140,8 @@ def main() -> None:
         baseline = best_cpu(lambda: bare_parse(files), args.repeat)
         ours = best_cpu(reconcile, args.repeat)
     print(
-        f"catalog: {args.apps} apps x {len(VERSIONS)} versions, {args.apps} instances, {len(files)} files"
+        f"catalog: {args.apps} apps x {len(VERSIONS)} versions, "
+        f"{args.apps} instances, {len(files)} files"
     )
     print(f"baseline  PyYAML CSafeLoader parse only        {baseline:8.3f} s CPU")
     print(f"reconciler load+validate+resolve+render        {ours:8.3f} s CPU")

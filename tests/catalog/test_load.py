@@ -342,7 +342,8 @@ def test_symlinked_instance_file_out_of_the_repo(tmp_path: Path) -> None:
     os.symlink(outside, root / "clusters/prod/instances/evil.yaml")
     errors = errors_of(root)
     assert any(
-        e.startswith("clusters/prod/instances/evil.yaml: file leaves clusters/prod/instances") for e in errors
+        e.startswith("clusters/prod/instances/evil.yaml: file leaves clusters/prod/instances")
+        for e in errors
     )
 
 

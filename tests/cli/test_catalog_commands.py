@@ -79,7 +79,7 @@ def test_resolve_error_instead_of_version_and_others_still_resolve(
             "clusters/prod/instances/web.yaml": "apiVersion: reconciler/v1\nkind: Instance\nname: web\napp: podinfo\nnamespace: web\nchannel: nope\n"
         },
     )
-    code, out, err = run(capsys, "resolve", str(root), "--cluster", "prod", "--output", "json")
+    code, out, _ = run(capsys, "resolve", str(root), "--cluster", "prod", "--output", "json")
     assert code == 1
     data = {d["instance"]: d for d in json.loads(out)}
     assert "version" not in data["web"] and "nope" in data["web"]["error"]

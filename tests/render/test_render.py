@@ -205,7 +205,7 @@ def test_crd_scope_decides_namespace_defaulting(tmp_path: Path) -> None:
     )
     catalog = load_catalog(root)
     objects = {o["kind"]: o for o in render(catalog, "web", "6.5.0").objects}
-    assert list(objects)[0] == "CustomResourceDefinition"
+    assert next(iter(objects)) == "CustomResourceDefinition"
     assert "namespace" not in objects["Widget"]["metadata"]
     assert "namespace" not in objects["CustomResourceDefinition"]["metadata"]
     assert objects["Gadget"]["metadata"]["namespace"] == "web"
