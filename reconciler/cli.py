@@ -240,6 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--write-kubeconfig", metavar="FILE", help="write a kubeconfig for kubectl and clients"
     )
+    p.add_argument(
+        "--controller-delay",
+        type=float,
+        default=0.2,
+        metavar="SECONDS",
+        help="seconds before simulated controllers mark workloads ready (default 0.2)",
+    )
+    p.add_argument(
+        "--fail-image",
+        action="append",
+        metavar="GLOB",
+        help="containers whose image matches GLOB never become ready (repeatable)",
+    )
 
     p = sub.add_parser(
         "demo",

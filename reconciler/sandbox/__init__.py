@@ -1,0 +1,14 @@
+"""A local Kubernetes API server for ``reconciler sandbox``, ``reconciler demo`` and the tests.
+
+Served over plain HTTP on loopback by aiohttp, faithful enough for kubectl and the
+official client: discovery, CRUD, patches, server-side apply, watch, finalizers,
+garbage collection, CRDs and simulated workload controllers. Start one in-process
+with :func:`running_sandbox`; the modules are described in their docstrings
+(``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and history).
+"""
+
+from __future__ import annotations
+
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+
+__all__ = ["SandboxHandle", "running_sandbox"]

@@ -1,0 +1,373 @@
+"""The API machinery behind every route: validation, metadata, writes and reads.
+
+``server.py`` parses HTTP into calls on :class:`SandboxApi`; this module decides
+what a real API server would: names and namespaces are checked, ``uid``,
+``creationTimestamp``, ``generation`` and ``resourceVersion`` are kept by the
+server (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
+a stale resourceVersion is a 409, ``/status`` writes touch only status and main
+writes never touch it, a no-op write changes nothing, and ``dryRun`` stores
+nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.sandbox import crds
+from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, invalid, not_found
+from reconciler.sandbox.apply import now, server_side_apply, track_update
+from reconciler.sandbox.kinds import Kind, KindRegistry
+from reconciler.sandbox.patch import apply_patch
+from reconciler.sandbox.selectors import Matcher
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, Store
+from reconciler.sandbox.validation import check_object
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Set by the server, never taken from a client's body.
+_SYSTEM_META = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+# What a real API server returns right after create; the official client's models
+# require some of these fields, so ``status: {}`` would not deserialize.
+_INITIAL_STATUS: dict[str, dict[str, Any]] = {
+    "Pod": {"phase": "Pending"},
+    "PersistentVolumeClaim": {"phase": "Pending"},
+    "Service": {"loadBalancer": {}},
+    "Ingress": {"loadBalancer": {}},
+    "StatefulSet": {"replicas": 0, "availableReplicas": 0},
+    "ReplicaSet": {"replicas": 0},
+    "DaemonSet": {
+        "currentNumberScheduled": 0,
+        "numberMisscheduled": 0,
+        "desiredNumberScheduled": 0,
+        "numberReady": 0,
+    },
+    "HorizontalPodAutoscaler": {"currentReplicas": 0, "desiredReplicas": 0},
+    "PodDisruptionBudget": {
+        "currentHealthy": 0,
+        "desiredHealthy": 0,
+        "disruptionsAllowed": 0,
+        "expectedPods": 0,
+    },
+}
+_REPLICATED = frozenset({"Deployment", "StatefulSet", "ReplicaSet"})
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Query parameters every write accepts."""
+
+    field_manager: str = ""
+    dry_run: bool = False
+    force: bool = False
+
+
+def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as served at ``kind``'s version: apiVersion and kind first."""
+    rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    return {"apiVersion": kind.api_version, "kind": kind.kind, **rest}
+
+
+def _body_part(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything generation tracks: not metadata, not status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object minus what changes on every write (rv, managedFields times)."""
+    result = copy.deepcopy(dict(obj))
+    meta = result.get("metadata", {})
+    meta.pop("resourceVersion", None)
+    for entry in meta.get("managedFields") or []:
+        entry.pop("time", None)
+    result.pop("apiVersion", None)
+    return result
+
+
+class SandboxApi:
+    """One sandbox cluster's state and the rules for changing it."""
+
+    def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+        self.kinds = KindRegistry()
+        self.store = Store(history_limit)
+        namespace_kind = self.namespace_kind
+        for name in SYSTEM_NAMESPACES:
+            self.create(namespace_kind, "", {"metadata": {"name": name}}, WriteOptions("sandbox"))
+
+    @property
+    def namespace_kind(self) -> Kind:
+        kind = self.kinds.lookup("", "v1", "namespaces")
+        assert kind is not None
+        return kind
+
+    # --- reads ----------------------------------------------------------------------
+
+    def read(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.store.get(kind.resource, namespace if kind.namespaced else "", name)
+        if obj is None:
+            raise not_found(kind.group, kind.plural, name)
+        return obj
+
+    def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+        return present(kind, self.read(kind, namespace, name))
+
+    def list(
+        self, kind: Kind, namespace: str | None, labels: Matcher, fields: Matcher
+    ) -> dict[str, Any]:
+        items = [
+            present(kind, obj)
+            for obj in self.store.list(kind.resource, namespace if kind.namespaced else None)
+            if labels(obj) and fields(obj)
+        ]
+        return {
+            "apiVersion": kind.api_version,
+            "kind": f"{kind.kind}List",
+            "metadata": {"resourceVersion": str(self.store.resource_version)},
+            "items": items,
+        }
+
+    # --- create -----------------------------------------------------------------------
+
+    def create(
+        self,
+        kind: Kind,
+        namespace: str,
+        body: Any,
+        opts: WriteOptions,
+        *,
+        tracked: bool = False,
+    ) -> dict[str, Any]:
+        obj = self._checked_body(kind, body)
+        meta = obj["metadata"]
+        self._place(kind, namespace, meta)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        self._check_name(kind, meta.get("name"))
+        if self.store.get(kind.resource, meta.get("namespace", ""), meta["name"]) is not None:
+            raise already_exists(kind.group, kind.plural, meta["name"])
+        for key in (*_SYSTEM_META, "resourceVersion"):
+            meta.pop(key, None)
+        if kind.status:
+            obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(kind.kind, {}))
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
+        if not tracked:
+            track_update(
+                None, obj, manager=opts.field_manager, subresource="", has_status=kind.status
+            )
+        self._default(kind, obj)
+        if opts.dry_run:
+            return present(kind, obj)
+        return present(kind, self.store.put(kind.resource, obj))
+
+    def _checked_body(self, kind: Kind, body: Any) -> dict[str, Any]:
+        if not isinstance(body, Mapping):
+            raise ApiError(400, "the request body must be a JSON object")
+        obj = copy.deepcopy(dict(body))
+        if obj.get("kind", kind.kind) != kind.kind:
+            raise ApiError(400, f"the kind {obj.get('kind')!r} does not match {kind.kind!r}")
+        api_version = obj.get("apiVersion", kind.api_version)
+        if api_version != kind.api_version:
+            raise ApiError(
+                400, f"the apiVersion {api_version!r} does not match {kind.api_version!r}"
+            )
+        if not isinstance(obj.setdefault("metadata", {}), dict):
+            raise ApiError(400, "metadata must be an object")
+        check_object(kind, obj)
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        return obj
+
+    def _place(self, kind: Kind, namespace: str, meta: dict[str, Any]) -> None:
+        if not kind.namespaced:
+            meta.pop("namespace", None)
+            return
+        if meta.get("namespace", namespace) != namespace:
+            raise ApiError(
+                400,
+                "the namespace of the provided object does not match "
+                "the namespace sent on the request",
+            )
+        meta["namespace"] = namespace
+        ns = self.store.get(("", "namespaces"), "", namespace)
+        if ns is None:
+            raise not_found("", "namespaces", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"{kind.plural} is forbidden: unable to create new content in namespace "
+                f"{namespace} because it is being terminated",
+                reason="Forbidden",
+            )
+
+    def _check_name(self, kind: Kind, name: Any) -> None:
+        if not name:
+            raise invalid(kind.kind, "", kind.group, "metadata.name", "Required value")
+        if kind.group == "rbac.authorization.k8s.io":
+            ok = isinstance(name, str) and "/" not in name and name not in (".", "..")
+        elif kind.kind == "Namespace":
+            ok = isinstance(name, str) and len(name) <= 63 and bool(_LABEL.match(name))
+        else:
+            ok = isinstance(name, str) and len(name) <= 253 and bool(_SUBDOMAIN.match(name))
+        if not ok:
+            why = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+            raise invalid(kind.kind, str(name), kind.group, "metadata.name", why + "characters")
+
+    def _default(self, kind: Kind, obj: dict[str, Any]) -> None:
+        if kind.kind in _REPLICATED and isinstance(obj.get("spec"), dict):
+            obj["spec"].setdefault("replicas", 1)
+        if kind.kind == "Namespace":
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
+        if kind.kind == "CustomResourceDefinition":
+            crds.validate(obj)
+            obj["status"] = crds.established_status(obj)
+
+    # --- update -----------------------------------------------------------------------
+
+    def replace(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        body: Any,
+        opts: WriteOptions,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        old = self.read(kind, namespace, name)
+        new = self._checked_body(kind, body)
+        if new["metadata"].get("name", name) != name:
+            raise ApiError(
+                400,
+                f"the name of the object ({new['metadata']['name']}) does not match "
+                f"the name on the URL ({name})",
+            )
+        return self.commit(kind, old, new, opts, subresource)
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        content_type: str,
+        patch: Any,
+        opts: WriteOptions,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        old = self.read(kind, namespace, name)
+        patched = self._checked_body(kind, apply_patch(content_type, present(kind, old), patch))
+        patched["metadata"]["name"] = name
+        if not patched["metadata"].get("resourceVersion"):
+            patched["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        return self.commit(kind, old, patched, opts, subresource)
+
+    def apply(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        body: Any,
+        opts: WriteOptions,
+        subresource: str = "",
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply; returns the object and whether it was created."""
+        if not opts.field_manager:
+            raise ApiError(400, "PATCH requests with apply content type must specify fieldManager")
+        applied = self._checked_body(kind, body)
+        if applied["metadata"].get("name") != name:
+            raise ApiError(400, f"the name of the applied object must be {name!r}")
+        key = namespace if kind.namespaced else ""
+        live = self.store.get(kind.resource, key, name)
+        if live is None and subresource:
+            raise not_found(kind.group, kind.plural, name)
+        merged = server_side_apply(
+            live,
+            applied,
+            manager=opts.field_manager,
+            force=opts.force,
+            subresource=subresource,
+            has_status=kind.status,
+        )
+        if live is None:
+            return self.create(kind, namespace, merged, opts, tracked=True), True
+        merged["metadata"]["resourceVersion"] = applied["metadata"].get("resourceVersion")
+        return self.commit(kind, live, merged, opts, subresource, tracked=True), False
+
+    def commit(
+        self,
+        kind: Kind,
+        old: dict[str, Any],
+        body: dict[str, Any],
+        opts: WriteOptions,
+        subresource: str = "",
+        *,
+        tracked: bool = False,
+    ) -> dict[str, Any]:
+        """Store ``body`` as the new state of ``old`` with every server-side rule applied."""
+        meta = old["metadata"]
+        wanted_rv = body.get("metadata", {}).get("resourceVersion")
+        if wanted_rv and str(wanted_rv) != meta["resourceVersion"]:
+            raise conflict(
+                kind.group,
+                kind.plural,
+                meta["name"],
+                "the object has been modified; please apply your changes "
+                "to the latest version and try again",
+            )
+        new = self._scope_write(kind, old, body, subresource)
+        if not tracked:
+            track_update(
+                old,
+                new,
+                manager=opts.field_manager,
+                subresource=subresource,
+                has_status=kind.status,
+            )
+        if _body_part(old) != _body_part(new):
+            new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
+        if kind.kind == "CustomResourceDefinition":
+            crds.validate(new)
+            new["status"] = crds.established_status(new)
+        if _comparable(old) == _comparable(new):
+            return present(kind, old)
+        if opts.dry_run:
+            return present(kind, new)
+        if meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            self.store.put(kind.resource, new)
+            gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])
+            return present(kind, gone or new)
+        return present(kind, self.store.put(kind.resource, new))
+
+    def _scope_write(
+        self, kind: Kind, old: dict[str, Any], body: dict[str, Any], subresource: str
+    ) -> dict[str, Any]:
+        """What a write may change: /status only status, the main resource never status."""
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if "status" in body:
+                new["status"] = copy.deepcopy(body["status"])
+            else:
+                new.pop("status", None)
+            return new
+        new = copy.deepcopy(body)
+        for key in (*_SYSTEM_META, "name", "namespace", "resourceVersion"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+            else:
+                new["metadata"].pop(key, None)
+        if kind.status or kind.kind == "Namespace":
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        return new

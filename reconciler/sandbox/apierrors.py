@@ -1,0 +1,125 @@
+"""API errors as Kubernetes reports them: a ``Status`` object with a code and reason.
+
+Every layer of the sandbox raises :class:`ApiError`; ``server.py`` turns it into the
+HTTP response, and watch streams into an ERROR event. Clients (kubectl, the official
+client) read ``reason``/``code``/``details`` to decide what happened, so the shape
+follows https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    500: "InternalError",
+}
+
+
+class ApiError(Exception):
+    """A request the API server refuses; carries everything a Status needs."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        name: str = "",
+        group: str = "",
+        kind: str = "",
+        causes: list[dict[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or _REASONS.get(code, "Unknown")
+        self.name = name
+        self.group = group
+        self.kind = kind
+        self.causes = causes or []
+
+    def to_status(self) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        if self.name:
+            details["name"] = self.name
+        if self.group:
+            details["group"] = self.group
+        if self.kind:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = self.causes
+        status: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if details:
+            status["details"] = details
+        return status
+
+
+def not_found(group: str, plural: str, name: str) -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    return ApiError(404, f'{resource} "{name}" not found', name=name, group=group, kind=plural)
+
+
+def already_exists(group: str, plural: str, name: str) -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409,
+        f'{resource} "{name}" already exists',
+        reason="AlreadyExists",
+        name=name,
+        group=group,
+        kind=plural,
+    )
+
+
+def conflict(group: str, plural: str, name: str, why: str) -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {resource} "{name}": {why}',
+        name=name,
+        group=group,
+        kind=plural,
+    )
+
+
+def invalid(kind: str, name: str, group: str, field: str, why: str) -> ApiError:
+    return ApiError(
+        422,
+        f'{kind} "{name}" is invalid: {field}: {why}',
+        name=name,
+        group=group,
+        kind=kind,
+        causes=[{"reason": "FieldValueInvalid", "message": why, "field": field}],
+    )
+
+
+def success_status(name: str, group: str, plural: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "group": group, "kind": plural},
+    }
+
+
+def not_allowed(method: str) -> ApiError:
+    return ApiError(
+        405, f"the server does not allow this method on the requested resource: {method}"
+    )

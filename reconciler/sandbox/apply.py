@@ -1,0 +1,288 @@
+"""Server-side apply and managedFields bookkeeping.
+
+Follows https://kubernetes.io/docs/reference/using-api/server-side-apply/: every
+write records which manager owns which fields (``metadata.managedFields``, FieldsV1).
+An apply (``PATCH`` with ``application/apply-patch+yaml``) merges the applied
+configuration, conflicts (409) when another manager owns a field with a different
+value unless ``force``, takes ownership when forced, and removes fields the manager
+applied before, stopped applying, and owned alone. Any other write (create, PUT,
+patch) makes its manager (operation ``Update``) own the fields it changed.
+``api.py`` calls :func:`server_side_apply` and :func:`track_update`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.fieldsets import (
+    FieldSet,
+    Path,
+    dotted,
+    field_paths,
+    from_fields_v1,
+    get_path,
+    is_set_list,
+    list_key,
+    prune_empty,
+    remove_path,
+    to_fields_v1,
+)
+
+# Fields the server owns; no manager ever does.
+_UNMANAGED: tuple[Path, ...] = (
+    ("f:apiVersion",),
+    ("f:kind",),
+    *(
+        ("f:metadata", f"f:{name}")
+        for name in (
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "selfLink",
+        )
+    ),
+)
+
+
+@dataclass
+class ManagedEntry:
+    manager: str
+    operation: str  # Apply | Update
+    api_version: str
+    subresource: str = ""
+    time: str = ""
+    fields: FieldSet = field(default_factory=set)
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        return (self.manager, self.operation, self.subresource)
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1(self.fields),
+        }
+        if self.subresource:
+            entry["subresource"] = self.subresource
+        return entry
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ManagedEntry:
+        return cls(
+            manager=str(data.get("manager", "")),
+            operation=str(data.get("operation", "Update")),
+            api_version=str(data.get("apiVersion", "")),
+            subresource=str(data.get("subresource", "")),
+            time=str(data.get("time", "")),
+            fields=from_fields_v1(data.get("fieldsV1") or {}),
+        )
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
+    """Only the fields this endpoint may write: status for /status, the rest otherwise."""
+    kept = {p for p in paths if not any(p[: len(u)] == u for u in _UNMANAGED)}
+    if not has_status:
+        return kept
+    if subresource == "status":
+        return {p for p in kept if p[:1] == ("f:status",)}
+    return {p for p in kept if p[:1] != ("f:status",)}
+
+
+def _entries(obj: Mapping[str, Any] | None) -> list[ManagedEntry]:
+    if not obj:
+        return []
+    raw = obj.get("metadata", {}).get("managedFields") or []
+    return [ManagedEntry.from_dict(e) for e in raw if isinstance(e, Mapping)]
+
+
+def _store_entries(obj: dict[str, Any], entries: list[ManagedEntry]) -> None:
+    kept = [e for e in entries if e.fields]
+    if kept:
+        obj["metadata"]["managedFields"] = [e.to_dict() for e in kept]
+    else:
+        obj["metadata"].pop("managedFields", None)
+
+
+def _exists(obj: Any, path: Path) -> bool:
+    return get_path(obj, path)[0]
+
+
+def track_update(
+    old: Mapping[str, Any] | None,
+    new: dict[str, Any],
+    *,
+    manager: str,
+    subresource: str,
+    has_status: bool,
+) -> None:
+    """Give ``manager`` (operation Update) the fields this write changed, in place."""
+    entries = _entries(old)
+    changed = {
+        p
+        for p in _scoped(field_paths(new), subresource, has_status)
+        if p[-1] != "." and get_path(old or {}, p) != get_path(new, p)
+    }
+    for entry in entries:
+        entry.fields = {p for p in entry.fields - changed if _exists(new, p)}
+    if changed:
+        identity = (manager, "Update", subresource)
+        mine = next((e for e in entries if e.identity == identity), None)
+        if mine is None:
+            mine = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+            entries.append(mine)
+        mine.fields |= changed | _item_markers(new, changed)
+        mine.time = now()
+    _store_entries(new, entries)
+
+
+def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:
+    """The ``.`` entries of list items that hold any of ``paths``."""
+    markers: FieldSet = set()
+    for path in paths:
+        for depth, element in enumerate(path):
+            if element.startswith("k:"):
+                markers.add((*path[: depth + 1], "."))
+    return {m for m in markers if _exists(obj, m)}
+
+
+def _merge_applied(live: Any, applied: Any, name: str | None = None) -> Any:
+    if isinstance(live, dict) and isinstance(applied, Mapping):
+        result = dict(live)
+        for key, value in applied.items():
+            result[key] = _merge_applied(live.get(key), value, key) if key in live else value
+        return result
+    if isinstance(live, list) and isinstance(applied, list):
+        if is_set_list(name, applied) and is_set_list(name, live):
+            return live + [v for v in applied if v not in live]
+        key = list_key(name, applied)
+        if key and list_key(name, live) == key:
+            merged = list(live)
+            for item in applied:
+                index = next((i for i, v in enumerate(merged) if v.get(key) == item[key]), None)
+                if index is None:
+                    merged.append(item)
+                else:
+                    merged[index] = _merge_applied(merged[index], item)
+            return merged
+    return copy.deepcopy(applied)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _conflicts(
+    entries: list[ManagedEntry], me: tuple[str, str, str], new: FieldSet, applied: Any, live: Any
+) -> list[tuple[ManagedEntry, Path]]:
+    found = []
+    for entry in entries:
+        if entry.identity == me:
+            continue
+        for path in sorted(entry.fields & new):
+            if path[-1] != "." and get_path(applied, path) != get_path(live, path):
+                found.append((entry, path))
+    return found
+
+
+def _conflict_error(conflicts: list[tuple[ManagedEntry, Path]], kind: str, name: str) -> ApiError:
+    lines = [f'conflict with "{e.manager}"' + _using(e) + f": {dotted(p)}" for e, p in conflicts]
+    plural = "conflict" if len(lines) == 1 else "conflicts"
+    message = f"Apply failed with {len(lines)} {plural}: " + "\n".join(lines)
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f'conflict with "{e.manager}"' + _using(e),
+            "field": dotted(p),
+        }
+        for e, p in conflicts
+    ]
+    return ApiError(409, message, reason="Conflict", name=name, kind=kind, causes=causes)
+
+
+def _using(entry: ManagedEntry) -> str:
+    return f" using {entry.api_version}" if entry.operation == "Update" else ""
+
+
+def server_side_apply(
+    live: Mapping[str, Any] | None,
+    applied: Mapping[str, Any],
+    *,
+    manager: str,
+    force: bool,
+    subresource: str,
+    has_status: bool,
+) -> dict[str, Any]:
+    """The object after ``manager`` applies ``applied`` over ``live`` (None: create)."""
+    applied = _without_nulls(applied)
+    base: dict[str, Any] = copy.deepcopy(dict(live)) if live else {"metadata": {}}
+    entries = _entries(live)
+    me = (manager, "Apply", subresource)
+    new = _scoped(field_paths(applied), subresource, has_status)
+    conflicts = _conflicts(entries, me, new, applied, base)
+    if conflicts and not force:
+        name = str(applied.get("metadata", {}).get("name", ""))
+        raise _conflict_error(conflicts, str(applied.get("kind", "")), name)
+    for entry, path in conflicts:
+        entry.fields.discard(path)
+    mine = next((e for e in entries if e.identity == me), None)
+    previous = mine.fields if mine else set()
+    merged: dict[str, Any] = _merge_applied(base, applied)
+    others = [e for e in entries if e.identity != me]
+    _remove_dropped(merged, previous - new, new, others)
+    if mine is None:
+        mine = ManagedEntry(manager, "Apply", str(applied.get("apiVersion", "")), subresource)
+        entries.append(mine)
+    mine.fields, mine.time = set(new), now()
+    mine.api_version = str(applied.get("apiVersion", mine.api_version))
+    for entry in others:
+        entry.fields = {p for p in entry.fields if _exists(merged, p)}
+    _store_entries(merged, entries)
+    return merged
+
+
+def _remove_dropped(
+    obj: dict[str, Any], dropped: FieldSet, new: FieldSet, others: list[ManagedEntry]
+) -> None:
+    """Delete fields no longer applied that no other manager owns (leaves, then items)."""
+    owned = set(new).union(*(e.fields for e in others)) if others else set(new)
+    leaves = [p for p in dropped if p[-1] != "." and p not in owned and not _is_key_field(p)]
+    items = [p for p in dropped if p[-1] == "." and p not in owned]
+    for path in sorted(leaves, key=len, reverse=True):
+        remove_path(obj, path)
+        prune_empty(obj, path, owned)
+    for path in sorted(items, key=len, reverse=True):
+        item = path[:-1]
+        if not any(p[: len(item)] == item for p in owned):
+            remove_path(obj, path)
+            prune_empty(obj, item, owned)
+
+
+def _is_key_field(path: Path) -> bool:
+    """A list item's key (``name`` of a container) goes with the item, never alone."""
+    if len(path) < 2 or not path[-2].startswith("k:"):
+        return False
+    return path[-1][2:] in json.loads(path[-2][2:])

@@ -1,0 +1,83 @@
+"""Starting and stopping the sandbox server on a socket, and its kubeconfig.
+
+Shared by ``reconciler sandbox`` (foreground, until a signal) and ``testing.py``
+(a background thread per test). The kubeconfig points kubectl and the official
+client at the plain-HTTP loopback URL with a dummy token (the sandbox checks no
+credentials).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from aiohttp import web
+
+from reconciler.sandbox.server import SandboxServer
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+
+# Open watch streams are cut after this long on shutdown instead of aiohttp's 60 s.
+SHUTDOWN_TIMEOUT = 0.5
+
+
+@dataclass
+class RunningServer:
+    """A started server: its URL and what stops it (must run on its event loop)."""
+
+    server: SandboxServer
+    runner: web.AppRunner
+    url: str
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    controller_delay: float,
+    fail_images: Sequence[str] = (),
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+) -> RunningServer:
+    """Bind ``host:port`` (0: a free port) and serve; raises OSError when the port is taken."""
+    server = SandboxServer(
+        controller_delay=controller_delay, fail_images=fail_images, history_limit=history_limit
+    )
+    runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    bound_host, bound_port = runner.addresses[0][:2]
+    shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    return RunningServer(server, runner, f"http://{shown}:{bound_port}")
+
+
+def kubeconfig_text(url: str, namespace: str = "default") -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sandbox", "cluster": {"server": url}}],
+        "users": [{"name": "sandbox", "user": {"token": "sandbox"}}],
+        "contexts": [
+            {
+                "name": "sandbox",
+                "context": {"cluster": "sandbox", "user": "sandbox", "namespace": namespace},
+            }
+        ],
+        "current-context": "sandbox",
+        "preferences": {},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def write_kubeconfig(path: Path, url: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kubeconfig_text(url))
+    return path

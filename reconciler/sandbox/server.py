@@ -1,0 +1,323 @@
+"""HTTP routes of the sandbox API server (aiohttp), following the Kubernetes REST layout.
+
+https://kubernetes.io/docs/reference/using-api/api-concepts/ describes the paths
+(``/api/v1/namespaces/<ns>/<plural>/<name>[/<subresource>]``, ``/apis/<g>/<v>/...``),
+the verbs, watch streams and the Status error body. This module only translates
+HTTP to :class:`SandboxApi`/:class:`Lifecycle` calls and back; ``testing.py`` and
+``reconciler sandbox`` build it with :func:`build_app`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from reconciler.sandbox import discovery
+from reconciler.sandbox.api import SandboxApi, WriteOptions
+from reconciler.sandbox.apierrors import ApiError, not_allowed
+from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
+from reconciler.sandbox.gc import Lifecycle
+from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.patch import APPLY_PATCH, apply_patch
+from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
+from reconciler.sandbox.scale import scale_of, with_replicas
+from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.watch import serve_watch
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource URL names."""
+
+    kind: Kind
+    namespace: str | None
+    name: str | None
+    subresource: str
+
+
+TARGET = web.RequestKey("target", Target)
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body).encode(), status=status, content_type="application/json"
+    )
+
+
+class SandboxServer:
+    """One sandbox cluster behind one aiohttp application."""
+
+    def __init__(
+        self,
+        *,
+        controller_delay: float = DEFAULT_DELAY,
+        fail_images: Sequence[str] = (),
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+    ) -> None:
+        self.api = SandboxApi(history_limit)
+        self.lifecycle = Lifecycle(self.api)
+        self.controllers = Controllers(self.api, delay=controller_delay, fail_images=fail_images)
+        self.requests = RequestLog()
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._log_middleware], client_max_size=64 * 1024**2)
+        app.router.add_get("/version", self._version)
+        for probe in ("/healthz", "/livez", "/readyz"):
+            app.router.add_get(probe, self._ok)
+        app.router.add_get("/api", self._api_versions)
+        app.router.add_get("/apis", self._api_groups)
+        app.router.add_get("/api/{version}", self._resource_list)
+        app.router.add_get("/apis/{group}", self._api_group)
+        app.router.add_get("/apis/{group}/{version}", self._resource_list)
+        app.router.add_get("/sandbox/requests", self._get_requests)
+        app.router.add_delete("/sandbox/requests", self._reset_requests)
+        app.router.add_post("/sandbox/compact", self._compact)
+        app.router.add_route("*", "/api/{version}/{tail:.+}", self._resource)
+        app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", self._resource)
+        app.on_shutdown.append(self._end_watches)
+        return app
+
+    async def _end_watches(self, app: web.Application) -> None:
+        self.api.store.close_watches()
+
+    # --- logging and errors -------------------------------------------------------------
+
+    @web.middleware
+    async def _log_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.time()
+        try:
+            response = await handler(request)
+        except ApiError as e:
+            response = json_response(e.to_status(), e.code)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            error = ApiError(e.status, "the server could not find the requested resource")
+            response = json_response(error.to_status(), e.status)
+        except Exception as e:
+            # A sandbox bug must still answer like an API server, not drop the connection.
+            log.exception("sandbox: %s %s failed", request.method, request.path)
+            response = json_response(ApiError(500, f"internal error: {e}").to_status(), 500)
+        if not request.path.startswith("/sandbox/"):
+            self.requests.append(self._entry(request, started, response.status))
+        return response
+
+    def _entry(self, request: web.Request, started: float, status: int) -> RequestLogEntry:
+        target = request.get(TARGET)
+        is_watch = request.query.get("watch") in ("true", "1")
+        named = isinstance(target, Target) and target.name is not None
+        return RequestLogEntry(
+            time=started,
+            method=request.method,
+            verb=kube_verb(request.method, named, is_watch, isinstance(target, Target)),
+            path=request.path,
+            query=request.query_string,
+            status=status,
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+
+    # --- non-resource endpoints ---------------------------------------------------------
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return json_response(discovery.SERVER_VERSION)
+
+    async def _ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _api_versions(self, request: web.Request) -> web.Response:
+        return json_response(discovery.api_versions(request.host))
+
+    async def _api_groups(self, request: web.Request) -> web.Response:
+        return json_response(discovery.api_group_list(self.api.kinds))
+
+    async def _api_group(self, request: web.Request) -> web.Response:
+        group = discovery.api_group(self.api.kinds, request.match_info["group"])
+        if group is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return json_response(group)
+
+    async def _resource_list(self, request: web.Request) -> web.Response:
+        group = request.match_info.get("group", "")
+        version = request.match_info["version"]
+        body = discovery.api_resource_list(self.api.kinds, group, version)
+        if body is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return json_response(body)
+
+    async def _get_requests(self, request: web.Request) -> web.Response:
+        entries = [e.to_dict() for e in self.requests.entries()]
+        return json_response({"kind": "RequestLog", "items": entries})
+
+    async def _reset_requests(self, request: web.Request) -> web.Response:
+        self.requests.reset()
+        return json_response({"kind": "RequestLog", "items": []})
+
+    async def _compact(self, request: web.Request) -> web.Response:
+        self.api.store.compact()
+        return json_response({"resourceVersion": str(self.api.store.resource_version)})
+
+    # --- resources ----------------------------------------------------------------------
+
+    def _target(self, request: web.Request) -> Target:
+        group = request.match_info.get("group", "")
+        version = request.match_info["version"]
+        rest = [p for p in request.match_info["tail"].split("/") if p]
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            nested = self.api.kinds.lookup(group, version, rest[2])
+            if nested is not None and nested.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        kind = self.api.kinds.lookup(group, version, rest[0])
+        if kind is None or len(rest) > 3 or (namespace is not None and not kind.namespaced):
+            raise ApiError(404, "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        subresource = rest[2] if len(rest) > 2 else ""
+        if subresource and not (
+            (subresource == "status" and kind.status) or (subresource == "scale" and kind.scale)
+        ):
+            raise ApiError(404, "the server could not find the requested resource")
+        if kind.namespaced and name is not None and namespace is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return Target(kind, namespace, name, subresource)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        target = self._target(request)
+        request[TARGET] = target
+        method = request.method
+        if target.name is None:
+            if method == "GET":
+                return await self._list(request, target)
+            if method == "POST":
+                return await self._create(request, target)
+            if method == "DELETE":
+                return await self._delete_collection(request, target)
+            raise not_allowed(method)
+        handlers = {
+            "GET": self._get,
+            "PUT": self._replace,
+            "PATCH": self._patch,
+            "DELETE": self._delete,
+        }
+        handler = handlers.get(method)
+        if handler is None:
+            raise not_allowed(method)
+        return await handler(request, target)
+
+    def _opts(self, request: web.Request) -> WriteOptions:
+        """Write options from the query; non-apply writes default the manager like k8s."""
+        dry_run = request.query.get("dryRun") == "All"
+        manager = request.query.get("fieldManager", "")
+        if self._is_apply(request):
+            force = request.query.get("force") in ("true", "1")
+            return WriteOptions(field_manager=manager, dry_run=dry_run, force=force)
+        agent = request.headers.get("User-Agent", "").split("/")[0] or "unknown"
+        return WriteOptions(field_manager=manager or agent, dry_run=dry_run)
+
+    @staticmethod
+    def _is_apply(request: web.Request) -> bool:
+        return request.method == "PATCH" and request.content_type == APPLY_PATCH
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            if request.content_type.endswith("yaml"):
+                return yaml.safe_load(raw) if raw else None
+            return json.loads(raw) if raw else None
+        except (ValueError, yaml.YAMLError) as e:
+            raise ApiError(400, f"the request body is not valid: {e}") from e
+
+    async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        if request.query.get("watch") in ("true", "1"):
+            return await serve_watch(
+                request, self.api, target.kind, target.namespace, labels, fields
+            )
+        listed = self.api.list(target.kind, target.namespace, labels, fields)
+        return json_response(listed)
+
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
+        body = await self._body(request)
+        created = self.api.create(target.kind, target.namespace or "", body, self._opts(request))
+        return json_response(created, 201)
+
+    async def _get(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        obj = self.api.get(target.kind, target.namespace or "", target.name)
+        if target.subresource == "scale":
+            return json_response(scale_of(target.kind, obj))
+        return json_response(obj)
+
+    async def _replace(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        body = await self._body(request)
+        ns, opts = target.namespace or "", self._opts(request)
+        if target.subresource == "scale":
+            old = self.api.read(target.kind, ns, target.name)
+            new = with_replicas(target.kind, old, body)
+            self.api.commit(target.kind, old, new, opts, "scale")
+            return json_response(scale_of(target.kind, self.api.get(target.kind, ns, target.name)))
+        result = self.api.replace(target.kind, ns, target.name, body, opts, target.subresource)
+        return json_response(result)
+
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        body = await self._body(request)
+        ns, opts = target.namespace or "", self._opts(request)
+        if self._is_apply(request):
+            if target.subresource == "scale":
+                raise ApiError(415, "apply is not supported on the scale subresource")
+            obj, created = self.api.apply(
+                target.kind, ns, target.name, body, opts, target.subresource
+            )
+            return json_response(obj, 201 if created else 200)
+        if target.subresource == "scale":
+            old = self.api.read(target.kind, ns, target.name)
+            patched = apply_patch(request.content_type, scale_of(target.kind, old), body)
+            self.api.commit(
+                target.kind, old, with_replicas(target.kind, old, patched), opts, "scale"
+            )
+            return json_response(scale_of(target.kind, self.api.get(target.kind, ns, target.name)))
+        result = self.api.patch(
+            target.kind, ns, target.name, request.content_type, body, opts, target.subresource
+        )
+        return json_response(result)
+
+    async def _delete(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        body = await self._body(request) or {}
+        if not isinstance(body, dict):
+            raise ApiError(400, "DeleteOptions must be an object")
+        propagation = request.query.get("propagationPolicy") or body.get("propagationPolicy")
+        dry_run = request.query.get("dryRun") == "All" or "All" in (body.get("dryRun") or [])
+        opts = WriteOptions(field_manager="", dry_run=dry_run)
+        result = self.lifecycle.delete(
+            target.kind,
+            target.namespace or "",
+            target.name,
+            opts,
+            propagation=str(propagation or "Background"),
+            preconditions=body.get("preconditions"),
+        )
+        pending = bool(result["metadata"].get("deletionTimestamp")) and not dry_run
+        return json_response(result, 202 if pending else 200)
+
+    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        opts = WriteOptions(dry_run=request.query.get("dryRun") == "All")
+        result = self.lifecycle.delete_collection(
+            target.kind, target.namespace, labels, fields, opts
+        )
+        return json_response(result)

@@ -1,0 +1,156 @@
+"""The sandbox's object store: objects, the global resourceVersion and watch history.
+
+Like etcd behind a real API server, one counter orders every write; each write
+records a watch event in a bounded history so a watch can resume from a
+resourceVersion, and one that is too old gets ``410 Gone``
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes).
+Only the server's event loop touches the store, so it needs no locks. ``api.py``
+is its only writer; ``server.py`` reads it for list and watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.sandbox.apierrors import ApiError
+
+Resource = tuple[str, str]  # (group, plural)
+ObjKey = tuple[str, str]  # (namespace or "", name)
+
+DEFAULT_HISTORY_LIMIT = 1000
+CLOSE = "CLOSE"  # an internal event type that ends a watch stream, never sent
+ListOfObjects = list[dict[str, Any]]
+ResourceList = list[Resource]
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One change, as a watch reports it; ``obj`` is never mutated after recording."""
+
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    resource: Resource
+    namespace: str
+    obj: dict[str, Any]
+
+
+@dataclass(eq=False)
+class Watcher:
+    """A live subscription: events for one resource (and maybe one namespace)."""
+
+    resource: Resource
+    namespace: str | None
+    queue: asyncio.Queue[StoredEvent] = field(default_factory=asyncio.Queue)
+
+    def wants(self, event: StoredEvent) -> bool:
+        if event.resource != self.resource:
+            return False
+        return self.namespace is None or event.namespace == self.namespace
+
+
+EventList = list[StoredEvent]
+
+
+class Store:
+    """Objects by resource and (namespace, name), with a bounded event history."""
+
+    def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+        self._objects: dict[Resource, dict[ObjKey, dict[str, Any]]] = {}
+        self._rv = 1
+        self._history: deque[StoredEvent] = deque()
+        self._history_limit = max(1, history_limit)
+        self._compacted_rv = 0  # the newest resourceVersion no longer in history
+        self._watchers: set[Watcher] = set()
+        # Called synchronously after every recorded event (GC, CRDs, controllers).
+        self.listeners: list[Callable[[StoredEvent], None]] = []
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self._objects.get(resource, {}).get((namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, resource: Resource, namespace: str | None = None) -> ListOfObjects:
+        items = self._objects.get(resource, {})
+        keys = sorted(k for k in items if namespace is None or k[0] == namespace)
+        return [copy.deepcopy(items[k]) for k in keys]
+
+    def resources(self) -> ResourceList:
+        return [r for r, items in self._objects.items() if items]
+
+    def iter_all(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
+        """Every stored object (a snapshot, safe to write while iterating)."""
+        for resource, items in list(self._objects.items()):
+            for obj in list(items.values()):
+                yield resource, obj
+
+    def put(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new or changed object, stamping the next resourceVersion."""
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        items = self._objects.setdefault(resource, {})
+        event_type = "MODIFIED" if key in items else "ADDED"
+        self._rv += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["resourceVersion"] = str(self._rv)
+        items[key] = stored
+        self._record(StoredEvent(self._rv, event_type, resource, key[0], stored))
+        return copy.deepcopy(stored)
+
+    def remove(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        items = self._objects.get(resource, {})
+        obj = items.pop((namespace, name), None)
+        if obj is None:
+            return None
+        self._rv += 1
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = str(self._rv)
+        self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone))
+        return copy.deepcopy(gone)
+
+    def _record(self, event: StoredEvent) -> None:
+        self._history.append(event)
+        while len(self._history) > self._history_limit:
+            self._compacted_rv = self._history.popleft().rv
+        for watcher in list(self._watchers):
+            if watcher.wants(event):
+                watcher.queue.put_nowait(event)
+        for listener in list(self.listeners):
+            listener(event)
+
+    def compact(self) -> None:
+        """Forget all history (a debug hook: any older resourceVersion now gets 410)."""
+        if self._history:
+            self._compacted_rv = self._history[-1].rv
+        self._history.clear()
+
+    def events_since(self, rv: int, resource: Resource, namespace: str | None) -> EventList:
+        """History after ``rv``; raises 410 Gone when some of it was compacted."""
+        if rv < self._compacted_rv:
+            raise ApiError(
+                410,
+                f"too old resource version: {rv} ({self._compacted_rv + 1})",
+                reason="Expired",
+            )
+        probe = Watcher(resource, namespace, asyncio.Queue())
+        return [e for e in self._history if e.rv > rv and probe.wants(e)]
+
+    def subscribe(self, resource: Resource, namespace: str | None) -> Watcher:
+        watcher = Watcher(resource, namespace)
+        self._watchers.add(watcher)
+        return watcher
+
+    def close_watches(self) -> None:
+        """Tell every open watch stream to end (server shutdown)."""
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(StoredEvent(self._rv, CLOSE, watcher.resource, "", {}))
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)

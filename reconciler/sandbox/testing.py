@@ -1,0 +1,115 @@
+"""Running a sandbox inside a test process (or ``reconciler demo``) on a background thread.
+
+:func:`running_sandbox` starts the server on its own event loop in a daemon thread,
+writes a kubeconfig, and yields a :class:`SandboxHandle`; the ``sandbox`` pytest
+fixture in ``tests/conftest.py`` wraps it. Startup takes milliseconds, so every
+test gets a fresh, empty cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from reconciler.sandbox.requestlog import RequestLogEntry
+from reconciler.sandbox.runner import RunningServer, start_server, write_kubeconfig
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+
+T = TypeVar("T")
+
+
+class SandboxHandle:
+    """A sandbox running on a background thread: its URL, kubeconfig and request log."""
+
+    def __init__(
+        self, running: RunningServer, loop: asyncio.AbstractEventLoop, kubeconfig: Path
+    ) -> None:
+        self._running = running
+        self._loop = loop
+        self.url = running.url
+        self.kubeconfig = kubeconfig
+        self._stopped = threading.Event()
+
+    def request_log(self) -> list[RequestLogEntry]:
+        return self._running.server.requests.entries()
+
+    def reset_request_log(self) -> None:
+        self._running.server.requests.reset()
+
+    def call(self, func: Callable[[], T]) -> T:
+        """Run ``func`` on the server's loop (the store is not thread-safe) and return its value."""
+        result: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                result.set_result(func())
+            except BaseException as e:  # handed to the caller's thread
+                result.set_exception(e)
+
+        self._loop.call_soon_threadsafe(run)
+        return result.result(timeout=30)
+
+    def compact_history(self) -> None:
+        """Forget watch history: watches from any older resourceVersion now get 410 Gone."""
+        self.call(self._running.server.api.store.compact)
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        future = asyncio.run_coroutine_threadsafe(self._running.stop(), self._loop)
+        future.result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+@contextmanager
+def running_sandbox(
+    *,
+    controller_delay: float = 0.05,
+    fail_images: Sequence[str] = (),
+    port: int = 0,
+    host: str = "127.0.0.1",
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+    kubeconfig: Path | None = None,
+) -> Iterator[SandboxHandle]:
+    """A sandbox for the duration of the ``with`` block (stopped on exit)."""
+    loop = asyncio.new_event_loop()
+    started: Future[RunningServer] = Future()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            running = loop.run_until_complete(
+                start_server(
+                    host=host,
+                    port=port,
+                    controller_delay=controller_delay,
+                    fail_images=fail_images,
+                    history_limit=history_limit,
+                )
+            )
+        except BaseException as e:
+            started.set_exception(e)
+            loop.close()
+            return
+        started.set_result(running)
+        loop.run_forever()
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="reconciler-sandbox", daemon=True)
+    thread.start()
+    running = started.result(timeout=30)
+    with tempfile.TemporaryDirectory(prefix="reconciler-sandbox-") as tmp:
+        path = write_kubeconfig(kubeconfig or Path(tmp) / "kubeconfig", running.url)
+        handle = SandboxHandle(running, loop, path)
+        try:
+            yield handle
+        finally:
+            handle.stop()
+            thread.join(timeout=10)

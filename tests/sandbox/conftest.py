@@ -1,0 +1,33 @@
+"""Fixtures for the sandbox contract tests: official clients bound to the ``sandbox`` fixture."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+
+from reconciler.sandbox.testing import SandboxHandle
+
+
+@pytest.fixture
+def api_client(sandbox: SandboxHandle) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(str(sandbox.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def dyn(api_client: client.ApiClient) -> DynamicClient:
+    return DynamicClient(api_client)

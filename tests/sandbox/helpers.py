@@ -1,0 +1,69 @@
+"""Helpers shared by the sandbox contract tests (raw HTTP, polling, manifests)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from reconciler.sandbox.testing import SandboxHandle
+
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T], timeout: float = 10.0) -> T:
+    """Poll ``check`` until it returns a truthy value (controllers run after a delay)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, "condition not reached"
+            return value
+        time.sleep(0.02)
+
+
+def http(
+    sandbox: SandboxHandle,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """A raw request (urllib) returning (status, decoded JSON body or text)."""
+    data = None
+    if body is not None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    request = urllib.request.Request(sandbox.url + path, data=data, method=method)
+    request.add_header("Content-Type", content_type)
+    for key, value in (headers or {}).items():
+        request.add_header(key, value)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode()
+
+
+def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25") -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": image}]},
+            },
+        },
+    }

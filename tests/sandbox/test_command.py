@@ -1,0 +1,67 @@
+"""``reconciler sandbox``: serves until SIGINT/SIGTERM, writes a kubeconfig, exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "sandbox", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serves_until_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    kubeconfig = tmp_path / "kc" / "config"
+    proc = start("--port", "0", "--write-kubeconfig", str(kubeconfig))
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        hint = proc.stdout.readline()
+        assert first.startswith("sandbox API server listening on http://127.0.0.1:")
+        assert f"kubectl --kubeconfig {kubeconfig} get ns" in hint
+        url = first.rsplit(" ", 1)[1].strip()
+        with urllib.request.urlopen(url + "/version", timeout=10) as response:
+            assert json.load(response)["major"] == "1"
+        core = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+        assert "default" in [n.metadata.name for n in core.list_namespace().items]
+    finally:
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+
+
+def test_port_in_use_is_a_usage_error() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = start("--port", str(port))
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and f"127.0.0.1:{port}" in err
+
+
+def test_bad_port_and_unwritable_kubeconfig(tmp_path: Path) -> None:
+    proc = start("--port", "70000")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "70000" in err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = start("--write-kubeconfig", str(blocker / "config"))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "kubeconfig" in err

@@ -1,0 +1,309 @@
+"""CRUD and metadata contract.
+
+Follows https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions
+(a global counter, stale writes get 409), .../api-concepts/#dry-run, and
+https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/object-meta/
+(uid, creationTimestamp, generation bumped on spec changes only).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.sandbox.testing import SandboxHandle
+from tests.sandbox.helpers import deployment, http
+
+
+def cm(name: str, labels: dict[str, str] | None = None, **data: str) -> dict:
+    return {"metadata": {"name": name, "labels": labels or {}}, "data": data}
+
+
+def test_create_sets_server_metadata(core: client.CoreV1Api) -> None:
+    created = core.create_namespaced_config_map("default", cm("a", x="1"))
+    meta = created.metadata
+    assert meta.uid and meta.creation_timestamp and meta.namespace == "default"
+    assert int(meta.resource_version) > 0
+    again = core.read_namespaced_config_map("a", "default")
+    assert again.metadata.uid == meta.uid and again.data == {"x": "1"}
+
+
+def test_resource_version_is_a_global_counter(core: client.CoreV1Api) -> None:
+    a = core.create_namespaced_config_map("default", cm("a"))
+    b = core.create_namespaced_config_map("kube-system", cm("b"))
+    assert int(b.metadata.resource_version) > int(a.metadata.resource_version)
+    listed = core.list_config_map_for_all_namespaces()
+    assert int(listed.metadata.resource_version) >= int(b.metadata.resource_version)
+
+
+def test_list_kind_and_api_version(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:
+    core.create_namespaced_config_map("default", cm("a"))
+    status, body = http(sandbox, "GET", "/api/v1/namespaces/default/configmaps")
+    assert status == 200 and body["kind"] == "ConfigMapList" and body["apiVersion"] == "v1"
+    assert body["metadata"]["resourceVersion"]
+    assert [i["metadata"]["name"] for i in body["items"]] == ["a"]
+
+
+def test_already_exists_and_not_found(core: client.CoreV1Api) -> None:
+    core.create_namespaced_config_map("default", cm("a"))
+    with pytest.raises(ApiException) as exists:
+        core.create_namespaced_config_map("default", cm("a"))
+    assert exists.value.status == 409 and '"reason":"AlreadyExists"' in exists.value.body.replace(
+        " ", ""
+    )
+    with pytest.raises(ApiException) as missing:
+        core.read_namespaced_config_map("nope", "default")
+    assert missing.value.status == 404
+
+
+def test_create_in_missing_namespace_is_not_found(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map("ghost", cm("a"))
+    assert e.value.status == 404 and "namespaces" in e.value.body
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "-x", "a" * 254, ""])
+def test_invalid_names_are_rejected(sandbox: SandboxHandle, name: str) -> None:
+    status, body = http(
+        sandbox, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": name}}
+    )
+    assert status == 422 and body["reason"] == "Invalid"
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"kind": "Secret", "metadata": {"name": "a"}}, 400),
+        ({"apiVersion": "v2", "metadata": {"name": "a"}}, 400),
+        ({"metadata": {"name": "a", "namespace": "other"}}, 400),
+        ({"metadata": "nope"}, 400),
+        ([1, 2], 400),
+        ({"metadata": {"name": "a", "labels": ["x"]}}, 422),
+        ({"metadata": {"name": "a", "annotations": {"a": 1}}}, 422),
+        ({"metadata": {"name": "a", "finalizers": "x"}}, 422),
+        ({"metadata": {"name": "a", "ownerReferences": [{"name": "x"}]}}, 422),
+        ("{not json", 400),
+    ],
+)
+def test_bad_bodies_are_rejected(sandbox: SandboxHandle, body: object, code: int) -> None:
+    status, reply = http(sandbox, "POST", "/api/v1/namespaces/default/configmaps", body)
+    assert status == code and reply["kind"] == "Status" and reply["status"] == "Failure"
+
+
+def test_replace_with_stale_resource_version_conflicts(core: client.CoreV1Api) -> None:
+    created = core.create_namespaced_config_map("default", cm("a", x="1"))
+    created.data = {"x": "2"}
+    core.replace_namespaced_config_map("a", "default", created)
+    created.data = {"x": "3"}
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("a", "default", created)
+    assert e.value.status == 409 and "the object has been modified" in e.value.body
+    assert core.read_namespaced_config_map("a", "default").data == {"x": "2"}
+
+
+def test_replace_without_resource_version_is_unconditional(core: client.CoreV1Api) -> None:
+    core.create_namespaced_config_map("default", cm("a", x="1"))
+    replaced = core.replace_namespaced_config_map("a", "default", cm("a", x="9"))
+    assert replaced.data == {"x": "9"}
+
+
+def test_replace_name_mismatch_and_missing(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:
+    core.create_namespaced_config_map("default", cm("a"))
+    status, _ = http(sandbox, "PUT", "/api/v1/namespaces/default/configmaps/a", cm("b"))
+    assert status == 400
+    status, _ = http(sandbox, "PUT", "/api/v1/namespaces/default/configmaps/zz", cm("zz"))
+    assert status == 404
+
+
+def test_noop_update_keeps_resource_version(core: client.CoreV1Api) -> None:
+    created = core.create_namespaced_config_map("default", cm("a", x="1"))
+    same = core.replace_namespaced_config_map("a", "default", created)
+    assert same.metadata.resource_version == created.metadata.resource_version
+
+
+def test_generation_tracks_spec_only(apps: client.AppsV1Api) -> None:
+    created = apps.create_namespaced_deployment("default", deployment("web"))
+    assert created.metadata.generation == 1
+    apps.patch_namespaced_deployment("web", "default", {"metadata": {"labels": {"x": "y"}}})
+    assert apps.read_namespaced_deployment("web", "default").metadata.generation == 1
+    apps.patch_namespaced_deployment("web", "default", {"spec": {"replicas": 5}})
+    assert apps.read_namespaced_deployment("web", "default").metadata.generation == 2
+
+
+def test_dry_run_stores_nothing(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:
+    """https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run on every write."""
+    result = core.create_namespaced_config_map("default", cm("a"), dry_run="All")
+    assert result.metadata.name == "a"
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map("a", "default")
+    core.create_namespaced_config_map("default", cm("a", x="1"))
+    core.patch_namespaced_config_map("a", "default", {"data": {"x": "2"}}, dry_run="All")
+    core.replace_namespaced_config_map("a", "default", cm("a", x="3"), dry_run="All")
+    status, _ = http(
+        sandbox,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/a?fieldManager=t&dryRun=All&force=true",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"x": "4"}},
+        "application/apply-patch+yaml",
+    )
+    assert status == 200
+    core.delete_namespaced_config_map("a", "default", dry_run="All")
+    assert core.read_namespaced_config_map("a", "default").data == {"x": "1"}
+
+
+def test_generate_name(core: client.CoreV1Api) -> None:
+    made = core.create_namespaced_config_map("default", {"metadata": {"generateName": "job-"}})
+    assert made.metadata.name.startswith("job-") and len(made.metadata.name) > 4
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=web", ["a", "b"]),
+        ("app==web", ["a", "b"]),
+        ("app!=web", ["c", "d"]),
+        ("tier in (front, back)", ["a", "c"]),
+        ("tier notin (front)", ["b", "c", "d"]),
+        ("tier", ["a", "c"]),
+        ("!tier", ["b", "d"]),
+        ("app=web,tier=front", ["a"]),
+    ],
+)
+def test_label_selectors(core: client.CoreV1Api, selector: str, expected: list[str]) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"""
+    core.create_namespaced_config_map("default", cm("a", {"app": "web", "tier": "front"}))
+    core.create_namespaced_config_map("default", cm("b", {"app": "web"}))
+    core.create_namespaced_config_map("default", cm("c", {"app": "db", "tier": "back"}))
+    core.create_namespaced_config_map("default", cm("d"))
+    listed = core.list_namespaced_config_map("default", label_selector=selector)
+    assert [i.metadata.name for i in listed.items] == expected
+
+
+def test_field_selectors(core: client.CoreV1Api) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/"""
+    core.create_namespaced_config_map("default", cm("a"))
+    core.create_namespaced_config_map("kube-system", cm("a"))
+    core.create_namespaced_config_map("default", cm("b"))
+    by_name = core.list_config_map_for_all_namespaces(field_selector="metadata.name=a")
+    assert sorted(i.metadata.namespace for i in by_name.items) == ["default", "kube-system"]
+    both = core.list_config_map_for_all_namespaces(
+        field_selector="metadata.namespace=default,metadata.name!=a"
+    )
+    assert [i.metadata.name for i in both.items] == ["b"]
+
+
+@pytest.mark.parametrize("query", ["labelSelector=a%20in%20b", "fieldSelector=metadata.name"])
+def test_malformed_selectors_are_bad_requests(sandbox: SandboxHandle, query: str) -> None:
+    status, body = http(sandbox, "GET", f"/api/v1/configmaps?{query}")
+    assert status == 400 and body["reason"] == "BadRequest"
+
+
+def test_delete_collection(core: client.CoreV1Api) -> None:
+    core.create_namespaced_config_map("default", cm("a", {"drop": "yes"}))
+    core.create_namespaced_config_map("default", cm("b"))
+    core.delete_collection_namespaced_config_map("default", label_selector="drop=yes")
+    assert [i.metadata.name for i in core.list_namespaced_config_map("default").items] == ["b"]
+
+
+def test_cluster_scoped_and_unknown_paths(sandbox: SandboxHandle) -> None:
+    assert http(sandbox, "GET", "/api/v1/namespaces/default/namespaces")[0] == 404
+    assert http(sandbox, "GET", "/api/v1/widgets")[0] == 404
+    assert http(sandbox, "GET", "/api/v1/configmaps/a")[0] == 404
+    assert http(sandbox, "GET", "/api/v1/namespaces/default/configmaps/a/b/c")[0] == 404
+    assert http(sandbox, "POST", "/api/v1/namespaces/default/configmaps/a")[0] == 405
+    assert http(sandbox, "GET", "/api/v1/namespaces/default/configmaps/a/status")[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/apis/apps/v1/namespaces/default/deployments", {"spec": [1]}, "spec"),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            {"spec": {"replicas": "2"}},
+            "spec.replicas",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            {"spec": {"template": "x"}},
+            "spec.template",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            {"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}},
+            "spec.template.spec.containers",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            {"spec": {"updateStrategy": {"rollingUpdate": {"partition": "x"}}}},
+            "spec.updateStrategy.rollingUpdate.partition",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            {"spec": {"template": {"metadata": {"annotations": {"a": 1}}}}},
+            "spec.template.metadata.annotations",
+        ),
+        ("/api/v1/namespaces/default/configmaps", {"data": "x"}, "data"),
+    ],
+)
+def test_malformed_fields_are_invalid(
+    sandbox: SandboxHandle, path: str, body: dict, field: str
+) -> None:
+    """Field validation: https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation"""
+    status, reply = http(sandbox, "POST", path, {"metadata": {"name": "x"}, **body})
+    assert status == 422 and reply["details"]["causes"][0]["field"] == field
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "spec",
+                    "template",
+                    "replicas",
+                    "containers",
+                    "name",
+                    "metadata",
+                    "labels",
+                    "status",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=3,
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@settings(
+    max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
+@given(spec=json_values, method=st.sampled_from(["POST", "APPLY", "MERGE"]))
+def test_arbitrary_bodies_never_crash_the_server(
+    sandbox: SandboxHandle, spec: object, method: str
+) -> None:
+    base = "/apis/apps/v1/namespaces/default/deployments"
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "f"}, "spec": spec}
+    if method == "POST":
+        status, _ = http(sandbox, "POST", base, body)
+    elif method == "APPLY":
+        status, _ = http(
+            sandbox,
+            "PATCH",
+            base + "/f?fieldManager=h&force=true",
+            body,
+            "application/apply-patch+yaml",
+        )
+    else:
+        status, _ = http(
+            sandbox, "PATCH", base + "/f", {"spec": spec}, "application/merge-patch+json"
+        )
+    assert status < 500

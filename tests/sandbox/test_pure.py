@@ -1,0 +1,121 @@
+"""The sandbox's pure pieces: selectors, patches and FieldsV1 paths, without HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.fieldsets import dotted, field_paths, from_fields_v1, to_fields_v1
+from reconciler.sandbox.patch import apply_patch, json_patch, merge_patch, strategic_merge
+from reconciler.sandbox.selectors import parse_label_selector, selector_to_string
+
+
+@pytest.mark.parametrize("text", ["a in b", "a notin", "!a=b", "=x", "a in (b"])
+def test_bad_label_selectors(text: str) -> None:
+    with pytest.raises(ApiError) as e:
+        parse_label_selector(text)
+    assert e.value.code == 400
+
+
+def test_selector_to_string_round_trips_through_parser() -> None:
+    selector = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]},
+            {"key": "env", "operator": "NotIn", "values": ["dev"]},
+            {"key": "x", "operator": "Exists"},
+            {"key": "y", "operator": "DoesNotExist"},
+        ],
+    }
+    text = selector_to_string(selector)
+    assert text == "app=web,tier in (a,b),env notin (dev),x,!y"
+    match = parse_label_selector(text)
+    assert match({"metadata": {"labels": {"app": "web", "tier": "b", "env": "prod", "x": ""}}})
+    assert not match({"metadata": {"labels": {"app": "web", "tier": "c", "x": ""}}})
+
+
+def test_merge_patch_rfc7386_example() -> None:
+    target = {"a": "b", "c": {"d": "e", "f": "g"}}
+    patch = {"a": "z", "c": {"f": None}}
+    assert merge_patch(target, patch) == {"a": "z", "c": {"d": "e"}}
+    assert merge_patch({"a": [1]}, {"a": [2]}) == {"a": [2]}
+
+
+def test_json_patch_move_and_append() -> None:
+    doc = {"a": {"b": 1}, "l": [1]}
+    ops = [{"op": "move", "from": "/a/b", "path": "/c"}, {"op": "add", "path": "/l/-", "value": 2}]
+    assert json_patch(doc, ops) == {"a": {}, "c": 1, "l": [1, 2]}
+    assert doc == {"a": {"b": 1}, "l": [1]}  # the input is not modified
+    with pytest.raises(ApiError):
+        json_patch(doc, [{"op": "add", "path": "/l/9", "value": 0}])
+    with pytest.raises(ApiError):
+        json_patch(doc, [{"op": "add", "path": "relative", "value": 0}])
+
+
+def test_strategic_merge_directives() -> None:
+    live = {
+        "metadata": {"finalizers": ["a"]},
+        "spec": {"env": [{"name": "A", "value": "1"}], "args": ["x", "y"], "map": {"k": 1}},
+    }
+    patch: dict[str, Any] = {
+        "metadata": {"finalizers": ["b", "a"]},
+        "spec": {
+            "env": [{"name": "B", "value": "2"}],
+            "args": ["z"],
+            "map": {"$patch": "replace", "n": 2},
+            "$deleteFromPrimitiveList/tags": ["t"],
+        },
+    }
+    result = strategic_merge(live, patch)
+    assert result["metadata"]["finalizers"] == ["a", "b"]
+    assert result["spec"]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert result["spec"]["args"] == ["z"] and result["spec"]["map"] == {"n": 2}
+    replaced = strategic_merge(live, {"spec": {"env": [{"$patch": "replace"}, {"name": "C"}]}})
+    assert replaced["spec"]["env"] == [{"name": "C"}]
+    with pytest.raises(ApiError):
+        apply_patch("application/strategic-merge-patch+json", live, [1])
+    with pytest.raises(ApiError):
+        apply_patch("application/merge-patch+json", live, [1])
+
+
+def test_field_paths_for_keyed_lists_and_sets() -> None:
+    obj = {
+        "metadata": {"finalizers": ["x"]},
+        "spec": {
+            "containers": [{"name": "a", "ports": [{"containerPort": 80}]}],
+            "args": ["p"],
+            "empty": {},
+        },
+    }
+    paths = field_paths(obj)
+    assert ("f:metadata", "f:finalizers", 'v:"x"') in paths
+    assert ("f:spec", "f:containers", 'k:{"name":"a"}', ".") in paths
+    assert (
+        "f:spec",
+        "f:containers",
+        'k:{"name":"a"}',
+        "f:ports",
+        'k:{"containerPort":80}',
+        "f:containerPort",
+    ) in paths
+    assert ("f:spec", "f:args") in paths and ("f:spec", "f:empty") in paths
+    path = ("f:spec", "f:containers", 'k:{"name":"a"}', "f:image")
+    assert dotted(path) == '.spec.containers[name="a"].image'
+
+
+keys = st.text(alphabet="abcxyz", min_size=1, max_size=3)
+trees = st.recursive(
+    st.dictionaries(keys, st.integers(), max_size=3),
+    lambda children: st.dictionaries(keys, children, min_size=1, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(trees)
+def test_fields_v1_round_trip(tree: dict[str, Any]) -> None:
+    paths = field_paths(tree)
+    assert from_fields_v1(to_fields_v1(paths)) == paths

@@ -1,0 +1,117 @@
+"""Watch contract: https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes
+
+Streams start with ADDED for existing objects, resume after a resourceVersion,
+end at ``timeoutSeconds``, and answer a compacted resourceVersion with an ERROR
+event holding a 410 Expired Status.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+
+
+def raw_watch(sandbox: SandboxHandle, query: str) -> list[dict]:
+    url = f"{sandbox.url}/api/v1/namespaces/default/configmaps?watch=true&{query}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return [json.loads(line) for line in response if line.strip()]
+
+
+def test_watch_without_version_lists_existing_objects(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    events = raw_watch(sandbox, "timeoutSeconds=0.2")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "a")]
+    assert events[0]["object"]["kind"] == "ConfigMap"
+
+
+def test_watch_resumes_after_resource_version(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    first = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    core.patch_namespaced_config_map("a", "default", {"data": {"x": "1"}})
+    core.delete_namespaced_config_map("a", "default")
+    rv = first.metadata.resource_version
+    events = raw_watch(sandbox, f"resourceVersion={rv}&timeoutSeconds=0.2")
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+
+
+def test_watch_streams_live_events_with_official_client(core: client.CoreV1Api) -> None:
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    seen: list[tuple[str, str]] = []
+
+    def writer() -> None:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "live"}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": "skip", "labels": {"x": "n"}}}
+        )
+        core.delete_namespaced_config_map("live", "default")
+
+    thread = threading.Timer(0.1, writer)
+    thread.start()
+    stream = watch.Watch().stream(
+        core.list_namespaced_config_map,
+        "default",
+        resource_version=rv,
+        label_selector="!x",
+        timeout_seconds=5,
+    )
+    for event in stream:
+        seen.append((event["type"], event["object"].metadata.name))
+        if event["type"] == "DELETED":
+            break
+    thread.join()
+    assert seen == [("ADDED", "live"), ("DELETED", "live")]
+
+
+def test_compacted_history_gives_410_gone(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:
+    old = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    core.patch_namespaced_config_map("a", "default", {"data": {"x": "1"}})
+    sandbox.compact_history()
+    events = raw_watch(sandbox, f"resourceVersion={old.metadata.resource_version}")
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    status = events[0]["object"]
+    assert status["kind"] == "Status" and status["code"] == 410 and status["reason"] == "Expired"
+    with pytest.raises(ApiException) as e:
+        for _ in watch.Watch().stream(
+            core.list_namespaced_config_map,
+            "default",
+            resource_version=old.metadata.resource_version,
+            timeout_seconds=1,
+        ):
+            pass
+    assert e.value.status == 410
+
+
+def test_bounded_history_expires_old_versions() -> None:
+    with running_sandbox(history_limit=3) as sandbox:
+        api = client.CoreV1Api(_client(sandbox))
+        first = api.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+        for n in range(5):
+            api.patch_namespaced_config_map("a", "default", {"data": {"n": str(n)}})
+        events = raw_watch(sandbox, f"resourceVersion={first.metadata.resource_version}")
+        assert events[0]["object"]["code"] == 410
+        latest = api.read_namespaced_config_map("a", "default").metadata.resource_version
+        assert raw_watch(sandbox, f"resourceVersion={latest}&timeoutSeconds=0.1") == []
+
+
+def _client(sandbox: SandboxHandle) -> client.ApiClient:
+    from kubernetes import config
+
+    return config.new_client_from_config(str(sandbox.kubeconfig))
+
+
+@pytest.mark.parametrize("query", ["resourceVersion=abc", "timeoutSeconds=soon"])
+def test_bad_watch_parameters(sandbox: SandboxHandle, query: str) -> None:
+    from tests.sandbox.helpers import http
+
+    status, body = http(sandbox, "GET", f"/api/v1/configmaps?watch=true&{query}")
+    assert status == 400 and body["kind"] == "Status"
