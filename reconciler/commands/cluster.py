@@ -1,0 +1,199 @@
+"""``diff`` and ``apply``: compare a cluster with the catalog, or make it equal, once.
+
+Each command composes the stages and prints results; no logic of its own:
+load the catalog, connect like kubectl, read deployed versions from the
+cluster's inventories, ``plan_cluster``, then per instance ``diff_instance`` or
+``apply_instance`` (``reconciler.kube``). An instance whose plan fails (broken
+files, unresolvable selection, blocked downgrade) keeps its objects as they are
+and makes the command exit 1, while every other instance is still handled.
+Instances deleted from Git have their objects pruned (only with
+``--allow-empty-prune``, since that removes everything they had).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from reconciler.catalog import load_catalog
+from reconciler.commands.output import eprint, print_json
+from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
+from reconciler.kube import (
+    ApplyOptions,
+    ClusterUnreachable,
+    InstanceResult,
+    InstanceTarget,
+    KubeClient,
+    Limits,
+    LiveState,
+    ObjectDiff,
+    apply_instance,
+    diff_instance,
+    remove_instance,
+)
+from reconciler.model.catalog import Catalog, ClusterEntry
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
+from reconciler.model.errors import KubeError, UsageError
+
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+INSTANCE_KIND = ("reconciler/v1", "Instance")
+
+
+def apply_command(args: argparse.Namespace) -> int:
+    """Apply every instance of ``--cluster``; exit 1 if any instance failed."""
+    catalog, entry = _load(args)
+    options = ApplyOptions(
+        limits=Limits.of(entry.cluster),
+        force_conflicts=bool(getattr(args, "force_conflicts", False)),
+        allow_empty_prune=bool(getattr(args, "allow_empty_prune", False)),
+    )
+    with _connected(args) as (client, live):
+        plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
+        results = [_apply_plan(client, live, plan, options) for plan in plans]
+        results += _remove_deleted(client, live, entry, options)
+    changes = ChangeSet.of(e for r in results for e in r.changes.entries)
+    if args.output == "json":
+        print_json([e.to_dict() for e in changes.entries])
+    else:
+        _print_apply(results, changes)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_PROBLEMS
+
+
+def diff_command(args: argparse.Namespace) -> int:
+    """Print a unified diff per object that differs; exit 1 when anything differs."""
+    catalog, entry = _load(args)
+    options = ApplyOptions(limits=Limits.of(entry.cluster))
+    diffs: list[ObjectDiff] = []
+    with _connected(args) as (client, live):
+        plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
+        for plan in plans:
+            if plan.instance.suspend:
+                continue
+            if not plan.ok:
+                diffs.append(_plan_error(plan))
+                continue
+            diffs += diff_instance(client, _target(args.cluster, plan), options, live)
+        for name, inventory in sorted(live.inventories().items()):
+            if name not in _known_instances(entry):
+                target = InstanceTarget(args.cluster, name, inventory.namespace, ())
+                diffs += diff_instance(client, target, options, live)
+    if args.output == "json":
+        print_json([d.to_dict() for d in diffs])
+    else:
+        _print_diffs(diffs)
+    return EXIT_PROBLEMS if diffs else EXIT_OK
+
+
+def _load(args: argparse.Namespace) -> tuple[Catalog, ClusterEntry]:
+    catalog = load_catalog(args.catalog)
+    require_cluster(catalog, args.cluster)
+    return catalog, catalog.clusters[args.cluster]
+
+
+@contextmanager
+def _connected(args: argparse.Namespace) -> Iterator[tuple[KubeClient, LiveState]]:
+    """A client and the pass's live view; an unreachable cluster is an environment error."""
+    with KubeClient.connect(args.kubeconfig, args.context) as client:
+        try:
+            yield client, LiveState(client, args.cluster)
+        except ClusterUnreachable as e:
+            raise UsageError(str(e)) from e
+
+
+def _target(cluster: str, plan: InstancePlan) -> InstanceTarget:
+    inst = plan.instance
+    return InstanceTarget(
+        cluster=cluster,
+        instance=inst.name,
+        namespace=inst.namespace,
+        objects=plan.objects,
+        app=inst.app,
+        version=plan.version.key if plan.version is not None else "",
+    )
+
+
+def _apply_plan(
+    client: KubeClient, live: LiveState, plan: InstancePlan, options: ApplyOptions
+) -> InstanceResult:
+    if plan.instance.suspend:
+        return _kept_as_is(live, plan, Action.SKIPPED, "suspended")
+    if not plan.ok:
+        return _kept_as_is(live, plan, Action.FAILED, plan.message or str(plan.reason))
+    try:
+        return apply_instance(client, _target(live.cluster, plan), options, live)
+    except ClusterUnreachable:
+        raise
+    except KubeError as e:  # e.g. its kinds could not be listed: this instance fails alone
+        inst = plan.instance
+        ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
+        return InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e))
+
+
+def _kept_as_is(
+    live: LiveState, plan: InstancePlan, action: Action, message: str
+) -> InstanceResult:
+    """An instance left alone: one entry for the instance, one skipped entry per object."""
+    inst = plan.instance
+    ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+    reason = None if action is Action.SKIPPED else (plan.reason or "ReconcileFailed")
+    entries = [ChangeSetEntry.for_ref(inst.name, ref, action, message)]
+    inventory = live.inventory(inst.name)
+    kept_message = f"left as it is ({plan.reason or message})"
+    for obj in sorted(inventory.objects) if inventory else ():
+        entries.append(ChangeSetEntry.for_ref(inst.name, obj, Action.SKIPPED, kept_message))
+    return InstanceResult(inst.name, ChangeSet.of(entries), reason, message)
+
+
+def _known_instances(entry: ClusterEntry) -> set[str]:
+    return set(entry.instances)  # broken instance files stay listed (valid=False)
+
+
+def _remove_deleted(
+    client: KubeClient, live: LiveState, entry: ClusterEntry, options: ApplyOptions
+) -> list[InstanceResult]:
+    """Prune instances that have an inventory in the cluster but no file in Git."""
+    results = []
+    for name, inventory in sorted(live.inventories().items()):
+        if name in _known_instances(entry):
+            continue
+        changes, reason, message = remove_instance(
+            client, live, inventory, allow_empty_prune=options.allow_empty_prune
+        )
+        results.append(InstanceResult(name, changes, reason, message))
+    return results
+
+
+def _plan_error(plan: InstancePlan) -> ObjectDiff:
+    inst = plan.instance
+    ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+    message = f"{plan.reason}: {plan.message or 'cannot plan this instance'}"
+    return ObjectDiff(inst.name, ref, "error", "", message)
+
+
+def _print_apply(results: list[InstanceResult], changes: ChangeSet) -> None:
+    for result in results:
+        status = "" if result.ok else f" failed ({result.reason or 'ApplyFailed'})"
+        print(f"{result.instance}:{status}")
+        for e in result.changes.entries:
+            print(f"  {e}")
+        if not result.ok and result.message:
+            eprint(f"reconciler: {result.instance}: {result.message}")
+    failed = sum(1 for r in results if not r.ok)
+    tail = f", {failed} failed" if failed else ""
+    print(f"apply: {len(results)} instances{tail}; objects: {changes.summary()}")
+
+
+def _print_diffs(diffs: list[ObjectDiff]) -> None:
+    for d in diffs:
+        if d.change == "error":
+            eprint(f"reconciler: {d.instance}: {d.message}")
+            continue
+        print(f"# {d.ref} (instance {d.instance}): {d.change}")
+        sys.stdout.write(d.diff if d.diff.endswith("\n") else d.diff + "\n")
+    changed = sum(1 for d in diffs if d.change != "error")
+    errors = len(diffs) - changed
+    tail = f", {errors} error(s)" if errors else ""
+    print(f"diff: {changed} object(s) differ{tail}")

@@ -1,0 +1,61 @@
+"""The only code that talks to Kubernetes: connect, apply, diff, prune, health, inventory.
+
+Callers (the ``diff``/``apply`` commands and the daemon) use this API:
+
+- ``KubeClient.connect(kubeconfig=None, context=None)`` connects like kubectl.
+- ``LiveState(client, cluster)`` is one pass's cached view (one list per kind);
+  share it across the instances of a pass.
+- ``apply_instance(client, InstanceTarget(...), ApplyOptions(...), live) -> InstanceResult``
+  applies, reverts drift, prunes and records the inventory; ``result.changes`` is
+  the ``ChangeSet``.
+- ``diff_instance(client, target, options, live) -> list[ObjectDiff]``.
+- ``remove_instance(client, live, inventory, allow_empty_prune=...)`` prunes an
+  instance deleted from Git.
+- ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
+- ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
+
+Only this package imports ``kubernetes``; its errors become ``reconciler.kube.errors``.
+"""
+
+from reconciler.kube.apply import (
+    ApplyOptions,
+    InstanceResult,
+    InstanceTarget,
+    apply_instance,
+    place_objects,
+)
+from reconciler.kube.client import FIELD_MANAGER, KubeClient, RetryPolicy
+from reconciler.kube.diff import ObjectDiff, diff_instance
+from reconciler.kube.errors import ClusterUnreachable, ConflictError, KubeApiError
+from reconciler.kube.health import Health, HealthReport, ObjectHealth, evaluate, wait_healthy
+from reconciler.kube.inventory import Inventory, read_deployed_versions, read_inventories
+from reconciler.kube.limits import Limits
+from reconciler.kube.live import LiveState
+from reconciler.kube.prune import remove_instance
+
+__all__ = [
+    "FIELD_MANAGER",
+    "ApplyOptions",
+    "ClusterUnreachable",
+    "ConflictError",
+    "Health",
+    "HealthReport",
+    "InstanceResult",
+    "InstanceTarget",
+    "Inventory",
+    "KubeApiError",
+    "KubeClient",
+    "Limits",
+    "LiveState",
+    "ObjectDiff",
+    "ObjectHealth",
+    "RetryPolicy",
+    "apply_instance",
+    "diff_instance",
+    "evaluate",
+    "place_objects",
+    "read_deployed_versions",
+    "read_inventories",
+    "remove_instance",
+    "wait_healthy",
+]

@@ -1,0 +1,364 @@
+"""Apply one instance's objects with server-side apply, and record what it owns.
+
+The engine behind ``reconciler apply`` and the daemon's pass. For one instance
+:func:`apply_instance`:
+
+1. refuses the whole instance if an object is outside the cluster's limits;
+2. creates missing namespaces the limits allow;
+3. applies objects in kind order (CRDs and Namespaces first, then discovery is
+   refreshed for the new kinds), as field manager ``reconciler``, skipping
+   every object whose live state and manifest fingerprint already match;
+4. reverts drift made by imperative edits (managers with ``Update``
+   operations), but reports conflicts with other appliers unless forced;
+5. prunes what the previous inventory lists and Git no longer has
+   (``reconciler.kube.prune``), and writes the new inventory if it changed.
+
+Everything is returned as an :class:`InstanceResult` holding a ``ChangeSet``;
+nothing is printed here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.kube.client import KubeClient, Response
+from reconciler.kube.compare import fingerprint, matches
+from reconciler.kube.discovery import crd_api_versions
+from reconciler.kube.errors import ConflictError, KubeApiError, LimitViolation, UnknownKind
+from reconciler.kube.inventory import INSTANCE_LABEL, MANAGED_BY, MANAGER_NAME, Inventory
+from reconciler.kube.limits import Limits, violations
+from reconciler.kube.live import LiveState
+from reconciler.kube.order import FIRST_STAGE_KINDS, apply_order
+from reconciler.kube.prune import prune_stale, write_inventory
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
+from reconciler.model.errors import KubeError
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class InstanceTarget:
+    """What one instance should run: its rendered objects and where they came from."""
+
+    cluster: str
+    instance: str
+    namespace: str
+    objects: tuple[Mapping[str, Any], ...]
+    app: str = ""
+    version: str = ""
+    source_commit: str = ""
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    """Settings of an apply pass; ``limits`` come from the cluster's ``cluster.yaml``."""
+
+    limits: Limits = field(default_factory=Limits)
+    force_conflicts: bool = False
+    allow_empty_prune: bool = False
+    prune: bool = True
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """The outcome for one instance; ``reason`` is a kstatus reason when it failed."""
+
+    instance: str
+    changes: ChangeSet
+    reason: str | None = None
+    message: str = ""
+    inventory: Inventory | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and not self.changes.failed
+
+
+def apply_instance(
+    client: KubeClient,
+    target: InstanceTarget,
+    options: ApplyOptions | None = None,
+    live: LiveState | None = None,
+) -> InstanceResult:
+    """Reconcile one instance with the cluster; never raises for a per-object failure.
+
+    Pass one ``LiveState`` for every instance of a pass so each kind is listed once.
+    """
+    options = options or ApplyOptions()
+    live = live or LiveState(client, target.cluster)
+    objects = place_objects(client, target)
+    refused = violations(objects, options.limits, lambda o: bool(ObjectRef.of(o).namespace))
+    if not _namespace_allowed(target, options.limits):
+        refused[ObjectRef("v1", "Namespace", "", target.namespace)] = (
+            f'instance namespace "{target.namespace}" is not allowed in this cluster '
+            f"(cluster.yaml allowedNamespaces: [{options.limits.describe_namespaces()}])"
+        )
+    if refused:
+        return _refused(target, objects, refused)
+
+    old = live.inventory(target.instance)
+    entries = _ensure_namespaces(client, live, target, objects)
+    fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
+    entries += _apply_objects(client, live, target, objects, old, options, fingerprints)
+    applied_ok = not any(e.action is Action.FAILED for e in entries)
+    kept: dict[ObjectRef, str] = _kept_fingerprints(fingerprints, entries, old)
+    reason, message = (None, "") if applied_ok else ("ApplyFailed", _first_failure(entries))
+
+    if options.prune and applied_ok and old is not None:
+        stale = {r: fp for r, fp in old.objects.items() if r not in fingerprints}
+        pruned = prune_stale(
+            client,
+            live,
+            target.instance,
+            stale,
+            refuse_all=not objects and not options.allow_empty_prune,
+        )
+        entries += pruned.entries
+        kept.update(pruned.kept)
+        if pruned.reason:
+            reason, message = pruned.reason, pruned.message
+    elif old is not None:
+        # nothing is pruned after a failed apply; keep listing what may still exist
+        kept = {**{r: fp for r, fp in old.objects.items() if r not in kept}, **kept}
+
+    inventory = Inventory(
+        cluster=target.cluster,
+        instance=target.instance,
+        namespace=target.namespace,
+        app=target.app,
+        version=target.version if applied_ok or old is None else old.version,
+        source_commit=target.source_commit if applied_ok or old is None else old.source_commit,
+        objects=kept,
+    )
+    try:
+        write_inventory(client, live, inventory, old)
+    except KubeError as e:
+        reason, message = reason or "ApplyFailed", message or str(e)
+    return InstanceResult(target.instance, ChangeSet.of(entries), reason, message, inventory)
+
+
+def _apply_objects(
+    client: KubeClient,
+    live: LiveState,
+    target: InstanceTarget,
+    objects: list[JsonObject],
+    old: Inventory | None,
+    options: ApplyOptions,
+    fingerprints: Mapping[ObjectRef, str],
+) -> list[ChangeSetEntry]:
+    ordered = apply_order(objects)
+    first = [o for o in ordered if o.get("kind") in FIRST_STAGE_KINDS]
+    rest = [o for o in ordered if o.get("kind") not in FIRST_STAGE_KINDS]
+    entries = [
+        _apply_one(client, live, target.instance, o, old, options, fingerprints) for o in first
+    ]
+    new_crds = [
+        o
+        for o, e in zip(first, entries, strict=True)
+        if o.get("kind") == "CustomResourceDefinition" and e.changed
+    ]
+    for crd in new_crds:
+        client.discovery.expect(crd_api_versions(crd))
+    entries += [
+        _apply_one(client, live, target.instance, o, old, options, fingerprints) for o in rest
+    ]
+    return entries
+
+
+def _apply_one(
+    client: KubeClient,
+    live: LiveState,
+    instance: str,
+    obj: Mapping[str, Any],
+    old: Inventory | None,
+    options: ApplyOptions,
+    fingerprints: Mapping[ObjectRef, str],
+) -> ChangeSetEntry:
+    ref = ObjectRef.of(obj)
+    try:
+        current = live.get(ref)
+        owner = _owner(current)
+        if owner and owner != instance:
+            return ChangeSetEntry.for_ref(
+                instance, ref, Action.FAILED, f"{ref}: already owned by instance {owner}"
+            )
+        recorded = old.objects.get(ref) if old is not None else None
+        if recorded == fingerprints[ref] and matches(obj, current):
+            return ChangeSetEntry.for_ref(instance, ref, Action.UNCHANGED)
+        response, note = _server_side_apply(client, obj, current, options.force_conflicts)
+    except ConflictError as e:
+        return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, _conflict_message(ref, e))
+    except KubeError as e:
+        return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))
+    live.remember(response.body)
+    return ChangeSetEntry.for_ref(instance, ref, _action(response, current), note)
+
+
+def _server_side_apply(
+    client: KubeClient, obj: Mapping[str, Any], current: JsonObject | None, force: bool
+) -> tuple[Response, str]:
+    """Apply; take fields back from imperative edits (drift), not from other appliers."""
+    try:
+        return client.apply(obj, force=force), ""
+    except ConflictError as e:
+        if force or not e.managers or not all(_edits_only(current, m, e) for m in e.managers):
+            raise
+        response = client.apply(obj, force=True)
+        return response, f"reverted changes made by {', '.join(e.managers)}"
+
+
+def _edits_only(current: JsonObject | None, manager: str, error: ConflictError) -> bool:
+    """True when ``manager`` only ever wrote with Update (kubectl edit/patch/scale): drift."""
+    entries = [
+        m
+        for m in ((current or {}).get("metadata") or {}).get("managedFields") or ()
+        if m.get("manager") == manager
+    ]
+    if entries:
+        return all(m.get("operation") == "Update" for m in entries)
+    # no live copy to look at: the API names Update managers with their "using <version>"
+    return any(f'"{manager}" using ' in c.get("message", "") for c in error.causes)
+
+
+def _action(response: Response, current: JsonObject | None) -> Action:
+    if response.status == 201:
+        return Action.CREATED
+    before = ((current or {}).get("metadata") or {}).get("resourceVersion")
+    after = (response.body.get("metadata") or {}).get("resourceVersion")
+    if before is not None and before == after:
+        return Action.UNCHANGED
+    return Action.CONFIGURED
+
+
+def _conflict_message(ref: ObjectRef, e: ConflictError) -> str:
+    fields = sorted({c.get("field", "") for c in e.causes if c.get("field")})
+    who = ", ".join(e.managers) or "another field manager"
+    return (
+        f"{ref}: conflict with field manager {who} on {', '.join(fields) or 'some fields'}; "
+        "not taken over without force (--force-conflicts)"
+    )
+
+
+def _ensure_namespaces(
+    client: KubeClient, live: LiveState, target: InstanceTarget, objects: list[JsonObject]
+) -> list[ChangeSetEntry]:
+    """Create the namespaces the instance needs that neither exist nor are in its objects."""
+    declared = {ObjectRef.of(o).name for o in objects if o.get("kind") == "Namespace"}
+    needed = {ObjectRef.of(o).namespace for o in objects} | {target.namespace}
+    live.prefetch(ObjectRef.of(o) for o in objects if o.get("kind") not in FIRST_STAGE_KINDS)
+    missing = sorted(n for n in needed - declared - {""} if not live.namespace_exists(n))
+    entries: list[ChangeSetEntry] = []
+    for name in missing:
+        ns: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {MANAGED_BY: MANAGER_NAME}},
+        }
+        ref = ObjectRef.of(ns)
+        try:
+            response = client.apply(ns)
+        except KubeError as e:
+            entries.append(ChangeSetEntry.for_ref(target.instance, ref, Action.FAILED, str(e)))
+            continue
+        live.remember(response.body)
+        entries.append(
+            ChangeSetEntry.for_ref(target.instance, ref, Action.CREATED, "namespace was missing")
+        )
+    return entries
+
+
+def place_objects(client: KubeClient, target: InstanceTarget) -> list[JsonObject]:
+    """Copies of the target's objects with namespaces right for their scope.
+
+    Render cannot know the scope of custom kinds; discovery (or a CRD in the same
+    instance) does. Cluster-scoped objects lose a namespace, namespaced ones get the
+    instance's when they have none.
+    """
+    return [_placed(client, target, o) for o in target.objects]
+
+
+def _placed(client: KubeClient, target: InstanceTarget, obj: Mapping[str, Any]) -> JsonObject:
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    namespaced = _is_namespaced(client, out, list(target.objects))
+    if not namespaced:
+        meta.pop("namespace", None)
+    elif not meta.get("namespace"):
+        meta["namespace"] = target.namespace
+    out["metadata"] = meta
+    return out
+
+
+def _is_namespaced(
+    client: KubeClient, obj: Mapping[str, Any], siblings: Iterable[Mapping[str, Any]]
+) -> bool:
+    ref = ObjectRef.of(obj)
+    try:
+        return client.resource(ref.api_version, ref.kind).namespaced
+    except UnknownKind:
+        for crd in siblings:
+            spec = crd.get("spec") or {}
+            if crd.get("kind") == "CustomResourceDefinition" and (
+                (spec.get("names") or {}).get("kind") == ref.kind
+                and ref.api_version in crd_api_versions(crd)
+            ):
+                return bool(spec.get("scope", "Namespaced") == "Namespaced")
+        return bool(ref.namespace)
+    except KubeApiError:
+        return bool(ref.namespace)
+
+
+def _namespace_allowed(target: InstanceTarget, limits: Limits) -> bool:
+    return limits.namespace_allowed(target.namespace)
+
+
+def _refused(
+    target: InstanceTarget, objects: list[JsonObject], refused: dict[ObjectRef, str]
+) -> InstanceResult:
+    entries = [
+        ChangeSetEntry.for_ref(
+            target.instance,
+            ObjectRef.of(o),
+            Action.FAILED if ObjectRef.of(o) in refused else Action.SKIPPED,
+            refused.get(ObjectRef.of(o), "not applied: the instance is outside the cluster limits"),
+        )
+        for o in apply_order(objects)
+    ]
+    message = "; ".join(refused.values())
+    if not entries:
+        entries = [
+            ChangeSetEntry.for_ref(target.instance, ref, Action.FAILED, msg)
+            for ref, msg in refused.items()
+        ]
+    return InstanceResult(target.instance, ChangeSet.of(entries), LimitViolation.reason, message)
+
+
+def _kept_fingerprints(
+    fingerprints: Mapping[ObjectRef, str], entries: list[ChangeSetEntry], old: Inventory | None
+) -> dict[ObjectRef, str]:
+    """What the new inventory lists: applied objects with their fingerprints."""
+    outcome = {e.ref: e.action for e in entries}
+    kept: dict[ObjectRef, str] = {}
+    for ref, fp in fingerprints.items():
+        action = outcome.get(ref)
+        if action in (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED):
+            kept[ref] = fp
+        elif old is not None and ref in old.objects:
+            kept[ref] = ""  # failed: keep it listed, and re-apply it next pass
+    return kept
+
+
+def _owner(current: Mapping[str, Any] | None) -> str:
+    labels = ((current or {}).get("metadata") or {}).get("labels") or {}
+    return str(labels.get(INSTANCE_LABEL, ""))
+
+
+def _first_failure(entries: list[ChangeSetEntry]) -> str:
+    failed = [e for e in entries if e.action is Action.FAILED]
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return (failed[0].message + more) if failed else ""

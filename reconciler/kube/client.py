@@ -1,0 +1,317 @@
+"""The one place that talks HTTP to a Kubernetes API server.
+
+``KubeClient`` connects like kubectl (``--kubeconfig``/``--context``,
+``$KUBECONFIG``, ``~/.kube/config``, in-cluster), sends raw JSON requests
+through the official client's authenticated connection pool (no model
+deserialisation: we work on plain object dicts), retries 429/5xx and
+connection errors with capped exponential backoff, and translates every
+failure into ``reconciler.kube.errors``. The rest of ``kube/`` (apply, diff,
+prune, health, inventory) and, through them, the commands and the daemon use it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as _k8s_client
+from kubernetes import config as _k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.kube.discovery import Discovery, ResourceInfo
+from reconciler.kube.errors import ClusterUnreachable, KubeApiError, NotFoundError, api_error
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "reconciler"
+APPLY_PATCH = "application/apply-patch+yaml"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+JsonObject = dict[str, Any]
+
+# The official client is only partly annotated; we use it through Any at this boundary.
+k8s_client: Any = _k8s_client
+k8s_config: Any = _k8s_config
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to retry: ``attempts`` tries, delays doubling from ``base_delay`` up to a cap."""
+
+    attempts: int = 5
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+    timeout: tuple[float, float] = (5.0, 30.0)  # connect, read (seconds)
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        if retry_after and retry_after.isdigit():
+            return min(float(retry_after), self.max_delay)
+        return float(min(self.base_delay * (2**attempt), self.max_delay))
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: JsonObject
+
+
+class KubeClient:
+    """A thin JSON client over the official client's connection and auth handling.
+
+    Build one with :meth:`connect`; share it for a whole pass (it caches discovery).
+    """
+
+    def __init__(self, api: Any, *, retry: RetryPolicy | None = None) -> None:
+        self._api = api
+        self.retry = retry or RetryPolicy()
+        self.discovery = Discovery(self._get_discovery)
+
+    @classmethod
+    def connect(
+        cls,
+        kubeconfig: str | Path | None = None,
+        context: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> KubeClient:
+        """Connect like kubectl: explicit file, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster.
+
+        Raises ``UsageError`` when no configuration can be loaded (exit code 2).
+        """
+        cfg = k8s_client.Configuration()
+        source = _config_source(kubeconfig)
+        try:
+            if source is None:
+                k8s_config.load_incluster_config(client_configuration=cfg)
+            else:
+                k8s_config.load_kube_config(
+                    config_file=source,
+                    context=context,
+                    client_configuration=cfg,
+                    persist_config=False,
+                )
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError) as e:
+            where = source or "in-cluster configuration"
+            raise UsageError(f"cannot load Kubernetes configuration from {where}: {e}") from e
+        cfg.retries = False  # we retry ourselves, with backoff and visible errors
+        return cls(k8s_client.ApiClient(cfg), retry=retry)
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- raw requests ---------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        subject: str,
+        verb: str,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Response:
+        """Send one request, retrying transient failures; errors name ``subject`` and ``verb``."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        for attempt in range(self.retry.attempts):
+            last = attempt == self.retry.attempts - 1
+            try:
+                status, http_reason, data, retry_after = self._send(
+                    method, path, query, headers, body
+                )
+            except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
+                if last:
+                    raise ClusterUnreachable(
+                        f"{subject}: {verb} failed: cannot reach the API server at "
+                        f"{self.host}: {_short(e)}"
+                    ) from e
+                log.debug("%s %s: %s; retrying", method, path, _short(e))
+                time.sleep(self.retry.delay(attempt))
+                continue
+            if status in RETRY_STATUSES and not last:
+                log.debug("%s %s: HTTP %s; retrying", method, path, status)
+                time.sleep(self.retry.delay(attempt, retry_after))
+                continue
+            if status >= 400:
+                raise api_error(subject, verb, status, http_reason, data)
+            return Response(status, _json_body(data, subject, verb))
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        headers: dict[str, str],
+        body: Any,
+    ) -> tuple[int, str, bytes, str | None]:
+        _, url, hdrs, _, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=list(query) or None,
+            header_params=dict(headers),
+            auth_settings=["BearerToken"],
+        )
+        resp: Any = self._api.call_api(
+            method, url, header_params=hdrs, body=body, _request_timeout=self.retry.timeout
+        )
+        data = resp.read() or b""
+        return int(resp.status), str(resp.reason or ""), data, resp.getheader("Retry-After")
+
+    def _get_discovery(self, path: str) -> JsonObject | None:
+        try:
+            return self.request("GET", path, subject=path, verb="discovery").body
+        except NotFoundError:
+            return None
+
+    # -- object operations ----------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        """The resource (plural, scope) of a kind, from discovery."""
+        return self.discovery.resource(api_version, kind)
+
+    def object_path(self, ref: ObjectRef) -> str:
+        info = self.resource(ref.api_version, ref.kind)
+        return info.path(ref.namespace if info.namespaced else "", ref.name)
+
+    def get(self, ref: ObjectRef) -> JsonObject | None:
+        """The live object, or None when it does not exist."""
+        try:
+            return self.request("GET", self.object_path(ref), subject=str(ref), verb="get").body
+        except NotFoundError:
+            return None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+    ) -> list[JsonObject]:
+        """Every object of a kind (across all namespaces unless ``namespace``), paged."""
+        info = self.resource(api_version, kind)
+        path = info.path(namespace if info.namespaced else "")
+        items: list[JsonObject] = []
+        token = ""
+        while True:
+            query = [("limit", "500")]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            body = self.request(
+                "GET", path, subject=f"{kind} ({api_version})", verb="list", query=query
+            ).body
+            for item in body.get("items") or ():
+                # list items omit apiVersion/kind; restore them so items are full objects
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
+
+    def apply(
+        self, obj: Mapping[str, Any], *, force: bool = False, dry_run: bool = False
+    ) -> Response:
+        """Server-side apply ``obj`` as field manager ``reconciler``; 201 means created."""
+        ref = ObjectRef.of(obj)
+        query = [("fieldManager", FIELD_MANAGER), ("force", "true" if force else "false")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return self.request(
+            "PATCH",
+            self.object_path(ref),
+            subject=str(ref),
+            verb="dry-run apply" if dry_run else "apply",
+            query=query,
+            body=dict(obj),
+            content_type=APPLY_PATCH,
+        )
+
+    def delete(self, ref: ObjectRef, *, uid: str = "", resource_version: str = "") -> bool:
+        """Delete in the background; preconditions make sure we delete what we inspected.
+
+        Returns False when the object was already gone.
+        """
+        preconditions: dict[str, str] = {}
+        if uid:
+            preconditions["uid"] = uid
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        try:
+            self.request(
+                "DELETE", self.object_path(ref), subject=str(ref), verb="delete", body=body
+            )
+        except NotFoundError:
+            return False
+        return True
+
+
+def _config_source(kubeconfig: str | Path | None) -> str | None:
+    """The kubeconfig path(s) to load, or None for in-cluster; kubectl's precedence."""
+    if kubeconfig:
+        path = Path(kubeconfig).expanduser()
+        if not path.is_file():
+            raise UsageError(f"kubeconfig {kubeconfig}: no such file")
+        return str(path)
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return env
+    default = Path("~/.kube/config").expanduser()
+    if default.is_file():
+        return str(default)
+    if os.environ.get(IN_CLUSTER_ENV):
+        return None
+    raise UsageError(
+        "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, "
+        "create ~/.kube/config or run in a cluster"
+    )
+
+
+def _json_body(data: bytes, subject: str, verb: str) -> JsonObject:
+    if not data:
+        return {}
+    try:
+        parsed = json.loads(data)
+    except ValueError as e:
+        raise KubeApiError(
+            f"{subject}: {verb} failed: the API server sent a non-JSON answer",
+            status=0,
+            api_reason="BadResponse",
+        ) from e
+    return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text if len(text) <= 200 else text[:200] + "..."

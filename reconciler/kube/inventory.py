@@ -1,0 +1,177 @@
+"""The inventory: what each instance applied, recorded in the cluster itself.
+
+One ConfigMap per instance, ``reconciler-inventory-<instance>`` in the
+instance's namespace, holds the applied object references with the
+fingerprint of each manifest, the app version that is deployed, the source
+commit and a checksum of the whole set. Prune deletes only what an inventory
+lists; apply skips objects whose fingerprint and live state both match; and
+:func:`read_deployed_versions` feeds ``plan_cluster(..., deployed=...)`` so
+downgrade guards and upgrade paths know what runs now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reconciler.model.changeset import ObjectRef
+
+if TYPE_CHECKING:
+    from reconciler.kube.client import KubeClient
+    from reconciler.model.catalog import Instance
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGER_NAME = "reconciler"
+INVENTORY_LABEL = "reconciler.dev/inventory"
+CLUSTER_LABEL = "reconciler.dev/cluster"
+NAME_PREFIX = "reconciler-inventory-"
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER_NAME}"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What one instance has applied; ``objects`` maps each ref to its manifest fingerprint."""
+
+    cluster: str
+    instance: str
+    namespace: str
+    app: str = ""
+    version: str = ""
+    source_commit: str = ""
+    objects: Mapping[ObjectRef, str] = field(default_factory=dict)
+
+    @property
+    def refs(self) -> frozenset[ObjectRef]:
+        return frozenset(self.objects)
+
+    @property
+    def checksum(self) -> str:
+        """A hash of the applied set, so two inventories compare with one string."""
+        text = json.dumps(self._object_list(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _object_list(self) -> list[dict[str, str]]:
+        return [
+            {**ref.to_dict(), "fingerprint": fp}
+            for ref, fp in sorted(self.objects.items(), key=lambda kv: kv[0])
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "instance": self.instance,
+            "namespace": self.namespace,
+            "app": self.app,
+            "version": self.version,
+            "sourceCommit": self.source_commit,
+            "checksum": self.checksum,
+            "objects": self._object_list(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Inventory:
+        objects = {
+            ObjectRef.from_dict(o): str(o.get("fingerprint", ""))
+            for o in data.get("objects") or ()
+            if isinstance(o, Mapping)
+        }
+        return cls(
+            cluster=str(data.get("cluster", "")),
+            instance=str(data.get("instance", "")),
+            namespace=str(data.get("namespace", "")),
+            app=str(data.get("app", "")),
+            version=str(data.get("version", "")),
+            source_commit=str(data.get("sourceCommit", "")),
+            objects=objects,
+        )
+
+    def same_as(self, other: Inventory | None) -> bool:
+        return other is not None and self.to_dict() == other.to_dict()
+
+
+def inventory_name(instance: str) -> str:
+    return NAME_PREFIX + instance
+
+
+def to_configmap(inv: Inventory) -> dict[str, Any]:
+    """The ConfigMap that stores an inventory; flat keys so ``kubectl get -o yaml`` reads well."""
+    data = inv.to_dict()
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": inventory_name(inv.instance),
+            "namespace": inv.namespace,
+            "labels": {
+                MANAGED_BY: MANAGER_NAME,
+                INSTANCE_LABEL: inv.instance,
+                INVENTORY_LABEL: "true",
+                CLUSTER_LABEL: inv.cluster,
+            },
+        },
+        "data": {
+            "cluster": inv.cluster,
+            "instance": inv.instance,
+            "app": inv.app,
+            "version": inv.version,
+            "sourceCommit": inv.source_commit,
+            "checksum": data["checksum"],
+            "objects": json.dumps(data["objects"], indent=1, sort_keys=True),
+        },
+    }
+
+
+def from_configmap(cm: Mapping[str, Any]) -> Inventory | None:
+    """Read an inventory ConfigMap; None when it is not one of ours or is unreadable."""
+    meta = cm.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(INVENTORY_LABEL) != "true":
+        return None
+    data = cm.get("data") or {}
+    try:
+        objects = json.loads(data.get("objects") or "[]")
+    except ValueError:
+        return None
+    if not isinstance(objects, list):
+        return None
+    return Inventory.from_dict(
+        {
+            "cluster": data.get("cluster", labels.get(CLUSTER_LABEL, "")),
+            "instance": data.get("instance", labels.get(INSTANCE_LABEL, "")),
+            "namespace": meta.get("namespace", ""),
+            "app": data.get("app", ""),
+            "version": data.get("version", ""),
+            "sourceCommit": data.get("sourceCommit", ""),
+            "objects": objects,
+        }
+    )
+
+
+def inventory_selector(cluster: str) -> str:
+    return f"{INVENTORY_LABEL}=true,{CLUSTER_LABEL}={cluster}"
+
+
+def read_inventories(client: KubeClient, cluster: str) -> dict[str, Inventory]:
+    """Every inventory of ``cluster`` by instance name, with one list request."""
+    found: dict[str, Inventory] = {}
+    for cm in client.list("v1", "ConfigMap", label_selector=inventory_selector(cluster)):
+        inv = from_configmap(cm)
+        if inv is not None and inv.cluster == cluster:
+            found[inv.instance] = inv
+    return found
+
+
+def read_deployed_versions(
+    client: KubeClient, cluster_name: str, instances: Iterable[str | Instance]
+) -> dict[str, str]:
+    """Instance name -> deployed app version, for the given instances that have one."""
+    wanted = {i if isinstance(i, str) else i.name for i in instances}
+    return {
+        name: inv.version
+        for name, inv in read_inventories(client, cluster_name).items()
+        if name in wanted and inv.version
+    }

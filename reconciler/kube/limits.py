@@ -1,0 +1,68 @@
+"""What ``cluster.yaml`` lets a cluster's instances touch.
+
+``allowedNamespaces`` (glob patterns such as ``team-*``) and
+``allowClusterScoped`` are checked for every object before apply writes
+anything, so an instance that reaches outside its limits is refused whole
+instead of half applied. Pure functions; ``reconciler.kube.apply`` calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from reconciler.model.catalog import Cluster
+from reconciler.model.changeset import ObjectRef
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one cluster; ``allowed_namespaces`` None means any namespace."""
+
+    allowed_namespaces: tuple[str, ...] | None = None
+    allow_cluster_scoped: bool = True
+
+    @classmethod
+    def of(cls, cluster: Cluster | None) -> Limits:
+        if cluster is None:
+            return cls()
+        return cls(cluster.allowed_namespaces, cluster.allow_cluster_scoped)
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        if self.allowed_namespaces is None:
+            return True
+        return any(fnmatchcase(namespace, pattern) for pattern in self.allowed_namespaces)
+
+    def describe_namespaces(self) -> str:
+        return ", ".join(self.allowed_namespaces or ())
+
+
+def violations(
+    objects: Iterable[Mapping[str, Any]],
+    limits: Limits,
+    is_namespaced: Callable[[Mapping[str, Any]], bool],
+) -> dict[ObjectRef, str]:
+    """Each object outside the limits, with a message saying which limit and why."""
+    found: dict[ObjectRef, str] = {}
+    for obj in objects:
+        ref = ObjectRef.of(obj)
+        namespaced = is_namespaced(obj)
+        if not namespaced and not limits.allow_cluster_scoped:
+            found[ref] = (
+                f"{ref}: cluster-scoped objects are not allowed in this cluster "
+                "(cluster.yaml: allowClusterScoped: false)"
+            )
+        elif namespaced and not limits.namespace_allowed(ref.namespace):
+            found[ref] = _outside(ref, ref.namespace, limits)
+        elif ref.kind == "Namespace" and not limits.namespace_allowed(ref.name):
+            found[ref] = _outside(ref, ref.name, limits)
+    return found
+
+
+def _outside(ref: ObjectRef, namespace: str, limits: Limits) -> str:
+    return (
+        f'{ref}: namespace "{namespace}" is not allowed in this cluster '
+        f"(cluster.yaml allowedNamespaces: [{limits.describe_namespaces()}])"
+    )

@@ -1,0 +1,156 @@
+"""Delete what Git no longer has, carefully; and keep the inventory up to date.
+
+Prune is the only code that deletes. It deletes an object only when all hold:
+the instance's inventory lists it, the live object carries
+``app.kubernetes.io/managed-by: reconciler`` and this instance's
+``app.kubernetes.io/instance`` label, and the delete is conditioned on the uid
+we inspected. It walks reverse kind order, and refuses to remove every object
+of an instance in one pass (an empty render usually means a broken commit)
+unless the caller allows it. ``reconciler.kube.apply`` calls
+:func:`prune_stale` and :func:`write_inventory`; :func:`remove_instance`
+handles instances deleted from Git.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from reconciler.kube.client import KubeClient
+from reconciler.kube.inventory import (
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MANAGER_NAME,
+    Inventory,
+    inventory_name,
+    to_configmap,
+)
+from reconciler.kube.live import LiveState
+from reconciler.kube.order import prune_order
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
+from reconciler.model.errors import KubeError
+
+PRUNE_REFUSED = "PruneRefused"
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """Entries for stale objects, those still to list in the inventory, and a failure reason."""
+
+    entries: tuple[ChangeSetEntry, ...] = ()
+    kept: Mapping[ObjectRef, str] = field(default_factory=dict)
+    reason: str | None = None
+    message: str = ""
+
+
+def prune_stale(
+    client: KubeClient,
+    live: LiveState,
+    instance: str,
+    stale: Mapping[ObjectRef, str],
+    *,
+    refuse_all: bool,
+) -> PruneResult:
+    """Delete ``stale`` objects of ``instance`` in reverse kind order.
+
+    ``refuse_all`` means nothing of the instance would remain: every stale object
+    is then skipped and the result carries reason ``PruneRefused``.
+    """
+    if not stale:
+        return PruneResult()
+    if refuse_all:
+        message = (
+            f"refusing to prune all {len(stale)} objects of instance {instance} in one pass "
+            "(an empty render usually means a broken commit); allow it explicitly "
+            "(--allow-empty-prune) if this is intended"
+        )
+        skipped = tuple(
+            ChangeSetEntry.for_ref(instance, ref, Action.SKIPPED, message)
+            for ref in prune_order(stale)
+        )
+        return PruneResult(skipped, dict(stale), PRUNE_REFUSED, message)
+    entries: list[ChangeSetEntry] = []
+    kept: dict[ObjectRef, str] = {}
+    for ref in prune_order(stale):
+        entry = _prune_one(client, live, instance, ref)
+        if entry is None:
+            continue
+        entries.append(entry)
+        if entry.action is Action.FAILED:
+            kept[ref] = stale[ref]
+    failed = [e for e in entries if e.action is Action.FAILED]
+    if failed:
+        return PruneResult(tuple(entries), kept, "PruneFailed", failed[0].message)
+    return PruneResult(tuple(entries), kept)
+
+
+def _prune_one(
+    client: KubeClient, live: LiveState, instance: str, ref: ObjectRef
+) -> ChangeSetEntry | None:
+    """Delete one stale object if it is provably ours; None when it is already gone."""
+    try:
+        current = live.fetch(ref)
+        if current is None:
+            return None
+        meta = current.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(MANAGED_BY) != MANAGER_NAME or labels.get(INSTANCE_LABEL) != instance:
+            return ChangeSetEntry.for_ref(
+                instance,
+                ref,
+                Action.SKIPPED,
+                f"not deleted: it lacks the labels {MANAGED_BY}={MANAGER_NAME} and "
+                f"{INSTANCE_LABEL}={instance}",
+            )
+        client.delete(ref, uid=str(meta.get("uid") or ""))
+    except KubeError as e:
+        return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))
+    live.forget(ref)
+    return ChangeSetEntry.for_ref(instance, ref, Action.DELETED)
+
+
+def write_inventory(
+    client: KubeClient, live: LiveState, inventory: Inventory, old: Inventory | None
+) -> None:
+    """Store ``inventory`` unless it equals ``old``; move it if the namespace changed."""
+    if inventory.same_as(old):
+        return
+    response = client.apply(to_configmap(inventory), force=True)
+    live.remember(response.body)
+    live.record_inventory(inventory)
+    if old is not None and old.namespace != inventory.namespace:
+        client.delete(ObjectRef("v1", "ConfigMap", old.namespace, inventory_name(old.instance)))
+
+
+def remove_instance(
+    client: KubeClient, live: LiveState, inventory: Inventory, *, allow_empty_prune: bool
+) -> tuple[ChangeSet, str | None, str]:
+    """Prune every object of an instance that Git no longer has, then its inventory.
+
+    Returns the change set, a failure reason (``PruneRefused``/``PruneFailed``) and message.
+    """
+    result = prune_stale(
+        client, live, inventory.instance, inventory.objects, refuse_all=not allow_empty_prune
+    )
+    if result.reason is None:
+        ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
+        try:
+            client.delete(ref)
+        except KubeError as e:
+            return ChangeSet(result.entries), "PruneFailed", str(e)
+        live.drop_inventory(inventory.instance)
+    elif result.kept != inventory.objects:
+        write_inventory(client, live, _with_objects(inventory, result.kept), inventory)
+    return ChangeSet(result.entries), result.reason, result.message
+
+
+def _with_objects(inventory: Inventory, objects: Mapping[ObjectRef, str]) -> Inventory:
+    return Inventory(
+        cluster=inventory.cluster,
+        instance=inventory.instance,
+        namespace=inventory.namespace,
+        app=inventory.app,
+        version=inventory.version,
+        source_commit=inventory.source_commit,
+        objects=dict(objects),
+    )

@@ -1,0 +1,132 @@
+"""Backends for the engine tests: the sandbox always, a real cluster on request.
+
+Every scenario that takes ``backend`` runs against a fresh sandbox; with
+``RECONCILER_TEST_KUBECONFIG`` set it also runs against that cluster as
+``pytest -m real_cluster`` (unique namespaces and names, cleaned up after).
+Request-log assertions apply only where a sandbox log exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import KubeError
+
+REAL_ENV = "RECONCILER_TEST_KUBECONFIG"
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+@dataclass
+class Backend:
+    client: KubeClient
+    kubeconfig: Path
+    cluster: str
+    sandbox: Any = None  # SandboxHandle when running on the sandbox
+    suffix: str = ""
+    created_namespaces: list[str] = field(default_factory=list)
+
+    def name(self, base: str) -> str:
+        """A name unique to this test on a shared real cluster, ``base`` on the sandbox."""
+        return f"{base}{self.suffix}"
+
+    def namespace(self, base: str) -> str:
+        """A namespace name for this test, deleted afterwards on a real cluster."""
+        name = self.name(base)
+        self.created_namespaces.append(name)
+        return name
+
+    def log(self) -> list[Any] | None:
+        return None if self.sandbox is None else list(self.sandbox.request_log())
+
+    def reset_log(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.reset_request_log()
+
+    def writes(self) -> list[str] | None:
+        log = self.log()
+        return None if log is None else [f"{e.verb} {e.path}" for e in log if e.verb in WRITE_VERBS]
+
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
+
+
+@pytest.fixture(params=["sandbox", pytest.param("real", marks=pytest.mark.real_cluster)])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param == "sandbox":
+        handle = request.getfixturevalue("sandbox")
+        client = KubeClient.connect(handle.kubeconfig, retry=FAST_RETRY)
+        with client:
+            yield Backend(client, handle.kubeconfig, "test", sandbox=handle)
+        return
+    path = os.environ.get(REAL_ENV)
+    if not path:
+        pytest.skip(f"{REAL_ENV} is not set")
+    suffix = "-" + uuid.uuid4().hex[:6]
+    client = KubeClient.connect(path)
+    be = Backend(client, Path(path), f"test{suffix}", suffix=suffix)
+    with client:
+        yield be
+        for ref in _cleanup_refs(be):
+            with contextlib.suppress(KubeError):  # best effort cleanup on a shared cluster
+                client.delete(ref)
+
+
+def _cleanup_refs(be: Backend) -> list[ObjectRef]:
+    return [ObjectRef("v1", "Namespace", "", ns) for ns in be.created_namespaces]
+
+
+MANAGED = "app.kubernetes.io/managed-by"
+INSTANCE = "app.kubernetes.io/instance"
+
+
+def labels(instance: str) -> dict[str, str]:
+    return {MANAGED: "reconciler", INSTANCE: instance, "app.kubernetes.io/name": "demo"}
+
+
+def configmap(name: str, namespace: str, instance: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(instance)},
+        "data": data or {"a": "1"},
+    }
+
+
+def deployment(
+    name: str, namespace: str, instance: str, *, replicas: int = 2, fail: bool = False
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels(instance)}
+    if fail:
+        meta["annotations"] = {"sandbox.reconciler.dev/fail": "true"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "ghcr.io/stefanprodan/podinfo:6.5.0",
+                            "ports": [{"containerPort": 9898}],
+                            "resources": {"limits": {"cpu": 0.5, "memory": "64Mi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }

@@ -1,0 +1,245 @@
+"""Apply against a live API: create, no-op, drift, conflicts, order, limits, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.kube import (
+    ApplyOptions,
+    InstanceTarget,
+    Limits,
+    LiveState,
+    apply_instance,
+    read_deployed_versions,
+)
+from reconciler.kube.apply import InstanceResult
+from reconciler.model.changeset import Action, ObjectRef
+from tests.kube.conftest import Backend, configmap, deployment
+
+
+def run(
+    be: Backend, instance: str, namespace: str, objects: list[dict[str, Any]], **opts: Any
+) -> InstanceResult:
+    target = InstanceTarget(be.cluster, instance, namespace, tuple(objects), "demo", "1.0.0")
+    return apply_instance(be.client, target, ApplyOptions(**opts), LiveState(be.client, be.cluster))
+
+
+def actions(result: InstanceResult) -> dict[str, str]:
+    return {str(e.ref): str(e.action) for e in result.changes.entries}
+
+
+def test_first_apply_creates_then_noop_pass_writes_nothing(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    objects = [deployment("podinfo", ns, "web"), configmap("cfg", ns, "web")]
+    first = run(backend, "web", ns, objects)
+    assert first.ok, first.message
+    assert actions(first) == {
+        f"Namespace/{ns}": "created",
+        f"ConfigMap/{ns}/cfg": "created",
+        f"Deployment/{ns}/podinfo": "created",
+    }
+    backend.reset_log()
+    second = run(backend, "web", ns, objects)
+    assert second.ok
+    assert set(actions(second).values()) == {"unchanged"}
+    assert backend.writes() in ([], None)
+    log = backend.log()
+    if log is not None:
+        lists = [e.path for e in log if e.verb == "list"]
+        assert len(lists) == len(set(lists)) <= 2  # one list per kind, no GET per object
+        assert not [e for e in log if e.verb == "get"]
+
+
+def test_changed_object_is_configured_alone(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [deployment("podinfo", ns, "web"), configmap("cfg", ns, "web")])
+    backend.reset_log()
+    changed = [deployment("podinfo", ns, "web"), configmap("cfg", ns, "web", a="2")]
+    result = run(backend, "web", ns, changed)
+    assert actions(result)[f"ConfigMap/{ns}/cfg"] == "configured"
+    assert actions(result)[f"Deployment/{ns}/podinfo"] == "unchanged"
+    writes = backend.writes()
+    if writes is not None:
+        assert writes == [
+            f"patch /api/v1/namespaces/{ns}/configmaps/cfg",
+            f"patch /api/v1/namespaces/{ns}/configmaps/reconciler-inventory-web",
+        ]
+    live = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
+    assert live is not None and live["data"] == {"a": "2"}
+
+
+def test_removed_field_is_applied(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("cfg", ns, "web", a="1", b="2")])
+    result = run(backend, "web", ns, [configmap("cfg", ns, "web", a="1")])
+    assert actions(result)[f"ConfigMap/{ns}/cfg"] == "configured"
+    live = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
+    assert live is not None and live["data"] == {"a": "1"}
+
+
+def test_imperative_drift_is_reverted(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    objects = [deployment("podinfo", ns, "web", replicas=2)]
+    run(backend, "web", ns, objects)
+    ref = ObjectRef("apps/v1", "Deployment", ns, "podinfo")
+    backend.client.request(
+        "PATCH",
+        backend.client.object_path(ref),
+        subject=str(ref),
+        verb="patch",
+        query=[("fieldManager", "kubectl-edit")],
+        body={"spec": {"replicas": 5}},
+        content_type="application/merge-patch+json",
+    )
+    result = run(backend, "web", ns, objects)
+    assert result.ok, result.message
+    entry = result.changes.entries[0]
+    assert entry.action is Action.CONFIGURED
+    assert "kubectl-edit" in entry.message
+    live = backend.client.get(ref)
+    assert live is not None and live["spec"]["replicas"] == 2
+
+
+def test_conflict_with_other_applier_needs_force(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("cfg", ns, "web", a="1")])
+    other = configmap("cfg", ns, "web", a="theirs")
+    backend.client.request(
+        "PATCH",
+        backend.client.object_path(ObjectRef.of(other)),
+        subject="cfg",
+        verb="apply",
+        query=[("fieldManager", "other-tool"), ("force", "true")],
+        body=other,
+        content_type="application/apply-patch+yaml",
+    )
+    refused = run(backend, "web", ns, [configmap("cfg", ns, "web", a="1")])
+    assert not refused.ok
+    entry = refused.changes.entries[0]
+    assert entry.action is Action.FAILED
+    assert "other-tool" in entry.message and ".data.a" in entry.message
+    assert f"ConfigMap/{ns}/cfg" in entry.message
+    forced = run(backend, "web", ns, [configmap("cfg", ns, "web", a="1")], force_conflicts=True)
+    assert forced.ok and forced.changes.entries[0].action is Action.CONFIGURED
+    live = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
+    assert live is not None and live["data"]["a"] == "1"
+
+
+def test_crd_and_custom_resource_in_one_pass(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    group = backend.name("demo") + ".example.com"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"widgets.{group}",
+            "labels": {
+                "app.kubernetes.io/managed-by": "reconciler",
+                "app.kubernetes.io/instance": "web",
+            },
+        },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    widget = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Widget",
+        "metadata": {
+            "name": "w",
+            "labels": {
+                "app.kubernetes.io/managed-by": "reconciler",
+                "app.kubernetes.io/instance": "web",
+            },
+        },
+        "spec": {"size": 3},
+    }
+    result = run(backend, "web", ns, [widget, crd])
+    assert result.ok, result.message
+    kinds = [e.kind for e in result.changes.entries]
+    assert kinds.index("CustomResourceDefinition") < kinds.index("Widget")
+    assert backend.client.get(ObjectRef(f"{group}/v1", "Widget", ns, "w")) is not None
+    again = run(backend, "web", ns, [widget, crd])
+    assert set(actions(again).values()) == {"unchanged"}
+    if backend.sandbox is None:
+        run(backend, "web", ns, [], allow_empty_prune=True)
+
+
+def test_namespace_outside_limits_refused_whole(backend: Backend) -> None:
+    limits = Limits(allowed_namespaces=("team-*",))
+    ns = backend.namespace("team-a")
+    objects = [configmap("ok", ns, "web"), configmap("bad", "kube-system", "web")]
+    result = run(backend, "web", ns, objects, limits=limits)
+    assert not result.ok and result.reason == "PolicyViolation"
+    assert actions(result) == {
+        "ConfigMap/kube-system/bad": "failed",
+        f"ConfigMap/{ns}/ok": "skipped",
+    }
+    assert 'namespace "kube-system" is not allowed' in result.message
+    assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "ok")) is None
+
+
+def test_cluster_scoped_refused_when_not_allowed(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": backend.name("reader"), "namespace": ns},
+        "rules": [],
+    }
+    result = run(backend, "web", ns, [role], limits=Limits(allow_cluster_scoped=False))
+    assert not result.ok
+    entry = result.changes.entries[0]
+    assert entry.action is Action.FAILED and entry.namespace == ""
+    assert "cluster-scoped objects are not allowed" in entry.message
+
+
+def test_unknown_kind_and_invalid_object_fail_with_names(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    unknown = {
+        "apiVersion": "nope.example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": ns},
+    }
+    bad = configmap("Bad_Name", ns, "web")  # not a DNS subdomain: 422 Invalid
+    good = configmap("good", ns, "web")
+    result = run(backend, "web", ns, [unknown, bad, good])
+    got = {str(e.ref): e for e in result.changes.entries}
+    assert got[f"ConfigMap/{ns}/good"].action is Action.CREATED
+    assert got[f"Gadget/{ns}/g"].action is Action.FAILED
+    assert "does not serve this kind" in got[f"Gadget/{ns}/g"].message
+    assert got[f"ConfigMap/{ns}/Bad_Name"].action is Action.FAILED
+    message = got[f"ConfigMap/{ns}/Bad_Name"].message
+    assert message.startswith(f"ConfigMap/{ns}/Bad_Name: apply failed (Invalid): ")
+    assert result.reason == "ApplyFailed"
+
+
+def test_object_of_another_instance_is_not_taken(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("shared", ns, "web")])
+    result = run(backend, "api", ns, [configmap("shared", ns, "api")])
+    assert not result.ok
+    assert "already owned by instance web" in result.changes.entries[0].message
+
+
+def test_inventory_records_deployed_version(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("cfg", ns, "web")])
+    versions = read_deployed_versions(backend.client, backend.cluster, ["web", "other"])
+    assert versions == {"web": "1.0.0"}
+    assert read_deployed_versions(backend.client, "elsewhere", ["web"]) == {}

@@ -1,0 +1,153 @@
+"""``reconciler diff`` and ``reconciler apply`` end to end: catalog on disk, sandbox over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cli import main
+from reconciler.kube import KubeClient
+from reconciler.model.changeset import ObjectRef
+from tests.factories import write_catalog
+
+WEB = ObjectRef("apps/v1", "Deployment", "web", "web")
+API_CFG = ObjectRef("v1", "ConfigMap", "team-api", "api-config")
+
+
+class Cli:
+    def __init__(self, catalog: Path, sandbox: Any, capsys: pytest.CaptureFixture[str]) -> None:
+        self.catalog, self.sandbox, self.capsys = catalog, sandbox, capsys
+        self.client = KubeClient.connect(sandbox.kubeconfig)
+
+    def run(self, command: str, *extra: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        argv = [
+            command,
+            str(self.catalog),
+            "--cluster",
+            "prod",
+            "--kubeconfig",
+            str(self.sandbox.kubeconfig),
+            *extra,
+        ]
+        code = main(argv)
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def apply_json(self, *extra: str) -> tuple[int, dict[str, str]]:
+        code, out, _ = self.run("apply", "--output", "json", *extra)
+        entries = json.loads(out)
+        return code, {f"{e['kind']}/{e['namespace']}/{e['name']}": e["action"] for e in entries}
+
+    def edit(self, rel: str, old: str, new: str) -> None:
+        path = self.catalog / rel
+        path.write_text(path.read_text().replace(old, new))
+
+
+@pytest.fixture
+def cli(tmp_path: Path, sandbox: Any, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(write_catalog(tmp_path / "catalog"), sandbox, capsys)
+
+
+def test_apply_then_noop_then_clean_diff(cli: Cli) -> None:
+    code, first = cli.apply_json()
+    assert code == 0
+    assert first == {
+        "Namespace//team-api": "created",
+        "ConfigMap/team-api/api-config": "created",
+        "Deployment/team-api/api": "created",
+        "Namespace//web": "created",
+        "Deployment/web/web": "created",
+    }
+    cli.sandbox.reset_request_log()
+    code, second = cli.apply_json()
+    assert code == 0 and set(second.values()) == {"unchanged"}
+    assert not [e for e in cli.sandbox.request_log() if e.verb in ("patch", "create", "delete")]
+    code, out, _ = cli.run("diff")
+    assert code == 0 and "0 object(s) differ" in out
+
+
+def test_text_output_groups_by_instance(cli: Cli) -> None:
+    code, out, _ = cli.run("apply")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "api:"
+    assert "  Deployment/web/web created" in lines
+    assert lines[-1] == "apply: 2 instances; objects: 5 created"
+
+
+def test_drift_shows_in_diff_and_is_reverted(cli: Cli) -> None:
+    cli.run("apply")
+    cli.client.request(
+        "PATCH",
+        cli.client.object_path(WEB),
+        subject=str(WEB),
+        verb="patch",
+        query=[("fieldManager", "kubectl-edit")],
+        body={"spec": {"replicas": 1}},
+        content_type="application/merge-patch+json",
+    )
+    code, out, _ = cli.run("diff")
+    assert code == 1
+    assert "--- live/Deployment/web/web" in out and "+++ desired/Deployment/web/web" in out
+    assert "-  replicas: 1" in out and "+  replicas: 5" in out
+    code, actions = cli.apply_json()
+    assert code == 0 and actions["Deployment/web/web"] == "configured"
+    live = cli.client.get(WEB)
+    assert live is not None and live["spec"]["replicas"] == 5
+    assert cli.run("diff")[0] == 0
+
+
+def test_broken_instance_keeps_its_objects(cli: Cli) -> None:
+    cli.run("apply")
+    cli.edit("clusters/prod/instances/api.yaml", "namespace: team-api", "namespace: [")
+    cli.edit("clusters/prod/instances/web.yaml", "replicas: 5", "replicas: 3")
+    code, actions = cli.apply_json()
+    assert code == 1
+    assert actions["Deployment/web/web"] == "configured"  # the others still apply
+    assert actions["Instance//api"] == "failed"
+    assert actions["ConfigMap/team-api/api-config"] == "skipped"
+    assert cli.client.get(API_CFG) is not None
+
+
+def test_removed_manifest_is_pruned(cli: Cli) -> None:
+    cli.run("apply")
+    cli.edit("clusters/prod/instances/api.yaml", '">=6.0.0 <7.0.0"', "6.6.0")
+    version_file = "apps/podinfo/versions/6.6.0/manifests/deployment.yaml"
+    text = (cli.catalog / version_file).read_text()
+    (cli.catalog / version_file).write_text(text.split("---")[0])
+    code, actions = cli.apply_json()
+    assert code == 0 and actions["ConfigMap/team-api/api-config"] == "deleted"
+    assert cli.client.get(API_CFG) is None
+
+
+def test_instance_deleted_from_git_needs_allow_empty_prune(cli: Cli) -> None:
+    cli.run("apply")
+    (cli.catalog / "clusters/prod/instances/api.yaml").unlink()
+    code, actions = cli.apply_json()
+    assert code == 1 and actions["ConfigMap/team-api/api-config"] == "skipped"
+    assert cli.client.get(API_CFG) is not None
+    code, actions = cli.apply_json("--allow-empty-prune")
+    assert code == 0 and actions["ConfigMap/team-api/api-config"] == "deleted"
+    assert cli.client.get(API_CFG) is None
+
+
+def test_namespace_outside_cluster_limits(cli: Cli) -> None:
+    cli.edit("clusters/prod/instances/api.yaml", "namespace: team-api", "namespace: kube-system")
+    code, out, err = cli.run("apply")
+    assert code == 1
+    assert 'namespace "kube-system" is not allowed' in out + err
+    assert cli.client.get(ObjectRef("v1", "ConfigMap", "kube-system", "api-config")) is None
+    assert cli.client.get(WEB) is not None
+
+
+def test_usage_errors_exit_2(cli: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = ["apply", str(cli.catalog), "--cluster", "prod", "--kubeconfig", str(tmp_path / "no")]
+    assert main(missing) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert cli.run("diff", "--context", "nope")[0] == 2
+    unknown = ["diff", str(cli.catalog), "--cluster", "nope", "--kubeconfig", str(tmp_path / "no")]
+    assert main(unknown) == 2

@@ -1,0 +1,151 @@
+"""Connecting like kubectl, retries with backoff, and errors at the HTTP boundary."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.kube.errors import ClusterUnreachable, KubeApiError
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import UsageError
+
+FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.02, timeout=(1.0, 2.0))
+
+
+def kubeconfig(path: Path, server: str, context: str = "test") -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": context, "cluster": {"server": server}}],
+                "users": [{"name": context, "user": {"token": "t0ken"}}],
+                "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+                "current-context": context,
+            }
+        )
+    )
+    return path
+
+
+def test_connects_with_explicit_file_and_context(sandbox: Any, tmp_path: Path) -> None:
+    cfg = kubeconfig(tmp_path / "cfg", sandbox.url, context="other")
+    client = KubeClient.connect(cfg, context="other")
+    assert client.get(ObjectRef("v1", "Namespace", "", "default")) is not None
+    with pytest.raises(UsageError, match="nope"):
+        KubeClient.connect(cfg, context="nope")
+
+
+def test_connects_from_kubeconfig_env(
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(sandbox.kubeconfig))
+    client = KubeClient.connect()
+    assert client.host.rstrip("/") == sandbox.url.rstrip("/")
+
+
+def test_missing_configuration_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(UsageError, match="no Kubernetes configuration"):
+        KubeClient.connect()
+    with pytest.raises(UsageError, match="no such file"):
+        KubeClient.connect(tmp_path / "missing")
+    (tmp_path / "garbage").write_text("::: not yaml [")
+    with pytest.raises(UsageError, match="garbage"):
+        KubeClient.connect(tmp_path / "garbage")
+
+
+def test_unreachable_server_after_retries(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens here
+    client = KubeClient.connect(
+        kubeconfig(tmp_path / "cfg", f"http://127.0.0.1:{port}"), retry=FAST
+    )
+    with pytest.raises(
+        ClusterUnreachable, match=r"failed: cannot reach the API server at http://127.0.0.1"
+    ):
+        client.get(ObjectRef("v1", "ConfigMap", "ns", "x"))
+
+
+class Flaky:
+    """A real HTTP server that fails the first ``failures`` requests with ``status``."""
+
+    def __init__(self, status: int, failures: int) -> None:
+        self.status, self.failures, self.seen = status, failures, 0
+        flaky = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                flaky.seen += 1
+                if flaky.seen <= flaky.failures:
+                    body = json.dumps({"kind": "Status", "reason": "TooManyRequests"}).encode()
+                    self.send_response(flaky.status)
+                    self.send_header("Retry-After", "0")
+                else:
+                    body = json.dumps(_resources()).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def _resources() -> dict[str, Any]:
+    return {
+        "kind": "APIResourceList",
+        "resources": [{"name": "configmaps", "kind": "ConfigMap", "namespaced": True}],
+    }
+
+
+@pytest.fixture
+def flaky(request: pytest.FixtureRequest) -> Iterator[Flaky]:
+    status, failures = request.param
+    f = Flaky(status, failures)
+    thread = threading.Thread(target=f.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f
+    f.server.shutdown()
+    f.server.server_close()
+
+
+@pytest.mark.parametrize("flaky", [(429, 2), (503, 3), (500, 1)], indirect=True)
+def test_transient_errors_are_retried(flaky: Flaky, tmp_path: Path) -> None:
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
+    assert client.resource("v1", "ConfigMap").plural == "configmaps"
+    assert flaky.seen == flaky.failures + 1
+
+
+@pytest.mark.parametrize("flaky", [(503, 10)], indirect=True)
+def test_persistent_errors_name_the_reason(flaky: Flaky, tmp_path: Path) -> None:
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
+    with pytest.raises(KubeApiError, match=r"/api/v1: discovery failed \(TooManyRequests\)"):
+        client.resource("v1", "ConfigMap")
+    assert flaky.seen == FAST.attempts
+
+
+@pytest.mark.parametrize("flaky", [(403, 1)], indirect=True)
+def test_client_errors_are_not_retried(flaky: Flaky, tmp_path: Path) -> None:
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
+    with pytest.raises(KubeApiError) as info:
+        client.resource("v1", "ConfigMap")
+    assert info.value.status == 403 and flaky.seen == 1

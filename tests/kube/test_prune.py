@@ -1,0 +1,107 @@
+"""Prune: only inventory objects with our labels, reverse order, no accidental wipe-out."""
+
+from __future__ import annotations
+
+from reconciler.kube import LiveState, remove_instance
+from reconciler.kube.inventory import read_inventories
+from reconciler.model.changeset import Action, ObjectRef
+from tests.kube.conftest import Backend, configmap, deployment
+from tests.kube.test_apply import actions, run
+
+
+def cm_ref(ns: str, name: str) -> ObjectRef:
+    return ObjectRef("v1", "ConfigMap", ns, name)
+
+
+def test_object_removed_from_git_is_deleted(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(
+        backend,
+        "web",
+        ns,
+        [
+            configmap("keep", ns, "web"),
+            configmap("old", ns, "web"),
+            deployment("podinfo", ns, "web"),
+        ],
+    )
+    result = run(backend, "web", ns, [configmap("keep", ns, "web")])
+    assert result.ok, result.message
+    assert actions(result) == {
+        f"ConfigMap/{ns}/keep": "unchanged",
+        f"Deployment/{ns}/podinfo": "deleted",
+        f"ConfigMap/{ns}/old": "deleted",
+    }
+    kinds = [e.kind for e in result.changes.entries if e.action is Action.DELETED]
+    assert kinds == ["Deployment", "ConfigMap"]  # reverse kind order
+    assert backend.client.get(cm_ref(ns, "old")) is None
+    inv = read_inventories(backend.client, backend.cluster)["web"]
+    assert set(inv.objects) == {cm_ref(ns, "keep")}
+
+
+def test_object_without_our_labels_is_never_deleted(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("keep", ns, "web"), configmap("old", ns, "web")])
+    # someone takes the object over and strips our labels
+    ref = cm_ref(ns, "old")
+    current = backend.client.get(ref)
+    assert current is not None
+    current["metadata"]["labels"] = {"team": "theirs"}
+    del current["metadata"]["managedFields"]
+    backend.client.request(
+        "PUT", backend.client.object_path(ref), subject=str(ref), verb="update", body=current
+    )
+    result = run(backend, "web", ns, [configmap("keep", ns, "web")])
+    entry = next(e for e in result.changes.entries if e.name == "old")
+    assert entry.action is Action.SKIPPED and "lacks the labels" in entry.message
+    assert backend.client.get(ref) is not None
+
+
+def test_labelled_object_outside_inventory_is_left_alone(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("keep", ns, "web")])
+    stray = configmap("stray", ns, "web")
+    backend.client.apply(stray)  # ours by label, but never applied by the instance
+    result = run(backend, "web", ns, [configmap("keep", ns, "web")])
+    assert actions(result) == {f"ConfigMap/{ns}/keep": "unchanged"}
+    assert backend.client.get(cm_ref(ns, "stray")) is not None
+
+
+def test_empty_render_is_refused_unless_allowed(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("a", ns, "web"), configmap("b", ns, "web")])
+    backend.reset_log()
+    refused = run(backend, "web", ns, [])
+    assert not refused.ok and refused.reason == "PruneRefused"
+    assert set(actions(refused).values()) == {"skipped"}
+    assert "refusing to prune all 2 objects" in refused.message
+    assert backend.writes() in ([], None)
+    assert backend.client.get(cm_ref(ns, "a")) is not None
+    allowed = run(backend, "web", ns, [], allow_empty_prune=True)
+    assert allowed.ok
+    assert set(actions(allowed).values()) == {"deleted"}
+    assert backend.client.get(cm_ref(ns, "a")) is None
+
+
+def test_no_prune_after_a_failed_apply(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("a", ns, "web"), configmap("b", ns, "web")])
+    result = run(backend, "web", ns, [configmap("a", ns, "web"), configmap("Bad_Name", ns, "web")])
+    assert not result.ok
+    assert backend.client.get(cm_ref(ns, "b")) is not None
+    inv = read_inventories(backend.client, backend.cluster)["web"]
+    assert cm_ref(ns, "b") in inv.objects
+
+
+def test_instance_removed_from_git(backend: Backend) -> None:
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("a", ns, "web")])
+    live = LiveState(backend.client, backend.cluster)
+    inv = live.inventory("web")
+    assert inv is not None
+    changes, reason, _ = remove_instance(backend.client, live, inv, allow_empty_prune=False)
+    assert reason == "PruneRefused" and changes.entries[0].action is Action.SKIPPED
+    live = LiveState(backend.client, backend.cluster)
+    changes, reason, _ = remove_instance(backend.client, live, inv, allow_empty_prune=True)
+    assert reason is None and changes.entries[0].action is Action.DELETED
+    assert "web" not in read_inventories(backend.client, backend.cluster)
