@@ -33,6 +33,8 @@ test: lint typecheck unit
 
 bench: install
 	$(BIN)/python bench/catalog.py
+	$(BIN)/python bench/git.py
+	$(BIN)/python bench/apply.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

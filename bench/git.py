@@ -1,0 +1,193 @@
+"""Benchmark the status ledger against the raw Git commands that do the same work.
+
+1. Write 1,000 status changes as the daemon would: 100 passes of 10 changed
+   instances, each pass one ``StatusLedger.record`` (fetch, build, push) to a
+   bare ``file://`` remote. The raw equivalent runs ``git fetch``, then
+   ``hash-object``/``mktree``/``commit-tree`` per change and ``git push``.
+2. Read ``history`` over a branch of 10,000 status commits, for one instance
+   and for the last 100 entries, against ``git log`` with the same arguments.
+
+Run: ``.venv/bin/python bench/git.py`` (prints figures and ratios; no assertions).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+# Run as a script, this file's directory comes first on sys.path and this module's
+# name would shadow GitPython's ``git`` package; drop the directory before importing.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from reconciler.model.status import InstanceStatus, Phase  # noqa: E402
+from reconciler.source.ledger import StatusLedger  # noqa: E402
+from reconciler.status import commit_message, dump_status, prepare_record  # noqa: E402
+
+PASSES = 100
+INSTANCES_PER_PASS = 10
+HISTORY_COMMITS = 10_000
+HISTORY_INSTANCES = 50
+LOG_FORMAT = "--format=%H%x1f%cI%x1f%s%x1f%(trailers:only,unfold)%x1e"
+
+
+def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=True)
+    return out.stdout.decode().strip()
+
+
+def record(instance: str, n: int) -> InstanceStatus:
+    return InstanceStatus(
+        cluster="bench",
+        instance=instance,
+        app="podinfo",
+        phase=Phase.PROGRESSING if n % 2 else Phase.READY,
+        version="6.5.0",
+        desired_version="6.6.0",
+        source="channel:stable",
+        source_commit=f"{n:040x}",
+        objects=n,
+    )
+
+
+def timed(label: str, fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - start
+    print(f"  {label:<58} {elapsed:8.3f} s")
+    return elapsed
+
+
+def bench_writes(root: Path) -> tuple[float, float]:
+    remote = root / "write-remote.git"
+    git(root, "init", "-q", "--bare", str(remote))
+    ledger = StatusLedger(remote.as_uri(), "bench")
+    names = [f"inst-{i}" for i in range(INSTANCES_PER_PASS)]
+
+    def ledger_passes() -> None:
+        for p in range(PASSES):
+            commits = ledger.record([record(n, p) for n in names])
+            assert len(commits) == INSTANCES_PER_PASS
+
+    ours = timed(f"StatusLedger.record: {PASSES * INSTANCES_PER_PASS} changes", ledger_passes)
+
+    raw_remote = root / "raw-remote.git"
+    work = root / "raw-work.git"
+    git(root, "init", "-q", "--bare", str(raw_remote))
+    git(root, "init", "-q", "--bare", str(work))
+    git(work, "remote", "add", "origin", raw_remote.as_uri())
+
+    def raw_passes() -> None:
+        head = ""
+        blobs: dict[str, str] = {}
+        previous: dict[str, InstanceStatus] = {}
+        for p in range(PASSES):
+            subprocess.run(
+                ["git", "fetch", "-q", "origin", "+refs/heads/status/bench:refs/remotes/o/b"],
+                cwd=work,
+                capture_output=True,
+                check=False,
+            )
+            for name in names:
+                prepared = prepare_record(record(name, p), previous.get(name))
+                previous[name] = prepared.status
+                blobs[f"{name}.yaml"] = git(
+                    work, "hash-object", "-w", "--stdin", stdin=dump_status(prepared.status)
+                )
+                listing = "".join(f"100644 blob {s}\t{n}\n" for n, s in sorted(blobs.items()))
+                sub = git(work, "mktree", stdin=listing.encode())
+                top = git(work, "mktree", stdin=f"040000 tree {sub}\tinstances\n".encode())
+                message = commit_message(prepared.status, prepared.previous)
+                parent = ["-p", head] if head else []
+                head = git(work, "commit-tree", top, *parent, stdin=message.encode())
+            git(work, "update-ref", "refs/heads/status/bench", head)
+            git(work, "push", "-q", "origin", "refs/heads/status/bench")
+
+    raw = timed("raw git (fetch, hash-object, mktree x2, commit-tree, push)", raw_passes)
+    return ours, raw
+
+
+def build_history(repo: Path) -> None:
+    ledger = StatusLedger(str(repo), "bench")
+    names = [f"inst-{i}" for i in range(HISTORY_INSTANCES)]
+    for p in range(HISTORY_COMMITS // HISTORY_INSTANCES):
+        ledger.record([record(n, p) for n in names])
+
+
+def bench_history(root: Path) -> list[tuple[str, float, float]]:
+    repo = root / "history.git"
+    git(root, "init", "-q", "--bare", str(repo))
+    timed(
+        f"build {HISTORY_COMMITS} status commits (StatusLedger.record)", lambda: build_history(repo)
+    )
+    count = git(repo, "rev-list", "--count", "status/bench")
+    print(f"  status commits on status/bench: {count}")
+    ledger = StatusLedger(str(repo), "bench")
+    results = []
+    cases = [
+        ("history inst-7 (path-limited)", "inst-7", 0, ["--", "instances/inst-7.yaml"]),
+        ("history --limit 100", None, 100, ["-n100"]),
+        ("history (all 10,000 entries)", None, 0, []),
+    ]
+    for label, instance, limit, raw_args in cases:
+        entries = ledger.history(instance, limit=limit)  # warm-up: Python imports, caches
+        ours = timed(
+            f"StatusLedger.history: {label}",
+            lambda i=instance, n=limit: ledger.history(i, limit=n),  # type: ignore[misc]
+        )
+        args = ["log", LOG_FORMAT, *[a for a in raw_args if a.startswith("-n")], "status/bench"]
+        args += [a for a in raw_args if not a.startswith("-n")]
+        raw = timed(f"raw git log: {label}", lambda a=args: git(repo, *a))  # type: ignore[misc]
+        print(f"    -> {len(entries)} entries")
+        results.append((label, ours, raw))
+    cli = timed(
+        "reconciler history inst-7 (whole CLI process)",
+        lambda: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "history",
+                "--repo",
+                str(repo),
+                "--cluster",
+                "bench",
+                "inst-7",
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            check=True,
+        ),
+    )
+    results.append(("CLI history inst-7 vs raw path-limited log", cli, results[0][2]))
+    return results
+
+
+def main() -> int:
+    os.environ.setdefault("GIT_AUTHOR_NAME", "bench")
+    os.environ.setdefault("GIT_AUTHOR_EMAIL", "bench@example.com")
+    os.environ.setdefault("GIT_COMMITTER_NAME", "bench")
+    os.environ.setdefault("GIT_COMMITTER_EMAIL", "bench@example.com")
+    with tempfile.TemporaryDirectory(prefix="reconciler-bench-") as tmp:
+        root = Path(tmp)
+        os.environ["RECONCILER_CACHE_DIR"] = str(root / "cache")
+        print(f"git {git(root, 'version').split()[-1]}, Python {sys.version.split()[0]}")
+        print(f"Writes: {PASSES} passes x {INSTANCES_PER_PASS} changed instances, file:// remote")
+        ours, raw = bench_writes(root)
+        per = PASSES * INSTANCES_PER_PASS
+        print(f"  per change: ledger {ours / per * 1000:.2f} ms, raw git {raw / per * 1000:.2f} ms")
+        print(f"  ratio ledger/raw: {ours / raw:.2f}")
+        print(f"History: {HISTORY_COMMITS} commits over {HISTORY_INSTANCES} instances")
+        for label, a, b in bench_history(root):
+            print(f"  ratio {label}: {a / b:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

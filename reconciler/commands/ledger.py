@@ -1,0 +1,95 @@
+"""``reconciler status``, ``history`` and ``channel set``: Git as the user interface.
+
+Thin commands over ``reconciler.source``: read the status branch of a catalog
+(path or URL, no manual clone needed) and print it as a table or JSON, or move a
+channel pointer with a one-line commit. Called by ``reconciler.cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from reconciler.model.errors import UsageError
+from reconciler.source.channels import set_channel
+from reconciler.source.ledger import StatusLedger
+from reconciler.status import UnreadableStatus, history_table, status_table
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """Print each instance's current record from the status branch."""
+    ledger = _ledger(args)
+    snap = ledger.snapshot()
+    unreadable = [
+        UnreadableStatus(p.file.rsplit("/", 1)[-1].removesuffix(".yaml"), p.file, str(p))
+        for p in snap.problems
+    ]
+    if args.output == "json":
+        records: list[dict[str, Any]] = [s.to_dict() for s in snap.statuses.values()]
+        records += [u.to_dict() for u in unreadable]
+        _print_json(sorted(records, key=lambda r: str(r["instance"])))
+    elif not snap.exists:
+        print(_no_status(ledger))
+    elif not snap.statuses and not unreadable:
+        print(f"no instance status recorded yet on {ledger.branch} in {ledger.display}")
+    else:
+        print(status_table(snap.statuses.values(), unreadable))
+    for u in unreadable:
+        print(f"reconciler: unreadable status file {u.error}", file=sys.stderr)
+    return EXIT_PROBLEMS if unreadable else EXIT_OK
+
+
+def history_command(args: argparse.Namespace) -> int:
+    """Print status changes, newest first, from the status branch's commits."""
+    if args.limit < 0:
+        raise UsageError("--limit must be 0 (all) or a positive number")
+    ledger = _ledger(args)
+    entries = ledger.history(args.instance, limit=args.limit)
+    if args.output == "json":
+        _print_json([e.to_dict() for e in entries])
+    elif entries:
+        print(history_table(entries))
+    elif args.instance:
+        print(f"no status changes recorded for instance {args.instance} on {ledger.branch}")
+    else:
+        print(_no_status(ledger))
+    return EXIT_OK
+
+
+def channel_set_command(args: argparse.Namespace) -> int:
+    """Move APP's CHANNEL to VERSION with one commit (and push it with --push)."""
+    move = set_channel(
+        args.repo, args.app, args.channel, args.version, force=args.force, push=args.push
+    )
+    if args.output == "json":
+        _print_json(move.to_dict())
+    elif move.commit is None:
+        print(f"{move.app}: channel {move.channel} already points to {move.version}")
+    else:
+        print(
+            f"{move.app}: channel {move.channel} {move.previous} -> {move.version}"
+            f" ({move.file}, commit {move.commit[:12]})"
+        )
+        if move.pushed_to:
+            print(f"pushed to {move.pushed_to}")
+    return EXIT_OK
+
+
+def _ledger(args: argparse.Namespace) -> StatusLedger:
+    return StatusLedger(args.repo, args.cluster, branch=args.status_branch)
+
+
+def _no_status(ledger: StatusLedger) -> str:
+    return (
+        f"no status recorded yet for cluster {ledger.cluster}: "
+        f"branch {ledger.branch} does not exist in {ledger.display}"
+    )
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2))

@@ -1,0 +1,39 @@
+"""Git, the whole user interface: the catalog source, the status ledger, channel moves.
+
+The only package that imports ``git`` (GitPython). The daemon uses
+``CatalogSource.sync()`` to follow the catalog and ``StatusLedger.record()`` to
+write status; the ``status``/``history``/``channel set`` commands use
+``StatusLedger.snapshot()``/``history()`` and ``set_channel``. Every message
+that leaves this package is redacted (``redact_url``): no credential is ever
+logged, raised or recorded.
+"""
+
+from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
+from reconciler.source.checkout import CatalogSource, SyncResult
+from reconciler.source.ledger import CommitInfo, StatusLedger, StatusSnapshot
+from reconciler.source.redact import redact_text, redact_url
+from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
+from reconciler.source.runner import GitFailed, MissingRemoteBranch
+from reconciler.source.verify import SignaturePolicy, SignatureRefused, Verdict
+
+__all__ = [
+    "CatalogSource",
+    "ChannelMove",
+    "ChannelMoveRefused",
+    "CommitInfo",
+    "Credentials",
+    "GitFailed",
+    "MissingRemoteBranch",
+    "NetworkPolicy",
+    "RemoteAccess",
+    "SignaturePolicy",
+    "SignatureRefused",
+    "StatusLedger",
+    "StatusSnapshot",
+    "SyncResult",
+    "Verdict",
+    "cache_root",
+    "redact_text",
+    "redact_url",
+    "set_channel",
+]

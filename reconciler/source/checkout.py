@@ -1,0 +1,199 @@
+"""The catalog source: a cached shallow clone of the catalog branch, kept up to date.
+
+The daemon owns one ``CatalogSource`` per catalog and calls ``sync()`` on every
+poll (or webhook); it reads the catalog from ``SyncResult.path`` and reconciles
+when ``SyncResult.changed``. The clone lives under the cache directory
+(``$RECONCILER_CACHE_DIR``), is shallow and single-branch, and follows the
+remote branch wherever it goes, force pushes included. With a
+``SignaturePolicy`` only signed heads are checked out; a refused head leaves the
+last verified commit in place and says why in ``SyncResult.refused``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from reconciler.model.errors import SourceError
+from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
+from reconciler.source.runner import GitFailed, MissingRemoteBranch, locked, run, run_remote
+from reconciler.source.verify import SignaturePolicy, SignatureRefused, SignatureVerifier
+
+log = logging.getLogger("reconciler.source")
+
+_VERIFIED_REF = "refs/reconciler/verified"
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one ``sync()`` found.
+
+    ``commit`` is checked out at ``path`` (the last verified one when the head
+    was refused); ``remote_commit`` is the branch head on the remote;
+    ``changed`` is True when ``commit`` differs from this source's previous
+    sync (and on the first sync of a process); ``refused`` says why the remote
+    head was not taken, or is None.
+    """
+
+    commit: str
+    changed: bool
+    path: Path
+    branch: str
+    url: str
+    remote_commit: str
+    previous: str | None = None
+    refused: str | None = None
+    signer: str = ""
+
+
+class CatalogSource:
+    """A catalog repository (local path or Git URL) followed through a cached clone."""
+
+    def __init__(
+        self,
+        repo: str,
+        *,
+        branch: str | None = None,
+        cache_dir: Path | None = None,
+        credentials: Credentials | None = None,
+        policy: NetworkPolicy | None = None,
+        verify: SignaturePolicy | None = None,
+    ) -> None:
+        self.access = RemoteAccess.parse(repo, credentials, policy)
+        self._branch = branch
+        root = (cache_dir or cache_root()) / "catalog"
+        self._slot = root / f"{self.access.cache_key}-{_slug(branch or 'HEAD')}"
+        self._verifier = SignatureVerifier(verify) if verify else None
+        # per policy: a commit verified against other keys must not count as verified
+        self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
+        self._last: str | None = None
+
+    @property
+    def path(self) -> Path:
+        """The working tree of the cached clone (valid after the first ``sync``)."""
+        return self._slot
+
+    def sync(self) -> SyncResult:
+        """Fetch the branch, verify its head if asked, check it out; one bounded network step.
+
+        Raises ``SourceError`` when the remote cannot be read (after retries),
+        and ``SignatureRefused`` when verification is on and no commit of this
+        branch has ever been verified.
+        """
+        with locked(self._slot.with_name(self._slot.name + ".lock")):
+            repo = self._fetch()
+            branch = self._current_branch(repo)
+            head = run(repo, ["rev-parse", "--verify", f"refs/remotes/origin/{branch}^{{commit}}"])
+            commit, refused, signer = self._choose(repo, head)
+            self._checkout(repo, commit)
+        previous, self._last = self._last, commit
+        if refused:
+            log.warning("%s: %s; staying at %s", self.access.display, refused, commit[:12])
+        return SyncResult(
+            commit=commit,
+            changed=previous != commit,
+            path=self._slot,
+            branch=branch,
+            url=self.access.display,
+            remote_commit=head,
+            previous=previous,
+            refused=refused,
+            signer=signer,
+        )
+
+    def _fetch(self) -> git.Repo:
+        if (self._slot / ".git").is_dir():
+            repo = git.Repo(str(self._slot))
+            branch = self._current_branch(repo)
+            refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
+            run_remote(
+                repo,
+                ["fetch", "--quiet", "--depth=1", "--no-tags", "origin", refspec],
+                self.access,
+                what=f"fetch {branch} from {self.access.display}",
+            )
+            return repo
+        return self._clone()
+
+    def _clone(self) -> git.Repo:
+        """Clone into a temp dir next to the slot, then rename: a crash leaves no half clone."""
+        self._slot.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self._slot.parent))
+        args = ["clone", "--quiet", "--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
+        if self._branch:
+            args += ["--branch", self._branch]
+        try:
+            run_remote(
+                tmp.parent,
+                [*args, self.access.url, str(tmp)],
+                self.access,
+                what=f"clone {self.access.display}",
+            )
+        except GitFailed as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if "remote branch" in e.detail and "not found" in e.detail:
+                raise MissingRemoteBranch(
+                    f"clone {self.access.display}: no branch {self._branch!r}"
+                ) from e
+            raise
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(self._slot, ignore_errors=True)
+        tmp.rename(self._slot)
+        return git.Repo(str(self._slot))
+
+    def _current_branch(self, repo: git.Repo) -> str:
+        if self._branch:
+            return self._branch
+        # a clone without --branch tracks the remote's default branch; remember it in config
+        try:
+            stored = repo.config_reader().get_value("reconciler", "branch", "")
+        except Exception:  # gitpython raises several config error types; all mean "unset"
+            stored = ""
+        if stored:
+            return str(stored)
+        name = run(repo, ["symbolic-ref", "--short", "HEAD"])
+        with repo.config_writer() as cfg:
+            cfg.set_value("reconciler", "branch", name)
+        return name
+
+    def _choose(self, repo: git.Repo, head: str) -> tuple[str, str | None, str]:
+        """The commit to check out: the head, or the last verified one when it is refused."""
+        if self._verifier is None:
+            return head, None, ""
+        verdict = self._verifier.verify(repo, head)
+        if verdict.ok:
+            run(repo, ["update-ref", self._verified_ref, head])
+            return head, None, verdict.signer
+        try:
+            last = run(
+                repo, ["rev-parse", "--verify", "--quiet", f"{self._verified_ref}^{{commit}}"]
+            )
+        except GitFailed as e:
+            raise SignatureRefused(
+                f"{self.access.display}: {verdict.reason}; no verified commit to fall back to"
+            ) from e
+        return last, verdict.reason, ""
+
+    def _checkout(self, repo: git.Repo, commit: str) -> None:
+        try:
+            current = run(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+        except GitFailed:
+            current = ""
+        if current == commit and self._last == commit:
+            return  # checked out by this process already; a new process re-checks once
+        try:
+            run(repo, ["checkout", "--quiet", "--force", "--detach", commit])
+            run(repo, ["clean", "-ffdxq"])
+        except GitFailed as e:
+            raise SourceError(f"{self._slot}: cannot check out {commit[:12]}: {e.detail}") from e
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text)

@@ -1,0 +1,287 @@
+"""The status ledger: ``InstanceStatus`` records as commits on ``status/<cluster>`` (SPEC 3).
+
+The daemon calls ``StatusLedger.record(statuses)`` once per pass; ``status`` and
+``history`` call ``snapshot()`` and ``history()``. Each changed instance becomes
+one commit touching ``instances/<instance>.yaml``; an unchanged one none. When
+another writer (a second replica, a cluster sharing the branch) moved the branch
+first, the publish is refused and the records are re-applied on the new head,
+where records that are already there are skipped: nothing is lost, nothing is
+written twice. The branch starts as an orphan branch holding only ``instances/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from reconciler.model.errors import SourceError
+from reconciler.model.problems import Problem, error
+from reconciler.model.status import InstanceStatus
+from reconciler.source import objects, store
+from reconciler.source.redact import redact_text
+from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
+from reconciler.source.runner import locked, run
+from reconciler.status import (
+    INSTANCES_DIR,
+    TRAILER_CLUSTER,
+    TRAILER_INSTANCE,
+    TRAILER_PHASE,
+    TRAILER_SOURCE_COMMIT,
+    TRAILER_VERSION,
+    HistoryEntry,
+    StatusFileError,
+    commit_message,
+    dump_status,
+    parse_status,
+    parse_trailers,
+    prepare_record,
+    status_path,
+    summary_of,
+)
+
+log = logging.getLogger("reconciler.source")
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LOG_FORMAT = "%H%x1f%cI%x1f%s%x1f%(trailers:only,unfold)%x1e"
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One status commit that ``record`` published."""
+
+    commit: str
+    instance: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    """The records at the head of the status branch (``commit`` None: no branch yet)."""
+
+    commit: str | None
+    statuses: dict[str, InstanceStatus]
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def exists(self) -> bool:
+        return self.commit is not None
+
+
+class StatusLedger:
+    """Reads and writes one cluster's status branch in a repository (path or URL)."""
+
+    def __init__(
+        self,
+        repo: str,
+        cluster: str,
+        *,
+        branch: str | None = None,
+        cache_dir: Path | None = None,
+        credentials: Credentials | None = None,
+        policy: NetworkPolicy | None = None,
+        conflict_attempts: int = 20,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.cluster = cluster
+        self.branch = store.check_branch_name(branch or f"status/{cluster}")
+        self.access = RemoteAccess.parse(repo, credentials, policy)
+        self._cache = cache_dir or cache_root()
+        self._store = store.open_store(self.access, self.branch, self._cache)
+        self._lock = self._cache / "status" / f"{self.access.cache_key}.lock"
+        self._conflict_attempts = conflict_attempts
+        self._sleep = sleep
+
+    @property
+    def display(self) -> str:
+        """The repository as people may see it (credentials redacted)."""
+        return self._store.display
+
+    def read(self) -> dict[str, InstanceStatus]:
+        """The current record of every instance; unreadable files are logged and skipped."""
+        snap = self.snapshot()
+        for problem in snap.problems:
+            log.warning("status branch %s: %s", self.branch, problem)
+        return snap.statuses
+
+    def snapshot(self, *, refresh: bool = True) -> StatusSnapshot:
+        """Fetch (for a URL) and read every ``instances/*.yaml`` at the branch head."""
+        with locked(self._lock):
+            if refresh:
+                self._store.refresh()
+            head = store.tip(self._store)
+            if head is None:
+                return StatusSnapshot(None, {})
+            statuses: dict[str, InstanceStatus] = {}
+            problems: list[Problem] = []
+            for name, (sha, _mode) in sorted(self._instance_entries(head).items()):
+                if not name.endswith(".yaml"):
+                    continue
+                path = f"{INSTANCES_DIR}/{name}"
+                try:
+                    status = parse_status(objects.read_blob(self._store.repo, sha), path)
+                except StatusFileError as e:
+                    problems.append(error(path, e.line, e.detail))
+                    continue
+                statuses[status.instance] = status
+            return StatusSnapshot(head, statuses, tuple(problems))
+
+    def record(
+        self,
+        statuses: Iterable[InstanceStatus],
+        *,
+        source_commit: str | None = None,
+        now: str | None = None,
+    ) -> list[CommitInfo]:
+        """Commit every status that differs from its record; return the commits published.
+
+        ``source_commit`` fills records whose ``source_commit`` is empty; ``now``
+        (RFC 3339) stamps changed records and new condition transitions. Raises
+        ``SourceError`` when the branch cannot be fetched or pushed (after retries)
+        or when other writers keep winning for ``conflict_attempts`` rounds.
+        """
+        wanted = self._validated(statuses, source_commit)
+        if not wanted:
+            return []
+        with locked(self._lock):
+            for attempt in range(1, self._conflict_attempts + 1):
+                self._store.refresh()
+                base = store.tip(self._store)
+                commits, new_head = self._build(base, wanted, now)
+                if not commits:
+                    return []
+                if self._store.publish(new_head, base):
+                    store.housekeep(self._store)
+                    for info in commits:
+                        log.info("%s", info.subject, extra={"cluster": self.cluster})
+                    return commits
+                log.info(
+                    "status branch %s moved (attempt %d); re-applying %d record(s) on its new head",
+                    self.branch,
+                    attempt,
+                    len(commits),
+                )
+                self._sleep(random.uniform(0, 0.05 * attempt))
+        raise SourceError(
+            f"{self.display}: gave up writing {self.branch} after "
+            f"{self._conflict_attempts} rejected pushes (other writers kept moving it)"
+        )
+
+    def history(self, instance: str | None = None, *, limit: int = 0) -> list[HistoryEntry]:
+        """Status changes, newest first, from one ``git log`` over the branch.
+
+        With ``instance``, only commits touching ``instances/<instance>.yaml``.
+        Returns an empty list when the branch does not exist yet.
+        """
+        path = status_path(_checked_name(instance)) if instance is not None else None
+        with locked(self._lock):
+            self._store.refresh()
+            if store.tip(self._store) is None:
+                return []
+            args = ["log", f"--format={_LOG_FORMAT}"]
+            if limit > 0:
+                args.append(f"-n{limit}")
+            args.append(self._store.ref)
+            if path is not None:
+                args += ["--", path]
+            output = run(self._store.repo, args, what=f"git log {self.branch}")
+        return [entry for entry in map(_history_entry, output.split("\x1e")) if entry]
+
+    def _validated(
+        self, statuses: Iterable[InstanceStatus], source_commit: str | None
+    ) -> dict[str, InstanceStatus]:
+        wanted: dict[str, InstanceStatus] = {}
+        for status in statuses:
+            _checked_name(status.instance)
+            if status.cluster != self.cluster:
+                raise SourceError(
+                    f"status of {status.cluster}/{status.instance} given to the ledger of "
+                    f"cluster {self.cluster}"
+                )
+            if source_commit and not status.source_commit:
+                status = replace(status, source_commit=source_commit)
+            wanted[status.instance] = self._redacted(status)
+        return wanted
+
+    def _redacted(self, status: InstanceStatus) -> InstanceStatus:
+        """Messages come from errors that may quote a URL: never record a credential."""
+        secrets = self.access.secrets()
+        return replace(
+            status,
+            message=redact_text(status.message, secrets),
+            conditions=tuple(
+                replace(c, message=redact_text(c.message, secrets)) for c in status.conditions
+            ),
+        )
+
+    def _instance_entries(self, commit: str | None) -> objects.Entries:
+        root = objects.read_tree(self._store.repo, objects.root_tree_of(self._store.repo, commit))
+        sub = root.get(INSTANCES_DIR)
+        if sub is None or sub[1] != objects.TREE_MODE:
+            return {}
+        return objects.read_tree(self._store.repo, sub[0])
+
+    def _build(
+        self, base: str | None, wanted: dict[str, InstanceStatus], now: str | None
+    ) -> tuple[list[CommitInfo], str]:
+        """A chain of commits on ``base``, one per changed instance, in instance order."""
+        entries = self._instance_entries(base)
+        changes: list[tuple[str, objects.Change]] = []
+        for name in sorted(wanted):
+            previous, note = self._previous(entries, name)
+            prepared = prepare_record(wanted[name], previous, now=now)
+            if prepared.changed:
+                message = commit_message(prepared.status, previous, note=note)
+                data = dump_status(prepared.status)
+                changes.append((name, objects.Change(status_path(name), data, message)))
+        shas = objects.write_chain(self._store.repo, base, [c for _, c in changes])
+        commits = [
+            CommitInfo(sha, name, change.message.split("\n", 1)[0])
+            for sha, (name, change) in zip(shas, changes, strict=True)
+        ]
+        return commits, shas[-1] if shas else (base or "")
+
+    def _previous(
+        self, entries: objects.Entries, instance: str
+    ) -> tuple[InstanceStatus | None, str]:
+        """The recorded status, or None with a note when the file is unreadable."""
+        entry = entries.get(f"{instance}.yaml")
+        if entry is None:
+            return None, ""
+        try:
+            return parse_status(
+                objects.read_blob(self._store.repo, entry[0]), status_path(instance)
+            ), ""
+        except StatusFileError as e:
+            log.warning("status branch %s: %s; rewriting it", self.branch, e)
+            return None, f"The previous record was unreadable and has been rewritten: {e}"
+
+
+def _checked_name(instance: str) -> str:
+    if not _NAME.match(instance) or len(instance) > 63:
+        raise SourceError(f"{instance!r} is not a valid instance name (a DNS-1123 label)")
+    return instance
+
+
+def _history_entry(chunk: str) -> HistoryEntry | None:
+    fields = chunk.lstrip("\n").split("\x1f")
+    if len(fields) != 4:
+        return None
+    commit, when, subject, trailer_text = fields
+    trailers = parse_trailers(trailer_text)
+    if TRAILER_INSTANCE not in trailers:
+        return None  # not a status commit (a hand-made commit on the branch)
+    return HistoryEntry(
+        commit=commit,
+        time=when,
+        cluster=trailers.get(TRAILER_CLUSTER, ""),
+        instance=trailers[TRAILER_INSTANCE],
+        phase=trailers.get(TRAILER_PHASE, ""),
+        version=trailers.get(TRAILER_VERSION, ""),
+        source_commit=trailers.get(TRAILER_SOURCE_COMMIT, ""),
+        summary=summary_of(subject, trailers),
+    )

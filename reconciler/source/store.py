@@ -1,0 +1,149 @@
+"""Where the status ledger keeps its branch: the repository itself, or a mirror and a push.
+
+``StatusLedger`` needs three things from a branch: its current head (``tip``),
+a way to catch up with other writers (``refresh``) and an atomic
+compare-and-swap publish (``publish(new, expected)``). A plain local path is
+updated in place with ``git update-ref NEW OLD`` (no working tree is touched);
+any URL is written through a bare mirror in the cache directory and a plain
+fast-forward push, which the remote refuses when another writer got there first.
+Commits are built by ``reconciler.source.objects`` with plumbing, which is fast
+and never disturbs a checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Protocol
+
+import git
+
+from reconciler.model.errors import UsageError
+from reconciler.source.redact import redact_url
+from reconciler.source.remote import RemoteAccess
+from reconciler.source.runner import (
+    GitFailed,
+    MissingRemoteBranch,
+    init_repo,
+    open_repo,
+    run,
+    run_remote,
+)
+
+ZERO = "0" * 40
+
+_CONFLICT_MARKERS = ("[rejected]", "[remote rejected]", "cannot lock ref", "failed to update ref")
+
+
+class BranchStore(Protocol):
+    """A branch the ledger can read and move atomically."""
+
+    repo: git.Repo
+    ref: str  # the local ref that holds the branch head as last seen
+    display: str
+
+    def refresh(self) -> None: ...
+
+    def publish(self, new: str, expected: str | None) -> bool: ...
+
+
+def tip(store: BranchStore) -> str | None:
+    try:
+        return run(store.repo, ["rev-parse", "--verify", "--quiet", f"{store.ref}^{{commit}}"])
+    except GitFailed:
+        return None
+
+
+class LocalStore:
+    """The status branch inside a local repository, moved with a compare-and-swap."""
+
+    def __init__(self, path: Path, branch: str) -> None:
+        self.repo = open_repo(path)
+        self.ref = f"refs/heads/{branch}"
+        self.display = str(path)
+
+    def refresh(self) -> None:
+        """Nothing to fetch: the repository is the source of truth."""
+
+    def publish(self, new: str, expected: str | None) -> bool:
+        try:
+            run(self.repo, ["update-ref", self.ref, new, expected or ZERO])
+        except GitFailed as e:
+            if "cannot lock ref" in e.detail or "but expected" in e.detail:
+                return False
+            raise
+        return True
+
+
+class RemoteStore:
+    """The status branch of a remote, through a bare mirror under the cache directory."""
+
+    def __init__(self, access: RemoteAccess, branch: str, mirror: Path) -> None:
+        self.access = access
+        self.branch = branch
+        self.ref = f"refs/remotes/origin/{branch}"
+        self.display = access.display
+        if not (mirror / "HEAD").is_file():
+            init_repo(mirror, bare=True)
+        self.repo = open_repo(mirror)
+        run(self.repo, ["config", "remote.origin.url", access.url])
+        # keep fetched objects packed (not exploded into loose files): history stays fast
+        run(self.repo, ["config", "fetch.unpackLimit", "1"])
+
+    def refresh(self) -> None:
+        """Fetch the branch; a branch that no longer exists on the remote is forgotten."""
+        try:
+            run_remote(
+                self.repo,
+                [
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "origin",
+                    f"+refs/heads/{self.branch}:{self.ref}",
+                ],
+                self.access,
+                what=f"fetch {self.branch} from {self.display}",
+            )
+        except MissingRemoteBranch:
+            run(self.repo, ["update-ref", "-d", self.ref])
+
+    def publish(self, new: str, expected: str | None) -> bool:
+        """Fast-forward push (never forced); False when the remote moved meanwhile."""
+        try:
+            run_remote(
+                self.repo,
+                ["push", "--quiet", "origin", f"{new}:refs/heads/{self.branch}"],
+                self.access,
+                what=f"push {self.branch} to {self.display}",
+            )
+        except GitFailed as e:
+            if any(marker in e.detail for marker in _CONFLICT_MARKERS):
+                return False
+            raise
+        run(self.repo, ["update-ref", self.ref, new])
+        return True
+
+
+def housekeep(store: BranchStore) -> None:
+    """Let Git consolidate the small packs each pass leaves (cheap when nothing to do)."""
+    with contextlib.suppress(GitFailed):  # an unfinished gc must not fail a status write
+        run(store.repo, ["gc", "--auto", "--quiet"], timeout=600)
+
+
+def open_store(access: RemoteAccess, branch: str, cache_dir: Path) -> BranchStore:
+    """A ``LocalStore`` for a plain path, a ``RemoteStore`` for any URL."""
+    if access.local_path is not None:
+        return LocalStore(access.local_path, branch)
+    return RemoteStore(access, branch, cache_dir / "status" / f"{access.cache_key}.git")
+
+
+def check_branch_name(branch: str) -> str:
+    """Refuse a status branch name Git would refuse, with a plain message."""
+    try:
+        run(Path.cwd(), ["check-ref-format", f"refs/heads/{branch}"])
+    except GitFailed as e:
+        raise UsageError(
+            f"--status-branch: {redact_url(branch)!r} is not a valid branch name"
+        ) from e
+    return branch

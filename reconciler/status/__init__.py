@@ -1,0 +1,52 @@
+"""Status records and commit messages, rendered from results (SPEC section 3).
+
+Pure functions over ``reconciler.model.status.InstanceStatus``: the YAML file of
+a record, whether a new record differs from the recorded one, the commit message
+that says what happened, and the tables ``status``/``history`` print. The status
+ledger in ``reconciler.source`` stores what these functions produce.
+"""
+
+from reconciler.status.messages import (
+    TRAILER_CLUSTER,
+    TRAILER_INSTANCE,
+    TRAILER_PHASE,
+    TRAILER_SOURCE_COMMIT,
+    TRAILER_VERSION,
+    commit_message,
+    describe_change,
+    parse_trailers,
+    summary_of,
+)
+from reconciler.status.records import (
+    INSTANCES_DIR,
+    PreparedRecord,
+    StatusFileError,
+    dump_status,
+    parse_status,
+    prepare_record,
+    status_path,
+)
+from reconciler.status.views import HistoryEntry, UnreadableStatus, history_table, status_table
+
+__all__ = [
+    "INSTANCES_DIR",
+    "TRAILER_CLUSTER",
+    "TRAILER_INSTANCE",
+    "TRAILER_PHASE",
+    "TRAILER_SOURCE_COMMIT",
+    "TRAILER_VERSION",
+    "HistoryEntry",
+    "PreparedRecord",
+    "StatusFileError",
+    "UnreadableStatus",
+    "commit_message",
+    "describe_change",
+    "dump_status",
+    "history_table",
+    "parse_status",
+    "parse_trailers",
+    "prepare_record",
+    "status_path",
+    "status_table",
+    "summary_of",
+]

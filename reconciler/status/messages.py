@@ -1,0 +1,154 @@
+"""Commit messages of the status branch: subject, body and trailers (SPEC section 3).
+
+People read the status branch with ``git log``, so the subject says what happened
+in words (``prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)``); ``history`` and
+other tools read the trailers, which are machine-parsable and stable. The ledger
+calls ``commit_message``; ``history`` calls ``parse_trailers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.model.version import VersionSyntaxError, parse_version
+
+TRAILER_CLUSTER = "Reconciler-Cluster"
+TRAILER_INSTANCE = "Reconciler-Instance"
+TRAILER_PHASE = "Reconciler-Phase"
+TRAILER_VERSION = "Reconciler-Version"
+TRAILER_SOURCE_COMMIT = "Reconciler-Source-Commit"
+TRAILER_KEYS = (
+    TRAILER_CLUSTER,
+    TRAILER_INSTANCE,
+    TRAILER_PHASE,
+    TRAILER_VERSION,
+    TRAILER_SOURCE_COMMIT,
+)
+
+_SUBJECT_LIMIT = 120
+
+
+def commit_message(
+    status: InstanceStatus, previous: InstanceStatus | None, *, note: str = ""
+) -> str:
+    """The full commit message for recording ``status`` over ``previous``."""
+    subject = f"{status.cluster}/{status.instance}: {describe_change(status, previous)}"
+    if len(subject) > _SUBJECT_LIMIT:
+        subject = subject[: _SUBJECT_LIMIT - 3].rstrip() + "..."
+    body = _body(status, previous, note)
+    trailers = "\n".join(f"{key}: {value}" for key, value in trailers_for(status).items())
+    return f"{subject}\n\n{body}\n\n{trailers}\n"
+
+
+def trailers_for(status: InstanceStatus) -> dict[str, str]:
+    return {
+        TRAILER_CLUSTER: _one_line(status.cluster),
+        TRAILER_INSTANCE: _one_line(status.instance),
+        TRAILER_PHASE: str(status.phase),
+        TRAILER_VERSION: _one_line(status.version or "none"),
+        TRAILER_SOURCE_COMMIT: _one_line(status.source_commit or "none"),
+    }
+
+
+def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> str:
+    """What happened, in a few words, ending with the phase (and reason when not Ready)."""
+    outcome = _outcome(status)
+    app = status.app or "app"
+    if previous is None or previous.version is None:
+        if status.version is None:
+            target = status.desired_version or "?"
+            return f"installing {app} {target} {outcome}"
+        return f"{app} {status.version} {outcome}"
+    if status.version != previous.version:
+        verb = _direction(previous.version, status.version)
+        return f"{verb} {app} {previous.version} -> {status.version or 'none'} {outcome}"
+    if status.desired_version != previous.desired_version and status.phase is Phase.PROGRESSING:
+        return f"moving {app} {status.version} -> {status.desired_version} {outcome}"
+    if status.phase is not previous.phase or status.reason != previous.reason:
+        return f"{app} {status.version} {outcome}"
+    return f"{app} {status.version} {_details(status, previous)} {outcome}"
+
+
+def _details(status: InstanceStatus, previous: InstanceStatus) -> str:
+    """The fields that changed when neither version nor phase did (rollout steps, objects)."""
+    changed = []
+    if status.objects != previous.objects:
+        changed.append(f"objects {previous.objects} -> {status.objects}")
+    if status.desired_version != previous.desired_version:
+        changed.append(f"desired {previous.desired_version} -> {status.desired_version}")
+    for label, before, after in (
+        ("rollout", previous.rollout, status.rollout),
+        ("migrations", previous.migrations, status.migrations),
+        ("message", previous.message, status.message),
+        ("source", previous.source, status.source),
+    ):
+        if before != after:
+            changed.append(f"{label} updated")
+    return ", ".join(changed) or "status updated"
+
+
+def _outcome(status: InstanceStatus) -> str:
+    if status.phase is Phase.READY or not status.reason or status.reason == str(status.phase):
+        label = f"({status.phase})"
+    else:
+        label = f"({status.phase}: {status.reason})"
+    if status.phase in (Phase.STALLED, Phase.FAILED) and status.message:
+        return f"{label} {_one_line(status.message)}"
+    return label
+
+
+def _direction(before: str, after: str | None) -> str:
+    if after is None:
+        return "removed"
+    try:
+        return "upgraded" if parse_version(after) > parse_version(before) else "downgraded"
+    except VersionSyntaxError:
+        return "changed"
+
+
+def _body(status: InstanceStatus, previous: InstanceStatus | None, note: str) -> str:
+    lines = []
+    if previous is None:
+        lines.append(f"First record of {status.instance} on cluster {status.cluster}.")
+    for label, before, after in (
+        ("Phase", previous.phase if previous else None, status.phase),
+        ("Reason", previous.reason if previous else None, status.reason),
+        ("Version", previous.version if previous else None, status.version),
+        ("Desired", previous.desired_version if previous else None, status.desired_version),
+        ("Objects", previous.objects if previous else None, status.objects),
+    ):
+        if previous is not None and before != after:
+            lines.append(f"{label}: {before or 'none'} -> {after or 'none'}")
+        elif previous is None and after not in (None, ""):
+            lines.append(f"{label}: {after}")
+    if status.source:
+        at = f" at {status.source_commit[:12]}" if status.source_commit else ""
+        lines.append(f"Source: {status.source}{at}")
+    if status.message:
+        lines.append("")
+        lines.append(status.message.strip())
+    if note:
+        lines.append("")
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_trailers(text: str) -> dict[str, str]:
+    """``Key: value`` lines (as ``%(trailers:only,unfold)`` prints them) into a dict."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def summary_of(subject: str, trailers: Mapping[str, str]) -> str:
+    """The subject without its ``cluster/instance:`` prefix, for the history table."""
+    prefix = f"{trailers.get(TRAILER_CLUSTER, '')}/{trailers.get(TRAILER_INSTANCE, '')}: "
+    return subject[len(prefix) :] if subject.startswith(prefix) else subject

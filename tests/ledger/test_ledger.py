@@ -1,0 +1,219 @@
+"""The status ledger on real repositories: local paths, bare file:// remotes, git daemon, HTTP."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reconciler.model.errors import SourceError, UsageError
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.source.ledger import StatusLedger
+from reconciler.source.remote import Credentials, NetworkPolicy
+from tests.source.fixtures import TOKEN
+from tests.source.servers import GitDaemon, GitHttpServer, free_port, git
+
+FAST = NetworkPolicy(timeout=10, attempts=2, backoff=0)
+NOW = "2026-01-01T00:00:00Z"
+
+
+def status(instance: str = "web", **changes: object) -> InstanceStatus:
+    base = InstanceStatus(
+        cluster="prod",
+        instance=instance,
+        app="podinfo",
+        phase=Phase.READY,
+        version="6.5.0",
+        desired_version="6.5.0",
+        source="channel:stable",
+        source_commit="a" * 40,
+        objects=7,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def log_subjects(repo: Path, ref: str = "status/prod") -> list[str]:
+    return git(repo, "log", "--format=%s", ref).splitlines()
+
+
+def test_local_repo_gets_an_orphan_branch_without_touching_the_checkout(
+    catalog_repo: Path,
+) -> None:
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    ledger = StatusLedger(str(catalog_repo), "prod")
+    commits = ledger.record([status(), status("api", phase=Phase.PROGRESSING)], now=NOW)
+    assert [c.instance for c in commits] == ["api", "web"]
+    assert git(catalog_repo, "rev-parse", "HEAD") == head
+    assert git(catalog_repo, "status", "--porcelain") == ""
+    assert git(catalog_repo, "rev-list", "--max-parents=0", "status/prod") != head
+    assert git(catalog_repo, "ls-tree", "-r", "--name-only", "status/prod").split() == [
+        "instances/api.yaml",
+        "instances/web.yaml",
+    ]
+    assert log_subjects(catalog_repo) == [
+        "prod/web: podinfo 6.5.0 (Ready)",
+        "prod/api: podinfo 6.5.0 (Progressing)",
+    ]
+
+
+def test_one_commit_per_change_and_none_when_nothing_changed(empty_remote: Path) -> None:
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    assert len(ledger.record([status(), status("api")], now=NOW)) == 2
+    assert ledger.record([status(), status("api")], now="2026-02-01T00:00:00Z") == []
+    upgraded = status(version="6.6.0", desired_version="6.6.0")
+    commits = ledger.record([upgraded, status("api")], source_commit="b" * 40)
+    assert [c.subject for c in commits] == ["prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"]
+    assert len(log_subjects(empty_remote)) == 3
+    trailers = git(empty_remote, "log", "-1", "--format=%(trailers:only)", "status/prod")
+    assert "Reconciler-Instance: web" in trailers
+    assert "Reconciler-Version: 6.6.0" in trailers
+    assert f"Reconciler-Source-Commit: {'a' * 40}" in trailers  # the record's own wins
+
+
+def test_read_snapshot_and_history(empty_remote: Path) -> None:
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    assert not ledger.snapshot().exists and ledger.history() == []
+    ledger.record([status(phase=Phase.PROGRESSING, version=None, desired_version="6.5.0")])
+    ledger.record([status(), status("api")])
+    read = ledger.read()
+    assert sorted(read) == ["api", "web"] and read["web"].phase is Phase.READY
+    entries = ledger.history()
+    assert [(e.instance, e.phase) for e in entries] == [
+        ("web", "Ready"),
+        ("api", "Ready"),
+        ("web", "Progressing"),
+    ]
+    web = ledger.history("web")
+    assert [e.summary for e in web] == [
+        "podinfo 6.5.0 (Ready)",
+        "installing podinfo 6.5.0 (Progressing)",
+    ]
+    assert web[0].commit == git(empty_remote, "rev-parse", "status/prod")
+    assert web[0].source_commit == "a" * 40 and web[0].version == "6.5.0"
+    assert len(ledger.history(limit=1)) == 1
+
+
+def test_corrupted_record_is_reported_then_rewritten(catalog_repo: Path) -> None:
+    ledger = StatusLedger(str(catalog_repo), "prod")
+    ledger.record([status(), status("api")], now=NOW)
+    git(catalog_repo, "checkout", "-q", "status/prod")
+    (catalog_repo / "instances/web.yaml").write_text("phase: [broken\n")
+    git(catalog_repo, "commit", "-qam", "hand edit")
+    git(catalog_repo, "checkout", "-q", "main")
+    snap = ledger.snapshot()
+    assert sorted(snap.statuses) == ["api"]
+    assert [p.file for p in snap.problems] == ["instances/web.yaml"]
+    assert "invalid YAML" in snap.problems[0].message
+    assert [e.instance for e in ledger.history()] == ["web", "api"]  # hand-made commit skipped
+    commits = ledger.record([status(), status("api")])
+    assert [c.instance for c in commits] == ["web"]
+    assert ledger.snapshot().problems == ()
+    body = git(catalog_repo, "log", "-1", "--format=%b", "status/prod")
+    assert "previous record was unreadable" in body
+
+
+def test_bad_input_is_refused(catalog_repo: Path) -> None:
+    ledger = StatusLedger(str(catalog_repo), "prod")
+    with pytest.raises(SourceError, match="not a valid instance name"):
+        ledger.record([status("../etc")])
+    with pytest.raises(SourceError, match="ledger of cluster prod"):
+        ledger.record([replace(status(), cluster="staging")])
+    with pytest.raises(SourceError, match="not a valid instance name"):
+        ledger.history("Web/..")
+    with pytest.raises(UsageError, match="not a valid branch name"):
+        StatusLedger(str(catalog_repo), "prod", branch="status/..bad")
+    plain = catalog_repo.parent / "plain"
+    plain.mkdir()
+    with pytest.raises(SourceError, match="not a Git repository"):
+        StatusLedger(str(plain), "prod")
+    assert ledger.record([]) == []
+
+
+def test_custom_branch(empty_remote: Path) -> None:
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", branch="reconciler/prod-status")
+    ledger.record([status()])
+    assert log_subjects(empty_remote, "reconciler/prod-status") == [
+        "prod/web: podinfo 6.5.0 (Ready)"
+    ]
+
+
+def test_second_writer_neither_loses_nor_duplicates(empty_remote: Path, tmp_path: Path) -> None:
+    """Two replicas with separate caches: one stale, both recording."""
+    first = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=tmp_path / "a")
+    second = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=tmp_path / "b")
+    second.snapshot()  # second's mirror now knows the (empty) branch
+    first.record([status()])
+    assert second.record([status()]) == []  # already recorded by first: no duplicate
+    assert [c.instance for c in second.record([status("api")])] == ["api"]
+    assert sorted(first.read()) == ["api", "web"]
+    assert len(log_subjects(empty_remote)) == 2
+
+
+def test_rejected_push_is_retried_on_the_new_head(empty_remote: Path) -> None:
+    hook = empty_remote / "hooks" / "pre-receive"
+    marker = empty_remote / "reject-once"
+    marker.write_text("")
+    hook.write_text(
+        f"#!/bin/sh\nif [ -f '{marker}' ]; then rm '{marker}'; echo 'busy' >&2; exit 1; fi\n"
+    )
+    hook.chmod(0o755)
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    commits = ledger.record([status()])
+    assert len(commits) == 1 and not marker.exists()
+    assert log_subjects(empty_remote) == ["prod/web: podinfo 6.5.0 (Ready)"]
+
+
+def test_permanently_rejected_push_gives_up(empty_remote: Path) -> None:
+    hook = empty_remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'protected branch' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST, conflict_attempts=3)
+    with pytest.raises(SourceError, match="gave up writing status/prod after 3 rejected pushes"):
+        ledger.record([status()])
+
+
+def test_unreachable_remote(tmp_path: Path) -> None:
+    ledger = StatusLedger(f"git://127.0.0.1:{free_port()}/status.git", "prod", policy=FAST)
+    with pytest.raises(SourceError, match="gave up after 2 attempts"):
+        ledger.record([status()])
+    with pytest.raises(SourceError, match="does not appear to be a git repository"):
+        StatusLedger((tmp_path / "missing.git").as_uri(), "prod", policy=FAST).snapshot()
+
+
+def test_git_daemon_round_trip(empty_remote: Path, git_daemon: GitDaemon) -> None:
+    ledger = StatusLedger(git_daemon.url("status.git"), "prod", policy=FAST)
+    ledger.record([status()])
+    assert log_subjects(empty_remote) == ["prod/web: podinfo 6.5.0 (Ready)"]
+    assert ledger.history("web")[0].phase == "Ready"
+
+
+def test_http_with_token_keeps_it_secret(
+    empty_remote: Path, http_server: GitHttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = http_server.url("status.git", f"reconciler:{TOKEN}")
+    ledger = StatusLedger(url, "prod", policy=FAST)
+    commits = ledger.record([status(message=f"pulled from {url}")])
+    assert len(commits) == 1
+    assert TOKEN not in ledger.display
+    assert TOKEN not in git(empty_remote, "show", "status/prod")
+    assert all(TOKEN not in r.getMessage() for r in caplog.records)
+    creds = Credentials(https_username="reconciler", https_token="not-the-token")
+    bad = StatusLedger(http_server.url("status.git"), "prod", credentials=creds, policy=FAST)
+    with pytest.raises(SourceError) as info:
+        bad.snapshot()
+    assert "not-the-token" not in str(info.value)
+
+
+def test_rewritten_status_branch_is_followed(empty_remote: Path, tmp_path: Path) -> None:
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    ledger.record([status()])
+    first = git(empty_remote, "rev-parse", "status/prod")
+    ledger.record([status(phase=Phase.STALLED, reason="HealthCheckFailed")])
+    git(empty_remote, "update-ref", "refs/heads/status/prod", first)  # someone rewinds it
+    assert ledger.read()["web"].phase is Phase.READY
+    commits = ledger.record([status(phase=Phase.STALLED, reason="HealthCheckFailed")])
+    assert len(commits) == 1
+    assert git(empty_remote, "rev-parse", "status/prod^") == first

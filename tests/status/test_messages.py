@@ -1,0 +1,96 @@
+"""Commit messages people read with git log, and the trailers history parses."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.status import commit_message, describe_change, parse_trailers
+from reconciler.status.messages import summary_of
+from reconciler.status.views import age, format_table, status_table
+
+READY = InstanceStatus(
+    cluster="prod",
+    instance="web",
+    app="podinfo",
+    phase=Phase.READY,
+    version="6.5.0",
+    desired_version="6.5.0",
+    source="channel:stable",
+    source_commit="1a2b3c4d5e6f7a8b",
+    objects=7,
+)
+
+
+def test_subject_body_and_trailers() -> None:
+    new = replace(READY, version="6.6.0", desired_version="6.6.0")
+    message = commit_message(new, READY)
+    subject, _, rest = message.partition("\n\n")
+    assert subject == "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
+    assert "Version: 6.5.0 -> 6.6.0" in rest
+    assert "Source: channel:stable at 1a2b3c4d5e6f" in rest
+    assert message.rstrip().endswith(
+        "Reconciler-Cluster: prod\nReconciler-Instance: web\nReconciler-Phase: Ready\n"
+        "Reconciler-Version: 6.6.0\nReconciler-Source-Commit: 1a2b3c4d5e6f7a8b"
+    )
+
+
+def test_what_happened_in_words() -> None:
+    stalled = replace(
+        READY,
+        phase=Phase.STALLED,
+        reason="DowngradeBlocked",
+        message="6.4.0 is lower than deployed 6.5.0",
+    )
+    assert describe_change(stalled, READY) == (
+        "podinfo 6.5.0 (Stalled: DowngradeBlocked) 6.4.0 is lower than deployed 6.5.0"
+    )
+    assert describe_change(READY, None) == "podinfo 6.5.0 (Ready)"
+    installing = replace(READY, version=None, desired_version="6.6.0", phase=Phase.PROGRESSING)
+    assert describe_change(installing, None) == "installing podinfo 6.6.0 (Progressing)"
+    down = replace(READY, version="6.4.0")
+    assert describe_change(down, READY) == "downgraded podinfo 6.5.0 -> 6.4.0 (Ready)"
+    moving = replace(READY, desired_version="6.6.0", phase=Phase.PROGRESSING)
+    assert describe_change(moving, READY) == "moving podinfo 6.5.0 -> 6.6.0 (Progressing)"
+    more = replace(READY, objects=8)
+    assert describe_change(more, READY) == "podinfo 6.5.0 objects 7 -> 8 (Ready)"
+    rollout = replace(READY, rollout={"batch": 2})
+    assert describe_change(rollout, READY) == "podinfo 6.5.0 rollout updated (Ready)"
+
+
+def test_long_and_multiline_messages_stay_one_subject_line() -> None:
+    failed = replace(READY, phase=Phase.FAILED, reason="ApplyFailed", message="x\n" * 200)
+    subject = commit_message(failed, READY).split("\n", 1)[0]
+    assert len(subject) <= 120 and subject.endswith("...")
+
+
+def test_parse_trailers_and_summary() -> None:
+    trailers = parse_trailers("Reconciler-Cluster: prod\nReconciler-Instance: web\nnoise\n")
+    assert trailers == {"Reconciler-Cluster": "prod", "Reconciler-Instance": "web"}
+    assert summary_of("prod/web: podinfo 6.5.0 (Ready)", trailers) == "podinfo 6.5.0 (Ready)"
+    assert summary_of("hand-made commit", trailers) == "hand-made commit"
+
+
+def test_status_table_and_age() -> None:
+    record = replace(READY, updated_at="2026-01-01T00:00:00Z")
+    stalled = replace(
+        READY, instance="api", phase=Phase.STALLED, reason="DowngradeBlocked", message="m"
+    )
+    table = status_table([record, stalled], now=1767225600 + 90)
+    lines = table.splitlines()
+    assert lines[0].split() == ["INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE", "MESSAGE"]
+    assert lines[1].split() == [
+        "api",
+        "podinfo",
+        "6.5.0",
+        "6.5.0",
+        "Stalled",
+        "-",
+        "DowngradeBlocked:",
+        "m",
+    ]
+    assert lines[2].split() == ["web", "podinfo", "6.5.0", "6.5.0", "Ready", "90s"]
+    assert age("2026-01-01T00:00:00Z", now=1767225600 + 3 * 86400) == "3d"
+    assert age("2026-01-01T00:00:00Z", now=1767225600 + 5 * 3600) == "5h"
+    assert age("garbage") == "-"
+    assert format_table(("A", "B"), [("x", "y")]) == "A   B\nx   y"
