@@ -97,17 +97,30 @@ def prepare_record(
     its recorded ``lastTransitionTime`` (kstatus semantics), so re-recording the same
     state yields an identical record and no commit. ``updatedAt`` is kept from
     ``previous`` when nothing changed, else set to ``now``.
+
+    ``sourceCommit`` alone is not a change: it names the catalog commit at which the
+    instance's recorded state was established. Otherwise every catalog commit (a
+    one-line channel move for one app) would write a status commit for every
+    instance of the cluster, burying the one that matters in ``git log``.
     """
     stamp = now or now_rfc3339()
     status = new.with_default_conditions()
     status = replace(status, conditions=_carry_transitions(status.conditions, previous, stamp))
-    changed = previous is None or previous.state_key() != status.state_key()
+    changed = previous is None or _state(previous) != _state(status)
     if changed:
         status = replace(status, updated_at=stamp)
     else:
         assert previous is not None
-        status = replace(status, updated_at=previous.updated_at)
+        status = replace(
+            status, updated_at=previous.updated_at, source_commit=previous.source_commit
+        )
     return PreparedRecord(status=status, previous=previous, changed=changed)
+
+
+def _state(status: InstanceStatus) -> dict[str, object]:
+    key = status.state_key()
+    key.pop("sourceCommit", None)
+    return key
 
 
 def _carry_transitions(

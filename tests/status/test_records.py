@@ -141,3 +141,15 @@ def test_explicit_conditions_are_kept() -> None:
 def test_condition_from_dict_rejects_non_mappings() -> None:
     with pytest.raises(StatusFormatError, match="must be a mapping"):
         Condition.from_dict("Ready")
+
+
+def test_a_new_source_commit_alone_is_not_a_change() -> None:
+    """A catalog commit for another app must not write a status commit for this instance."""
+    before = prepare_record(WEB, None, now="2026-01-01T00:00:00Z").status
+    again = prepare_record(replace(WEB, source_commit="9f9f9f"), before, now="2026-02-01T00:00:00Z")
+    assert not again.changed
+    assert again.status.source_commit == "1a2b3c"  # where this state was established
+    moved = prepare_record(
+        replace(WEB, source_commit="9f9f9f", version="6.6.0"), before, now="2026-02-01T00:00:00Z"
+    )
+    assert moved.changed and moved.status.source_commit == "9f9f9f"
