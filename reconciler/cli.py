@@ -75,6 +75,90 @@ def _repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
 
 
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h`` or ``500ms`` as seconds (argparse type)."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = text, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 30s, 5m, 1h)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"duration {text!r} must not be negative")
+    return value
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--branch", help="catalog branch to follow (default: the remote's HEAD)")
+    p.add_argument(
+        "--interval",
+        type=duration,
+        default=60.0,
+        help="poll the catalog this often, with 10%% jitter (default 60s)",
+    )
+    p.add_argument(
+        "--drift-interval",
+        type=duration,
+        default=300.0,
+        help="re-check the cluster this often even if Git did not move (default 5m)",
+    )
+    p.add_argument(
+        "--health-timeout",
+        type=duration,
+        default=120.0,
+        help="how long a pass waits for applied workloads to be healthy (default 2m)",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="--repo is a local checkout: reconcile its files on every save",
+    )
+    p.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="take over fields owned by another field manager",
+    )
+    p.add_argument(
+        "--allow-empty-prune",
+        action="store_true",
+        help="allow deleting every object of an instance (instance file removed)",
+    )
+    p.add_argument(
+        "--verify-signatures",
+        action="append",
+        default=[],
+        metavar="KEYFILE",
+        help="only accept catalog commits signed by a key in KEYFILE (GPG public "
+        "key or SSH allowed-signers file; repeatable)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run as one of several replicas; only the Lease holder acts",
+    )
+    p.add_argument(
+        "--leader-elect-namespace",
+        default="reconciler-system",
+        help="namespace of the leader Lease (default reconciler-system)",
+    )
+    p.add_argument("--lease-name", help="leader Lease name (default reconciler-<cluster>)")
+    p.add_argument(
+        "--metrics-address",
+        default="",
+        help="serve /metrics, /healthz, /readyz and webhooks here, e.g. :8080",
+    )
+    p.add_argument(
+        "--webhook-secret-file",
+        metavar="FILE",
+        help="shared secret for webhook signatures (or $RECONCILER_WEBHOOK_SECRET)",
+    )
+
+
 Handler = Callable[[argparse.Namespace], int]
 
 # subcommand -> "module:function" inside reconciler.commands
@@ -190,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _repo_args(p)
     p.add_argument("--once", action="store_true", help="do one pass and exit (0 when all Ready)")
+    _run_args(p)
     _kube_args(p)
     _output(p)
 
@@ -260,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the whole story on the built-in example catalog and a sandbox.",
     )
     p.add_argument("--workdir", help="keep the demo's repositories here (default: a new temp dir)")
+    p.add_argument(
+        "--serve", action="store_true", help="keep the sandbox running after the story, for kubectl"
+    )
     return parser
 
 

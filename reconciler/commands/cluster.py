@@ -19,6 +19,12 @@ from contextlib import contextmanager
 
 from reconciler.catalog import load_catalog
 from reconciler.commands.output import eprint, print_json
+from reconciler.daemon.applying import (
+    INSTANCE_KIND,
+    apply_plans,
+    instance_target,
+    remove_deleted,
+)
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.kube import (
     ApplyOptions,
@@ -29,16 +35,13 @@ from reconciler.kube import (
     Limits,
     LiveState,
     ObjectDiff,
-    apply_instance,
     diff_instance,
-    remove_instance,
 )
 from reconciler.model.catalog import Catalog, ClusterEntry
-from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
-from reconciler.model.errors import KubeError, UsageError
+from reconciler.model.changeset import ChangeSet, ObjectRef
+from reconciler.model.errors import UsageError
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
-INSTANCE_KIND = ("reconciler/v1", "Instance")
 
 
 def apply_command(args: argparse.Namespace) -> int:
@@ -51,8 +54,8 @@ def apply_command(args: argparse.Namespace) -> int:
     )
     with _connected(args) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
-        results = [_apply_plan(client, live, plan, options) for plan in plans]
-        results += _remove_deleted(client, live, entry, options)
+        results = apply_plans(client, live, plans, options)
+        results += remove_deleted(client, live, entry, options)
     changes = ChangeSet.of(e for r in results for e in r.changes.entries)
     if args.output == "json":
         print_json([e.to_dict() for e in changes.entries])
@@ -74,9 +77,9 @@ def diff_command(args: argparse.Namespace) -> int:
             if not plan.ok:
                 diffs.append(_plan_error(plan))
                 continue
-            diffs += diff_instance(client, _target(args.cluster, plan), options, live)
+            diffs += diff_instance(client, instance_target(args.cluster, plan), options, live)
         for name, inventory in sorted(live.inventories().items()):
-            if name not in _known_instances(entry):
+            if name not in entry.instances:
                 target = InstanceTarget(args.cluster, name, inventory.namespace, ())
                 diffs += diff_instance(client, target, options, live)
     if args.output == "json":
@@ -100,70 +103,6 @@ def _connected(args: argparse.Namespace) -> Iterator[tuple[KubeClient, LiveState
             yield client, LiveState(client, args.cluster)
         except ClusterUnreachable as e:
             raise UsageError(str(e)) from e
-
-
-def _target(cluster: str, plan: InstancePlan) -> InstanceTarget:
-    inst = plan.instance
-    return InstanceTarget(
-        cluster=cluster,
-        instance=inst.name,
-        namespace=inst.namespace,
-        objects=plan.objects,
-        app=inst.app,
-        version=plan.version.key if plan.version is not None else "",
-    )
-
-
-def _apply_plan(
-    client: KubeClient, live: LiveState, plan: InstancePlan, options: ApplyOptions
-) -> InstanceResult:
-    if plan.instance.suspend:
-        return _kept_as_is(live, plan, Action.SKIPPED, "suspended")
-    if not plan.ok:
-        return _kept_as_is(live, plan, Action.FAILED, plan.message or str(plan.reason))
-    try:
-        return apply_instance(client, _target(live.cluster, plan), options, live)
-    except ClusterUnreachable:
-        raise
-    except KubeError as e:  # e.g. its kinds could not be listed: this instance fails alone
-        inst = plan.instance
-        ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
-        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
-        return InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e))
-
-
-def _kept_as_is(
-    live: LiveState, plan: InstancePlan, action: Action, message: str
-) -> InstanceResult:
-    """An instance left alone: one entry for the instance, one skipped entry per object."""
-    inst = plan.instance
-    ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
-    reason = None if action is Action.SKIPPED else (plan.reason or "ReconcileFailed")
-    entries = [ChangeSetEntry.for_ref(inst.name, ref, action, message)]
-    inventory = live.inventory(inst.name)
-    kept_message = f"left as it is ({plan.reason or message})"
-    for obj in sorted(inventory.objects) if inventory else ():
-        entries.append(ChangeSetEntry.for_ref(inst.name, obj, Action.SKIPPED, kept_message))
-    return InstanceResult(inst.name, ChangeSet.of(entries), reason, message)
-
-
-def _known_instances(entry: ClusterEntry) -> set[str]:
-    return set(entry.instances)  # broken instance files stay listed (valid=False)
-
-
-def _remove_deleted(
-    client: KubeClient, live: LiveState, entry: ClusterEntry, options: ApplyOptions
-) -> list[InstanceResult]:
-    """Prune instances that have an inventory in the cluster but no file in Git."""
-    results = []
-    for name, inventory in sorted(live.inventories().items()):
-        if name in _known_instances(entry):
-            continue
-        changes, reason, message = remove_instance(
-            client, live, inventory, allow_empty_prune=options.allow_empty_prune
-        )
-        results.append(InstanceResult(name, changes, reason, message))
-    return results
 
 
 def _plan_error(plan: InstancePlan) -> ObjectDiff:

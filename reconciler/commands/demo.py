@@ -1,20 +1,50 @@
-"""``reconciler demo``: the built-in example, end to end, in plain progress lines.
+"""``reconciler demo``: the whole story on the built-in example, in plain progress lines.
 
-Until the daemon lands this runs the offline half of the story on the example
-catalog shipped with the package: validate it, choose versions for each
-cluster (with explanations), and render what would be applied.
+It sets up what a platform team has (a catalog repository with a remote, and a
+cluster) on the local machine: the sandbox API server and a copy of
+``catalog-repo-template/`` pushed to a bare repository. Then it runs the real
+daemon's passes and tells what happens:
+
+1. the first pass installs every instance of cluster ``prod`` and records one
+   status commit per instance on ``status/prod``;
+2. a pass with nothing new writes nothing and commits nothing;
+3. a one-line commit moves channel ``stable`` of podinfo, and the next pass
+   upgrades the instances that follow it;
+4. a commit that breaks an instance file is recorded as ``CatalogInvalid``
+   while the cluster keeps running the last good version, and the fix recovers;
+5. it prints the status branch's ``git log`` and the commands to explore.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from reconciler.catalog import load_catalog
-from reconciler.daemon.plan import check_catalog, plan_cluster
+from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
+from reconciler.kube import KubeClient
+from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
-from reconciler.resolve import format_resolutions
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.source.channels import set_channel
+from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, log_oneline
+
+CLUSTER = "prod"
+BROKEN_INSTANCE = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: status-page
+app: podinfo
+version: ">=6.0.0 <7.0.0"
+namespace: team-status
+parameters: {replicas: 2
+"""
 
 
 def example_catalog() -> Path:
@@ -28,28 +58,163 @@ def example_catalog() -> Path:
     )
 
 
-def say(message: str) -> None:
-    print(f"==> {message}", flush=True)
+class Story:
+    """Numbered progress lines, with the time since the demo started."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.step = 0
+
+    def chapter(self, text: str) -> None:
+        self.step += 1
+        print(f"\n[{time.monotonic() - self.started:5.1f}s] {self.step}. {text}", flush=True)
+
+    def line(self, text: str) -> None:
+        print(f"         {text}", flush=True)
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    root = example_catalog()
-    say(f"validating the example catalog {root}")
-    catalog = load_catalog(root)
-    problems = check_catalog(catalog)
-    for problem in problems:
-        print(f"    {problem}")
-    errors = [p for p in problems if p.is_error]
-    say(f"{len(errors)} error(s), {len(problems) - len(errors)} warning(s)")
-    for cluster in sorted(catalog.clusters):
-        plans = plan_cluster(catalog, cluster)
-        say(f"cluster {cluster}: versions chosen for {len(plans)} instance(s)")
-        sys.stdout.write(format_resolutions([p.resolution for p in plans], explain=False))
-        objects = sum(len(p.objects) for p in plans)
-        say(f"cluster {cluster}: {objects} Kubernetes objects rendered")
-        for plan in plans:
-            kinds = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects)
-            print(f"    {plan.name}: {kinds or plan.message}")
-    say("explore: reconciler resolve catalog-repo-template --cluster prod --explain")
-    say("         reconciler render catalog-repo-template --cluster prod --instance web")
-    return 1 if errors else 0
+    template = example_catalog()
+    workdir = (
+        Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="reconciler-demo-"))
+    )
+    if args.workdir:
+        if workdir.exists() and any(workdir.iterdir()):
+            raise UsageError(f"--workdir {workdir} is not empty; give a new or empty directory")
+        workdir.mkdir(parents=True, exist_ok=True)
+    for key, value in IDENTITY.items():  # the demo's own commits; no Git config needed
+        os.environ.setdefault(key, value)
+    story = Story()
+    story.chapter(
+        f"Starting a local Kubernetes API (reconciler sandbox) and a catalog in {workdir}"
+    )
+    kubeconfig = workdir / "kubeconfig"
+    with running_sandbox(controller_delay=0.3, kubeconfig=kubeconfig) as sandbox:
+        from reconciler.source.scaffold import create_catalog_repo
+
+        repo = create_catalog_repo(template, workdir)
+        story.line(f"API server  {sandbox.url}  (kubeconfig: {kubeconfig})")
+        story.line(f"catalog     {repo.work}  (remote: {repo.url})")
+        ok = _tell(story, repo, workdir, sandbox)
+        _explore(repo, workdir, kubeconfig, sandbox.url)
+        if args.serve:
+            _serve_until_interrupted(story)
+    return 0 if ok else 1
+
+
+def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle) -> bool:
+    settings = DaemonSettings(
+        repo=repo.url, cluster=CLUSTER, health_timeout=30.0, cache_dir=workdir / "cache"
+    )
+    with KubeClient.connect(str(sandbox.kubeconfig)) as client:
+        daemon = Daemon(settings, client)
+
+        story.chapter(f"First pass of the daemon for cluster {CLUSTER}: install every instance")
+        first = daemon.run_pass()
+        _summarise(story, first)
+
+        story.chapter("A pass with nothing new: no writes to the cluster, no status commits")
+        sandbox.reset_request_log()
+        quiet = daemon.run_pass()
+        _summarise(story, quiet)
+        requests = sandbox.request_log()
+        writes = sum(1 for e in requests if e.method in ("POST", "PUT", "PATCH", "DELETE"))
+        story.line(f"API requests of this pass: {len(requests)} ({writes} writes)")
+
+        story.chapter("Release: move channel stable of podinfo to 6.6.0 with a one-line commit")
+        story.line(f"web runs {_image(client, 'web', 'web')}")
+        move = set_channel(repo.work, "podinfo", "stable", "6.6.0", push=True)
+        story.line(
+            f"commit {move.commit[:12] if move.commit else '?'}: "
+            f"podinfo: move channel stable {move.previous} -> {move.version} (pushed)"
+        )
+        upgrade = daemon.run_pass()
+        _summarise(story, upgrade)
+        story.line(f"web now runs {_image(client, 'web', 'web')}")
+
+        story.chapter("A broken commit: status-page's file loses a closing brace")
+        commit_file(
+            repo,
+            "clusters/prod/instances/status-page.yaml",
+            BROKEN_INSTANCE,
+            "status-page: try 2 replicas (oops)",
+        )
+        broken = daemon.run_pass()
+        _summarise(story, broken)
+        story.line(f"status-page keeps running {_image(client, 'team-status', 'status-page')}")
+
+        story.chapter("The fix is one more commit")
+        fixed_text = BROKEN_INSTANCE.replace("{replicas: 2\n", "{replicas: 2}\n")
+        commit_file(
+            repo,
+            "clusters/prod/instances/status-page.yaml",
+            fixed_text,
+            "status-page: fix the YAML",
+        )
+        fixed = daemon.run_pass()
+        _summarise(story, fixed)
+
+    story.chapter(f"What happened, as recorded on status/{CLUSTER} (git log --oneline)")
+    for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
+        story.line(line)
+    return all(o.error is None for o in (first, quiet, upgrade, broken, fixed)) and fixed.ok
+
+
+def _summarise(story: Story, outcome: PassOutcome) -> None:
+    report = outcome.report
+    if report is None:
+        story.line(f"pass failed: {outcome.error}")
+        return
+    phases = ", ".join(f"{n} {p}" for p, n in report.phase_counts().items() if n)
+    story.line(f"catalog commit {report.commit[:12]}: {len(report.statuses)} instances ({phases})")
+    story.line(f"objects: {report.changes.summary()}")
+    for status in report.statuses:
+        if status.phase.value != "Ready":
+            story.line(f"{status.instance}: {status.phase} ({status.reason}): {status.message}")
+    if outcome.commits:
+        story.line(f"{len(outcome.commits)} status commit(s):")
+        for info in outcome.commits:
+            story.line(f"  {info.commit[:7]} {info.subject}")
+    else:
+        story.line("no status commits: nothing changed")
+
+
+def _image(client: KubeClient, namespace: str, name: str) -> str:
+    obj: dict[str, Any] | None = client.get(ObjectRef("apps/v1", "Deployment", namespace, name))
+    if obj is None:
+        return "nothing (not found)"
+    containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    return ", ".join(str(c.get("image")) for c in containers) or "no containers"
+
+
+def _explore(repo: CatalogRepo, workdir: Path, kubeconfig: Path, url: str) -> None:
+    print(
+        f"""
+Explore what the demo left behind in {workdir}:
+  reconciler status  --repo {repo.url} --cluster {CLUSTER}
+  reconciler history --repo {repo.url} --cluster {CLUSTER} web
+  git -C {repo.remote} log status/{CLUSTER} --format='%h %s%n%b' -3
+  git -C {repo.work} log --oneline
+  reconciler resolve {repo.work} --cluster {CLUSTER} --explain
+The cluster lived in memory; to look at it with kubectl, run the demo with --serve:
+  reconciler demo --serve      # then, in another terminal:
+  kubectl --kubeconfig {kubeconfig} get deploy,sts,svc,cm -A
+Clean up with: rm -rf {workdir}""",
+        flush=True,
+    )
+    if shutil.which("kubectl") is None:
+        print("(kubectl is not installed here; any kubectl works with the kubeconfig above)")
+    del url
+
+
+def _serve_until_interrupted(story: Story) -> None:
+    story.chapter("Serving the sandbox for kubectl; press Ctrl-C to stop")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

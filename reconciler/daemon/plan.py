@@ -10,6 +10,8 @@ reason on that instance only (``CatalogInvalid``, ``ResolveFailed``,
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +46,23 @@ class InstancePlan:
     @property
     def name(self) -> str:
         return self.instance.name
+
+
+def plan_fingerprint(plan: InstancePlan) -> str:
+    """A digest of what a plan would do: equal digests mean the inputs did not change.
+
+    The daemon's backoff keys on it: a failing instance is retried early only
+    when a commit changed what it would apply (or why it cannot).
+    """
+    data = {
+        "version": plan.resolution.next_version,
+        "reason": plan.reason,
+        "message": plan.message,
+        "objects": plan.objects,
+        "suspend": plan.instance.suspend,
+    }
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def cluster_names(catalog: Catalog) -> list[str]:

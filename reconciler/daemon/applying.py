@@ -1,0 +1,112 @@
+"""Apply a cluster's instance plans through the engine: the step ``apply`` and the daemon share.
+
+For each plan: a suspended instance is skipped, a plan that cannot proceed
+(broken files, unresolvable selection, blocked downgrade) keeps its objects as
+they are (one ``failed`` entry for the instance, ``skipped`` for each object it
+owns), and every other instance is applied with ``reconciler.kube``. An
+instance's engine error fails that instance alone. Instances deleted from Git
+are pruned through ``remove_instance``, which refuses to delete everything an
+instance had unless ``allow_empty_prune`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reconciler.daemon.plan import InstancePlan
+from reconciler.kube import (
+    ApplyOptions,
+    ClusterUnreachable,
+    InstanceResult,
+    InstanceTarget,
+    KubeClient,
+    LiveState,
+    apply_instance,
+    remove_instance,
+)
+from reconciler.model.catalog import ClusterEntry
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
+from reconciler.model.errors import KubeError
+
+INSTANCE_KIND = ("reconciler/v1", "Instance")
+
+
+def instance_target(cluster: str, plan: InstancePlan, source_commit: str = "") -> InstanceTarget:
+    inst = plan.instance
+    return InstanceTarget(
+        cluster=cluster,
+        instance=inst.name,
+        namespace=inst.namespace,
+        objects=plan.objects,
+        app=inst.app,
+        version=plan.version.key if plan.version is not None else "",
+        source_commit=source_commit,
+    )
+
+
+def apply_plans(
+    client: KubeClient,
+    live: LiveState,
+    plans: Sequence[InstancePlan],
+    options: ApplyOptions,
+    *,
+    source_commit: str = "",
+) -> list[InstanceResult]:
+    """Apply every plan; one result per plan, in order."""
+    return [apply_plan(client, live, plan, options, source_commit=source_commit) for plan in plans]
+
+
+def apply_plan(
+    client: KubeClient,
+    live: LiveState,
+    plan: InstancePlan,
+    options: ApplyOptions,
+    *,
+    source_commit: str = "",
+) -> InstanceResult:
+    if plan.instance.suspend:
+        return kept_as_is(live, plan, Action.SKIPPED, "suspended")
+    if not plan.ok:
+        return kept_as_is(live, plan, Action.FAILED, plan.message or str(plan.reason))
+    try:
+        target = instance_target(live.cluster, plan, source_commit)
+        return apply_instance(client, target, options, live)
+    except ClusterUnreachable:
+        raise
+    except KubeError as e:  # e.g. its kinds could not be listed: this instance fails alone
+        inst = plan.instance
+        ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
+        return InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e))
+
+
+def kept_as_is(live: LiveState, plan: InstancePlan, action: Action, message: str) -> InstanceResult:
+    """An instance left alone: one entry for the instance, one skipped entry per object."""
+    inst = plan.instance
+    ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+    reason = None if action is Action.SKIPPED else (plan.reason or "ReconcileFailed")
+    entries = [ChangeSetEntry.for_ref(inst.name, ref, action, message)]
+    inventory = live.inventory(inst.name)
+    kept_message = f"left as it is ({plan.reason or message})"
+    for obj in sorted(inventory.objects) if inventory else ():
+        entries.append(ChangeSetEntry.for_ref(inst.name, obj, Action.SKIPPED, kept_message))
+    return InstanceResult(inst.name, ChangeSet.of(entries), reason, message)
+
+
+def remove_deleted(
+    client: KubeClient, live: LiveState, entry: ClusterEntry, options: ApplyOptions
+) -> list[InstanceResult]:
+    """Prune instances that have an inventory in the cluster but no file in Git.
+
+    Broken instance files stay listed in the catalog (``valid=False``), so a
+    file that fails to parse never counts as deleted.
+    """
+    results = []
+    for name, inventory in sorted(live.inventories().items()):
+        if name in entry.instances:
+            continue
+        changes, reason, message = remove_instance(
+            client, live, inventory, allow_empty_prune=options.allow_empty_prune
+        )
+        results.append(InstanceResult(name, changes, reason, message))
+    return results

@@ -1,0 +1,282 @@
+"""The daemon's HTTP side: webhooks in, metrics and health probes out.
+
+``reconciler run`` starts one ``DaemonHttpServer`` next to the reconcile loop. It
+serves an aiohttp application on its own event loop in a background thread, like a
+sidecar, so the loop stays plain synchronous code and a slow pass never delays a
+probe. The two sides share three thread-safe objects: the ``TriggerQueue`` (a
+verified push becomes a ``webhook`` trigger), ``DaemonMetrics`` and ``DaemonHealth``
+(which the loop updates: a heartbeat while alive, a mark when a pass completes).
+
+Routes::
+
+    POST /hooks/github | /hooks/gitlab | /hooks/generic   202 (200 for a ping)
+    GET  /metrics    Prometheus text
+    GET  /healthz    200 while the loop heartbeats, 503 once it is stale
+    GET  /readyz     200 once the first pass completed (or a standby replica), else 503
+
+Every answer, errors included, is JSON except ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from typing import Any
+
+from aiohttp import web
+
+from reconciler.daemon.metrics import CONTENT_TYPE, DaemonMetrics
+from reconciler.daemon.triggers import Trigger, TriggerQueue
+from reconciler.daemon.webhook import PROVIDERS, WebhookRejected, parse_webhook
+from reconciler.model.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024  # GitHub caps payloads at 25 MB but a push is far smaller
+DEFAULT_STALE_AFTER = 300.0
+SHUTDOWN_TIMEOUT = 1.0
+START_TIMEOUT = 10.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class DaemonHealth:
+    """Liveness and readiness as the loop reports them, read by the probes.
+
+    The loop calls ``heartbeat()`` at least once per ``stale_after`` seconds (between
+    stages and while it waits for triggers), ``pass_completed(ok)`` after every pass
+    and, with leader election, ``set_leader(...)``. A standby replica (election on,
+    not leader) counts as ready: it is healthy and waiting to take over, and a
+    Deployment rollout must not stall on it.
+    """
+
+    def __init__(
+        self, stale_after: float = DEFAULT_STALE_AFTER, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.stale_after = stale_after
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_beat = clock()  # starting counts as alive
+        self._passes = 0
+        self._last_ok: bool | None = None
+        self._leader: bool | None = None  # None: leader election is off
+
+    def heartbeat(self) -> None:
+        with self._lock:
+            self._last_beat = self._clock()
+
+    def pass_completed(self, ok: bool) -> None:
+        with self._lock:
+            self._last_beat = self._clock()
+            self._passes += 1
+            self._last_ok = ok
+
+    def set_leader(self, leader: bool | None) -> None:
+        """True/False with leader election on; None when it is off."""
+        with self._lock:
+            self._leader = leader
+
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            age = self._clock() - self._last_beat
+        alive = age <= self.stale_after
+        body = {"status": "ok" if alive else "stale", "secondsSinceHeartbeat": round(age, 3)}
+        return alive, body
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            passes, last_ok, leader = self._passes, self._last_ok, self._leader
+        ready = passes > 0 or leader is False
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "starting",
+            "passes": passes,
+            "lastPassOk": last_ok,
+        }
+        if leader is not None:
+            body["leader"] = leader
+        return ready, body
+
+
+class DaemonHttpServer:
+    """The aiohttp application of the daemon, served from a background thread.
+
+    ``webhook_secret`` None or empty disables the hook routes (they answer 403);
+    ``branch`` is the catalog branch the daemon follows: pushes to other branches
+    are accepted (202) and ignored.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        queue: TriggerQueue,
+        metrics: DaemonMetrics,
+        health: DaemonHealth,
+        webhook_secret: str | bytes | None,
+        branch: str | None,
+        *,
+        max_body: int = MAX_BODY,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.queue = queue
+        self.metrics = metrics
+        self.health = health
+        self.branch = branch
+        self.max_body = max_body
+        self._secret = webhook_secret or b""
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+
+    def __repr__(self) -> str:  # keeps the secret out of any accidental log line
+        return f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r})"
+
+    @property
+    def url(self) -> str:
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}"
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=self.max_body, middlewares=[_json_errors])
+        for provider in PROVIDERS:
+            app.router.add_post(f"/hooks/{provider}", self._hook(provider))
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    def start(self) -> int:
+        """Bind and serve; returns the bound port (``port=0`` picks a free one).
+
+        Raises ``UsageError`` when the address cannot be bound (taken, not local).
+        """
+        if self._thread is not None:
+            raise RuntimeError("daemon HTTP server already started")
+        started: Future[int] = Future()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._serve, args=(started,), name="reconciler-http", daemon=True
+        )
+        self._thread.start()
+        try:
+            self.port = started.result(START_TIMEOUT)
+        except OSError as e:
+            self._thread.join()
+            self._thread = None
+            raise UsageError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from e
+        log.info("serving webhooks, metrics and probes on %s", self.url)
+        return self.port
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread; safe to call twice or before ``start``."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if self._runner is not None:
+            cleanup = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop)
+            cleanup.result(SHUTDOWN_TIMEOUT + 5.0)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        self._thread = None
+
+    def _serve(self, started: Future[int]) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        try:
+            try:
+                port = loop.run_until_complete(self._bind())
+            except OSError as e:
+                started.set_exception(e)
+                return
+            started.set_result(port)
+            loop.run_forever()
+        finally:
+            loop.close()
+            self._loop = None
+
+    async def _bind(self) -> int:
+        runner = web.AppRunner(self.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        return int(runner.addresses[0][1])
+
+    def _hook(self, provider: str) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._webhook(provider, request)
+
+        return handle
+
+    async def _webhook(self, provider: str, request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > self.max_body:
+            return self._reject(provider, 413, f"body larger than {self.max_body} bytes")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._reject(provider, 413, f"body larger than {self.max_body} bytes")
+        try:
+            event = parse_webhook(provider, request.headers, body, self._secret)
+        except WebhookRejected as e:
+            return self._reject(provider, e.status_code, e.message)
+        answer: dict[str, Any] = {
+            "accepted": True,
+            "provider": provider,
+            "event": event.event,
+            "branch": event.branch,
+            "commit": event.commit,
+        }
+        if event.event == "ping":
+            self.metrics.count_webhook(provider, "ignored")
+            return web.json_response({**answer, "triggered": False, "reason": "ping"})
+        if not event.triggers_pass(self.branch):
+            self.metrics.count_webhook(provider, "ignored")
+            why = f"{event.describe()}; following {self.branch or 'any branch'}"
+            log.info("webhook ignored: %s", why)
+            return web.json_response({**answer, "triggered": False, "reason": why}, status=202)
+        self.queue.put(Trigger("webhook", event.describe()))
+        self.metrics.count_webhook(provider, "triggered")
+        log.info("webhook: %s", event.describe())
+        return web.json_response({**answer, "triggered": True}, status=202)
+
+    def _reject(self, provider: str, status: int, reason: str) -> web.Response:
+        self.metrics.count_webhook(provider, "rejected")
+        log.warning("webhook %s rejected (%d): %s", provider, status, reason)
+        return web.json_response({"accepted": False, "error": reason}, status=status)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        alive, body = self.health.liveness()
+        return web.json_response(body, status=200 if alive else 503)
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ready, body = self.health.readiness()
+        return web.json_response(body, status=200 if ready else 503)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Unknown paths (404) and wrong methods (405) answer JSON like everything else."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return web.json_response({"error": e.reason}, status=e.status, headers=_allow_header(e))
+
+
+def _allow_header(error: web.HTTPException) -> dict[str, str]:
+    allow = error.headers.get("Allow")
+    return {"Allow": allow} if allow else {}

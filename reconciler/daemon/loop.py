@@ -1,0 +1,251 @@
+"""The daemon: keep one cluster equal to the catalog and record every change in Git.
+
+``Daemon.run_pass`` is one pass: sync the catalog source (a cached clone of the
+repository, or with ``watch`` the local working tree as saved), reconcile the
+checkout (``reconciler.daemon.passes``), commit the status records that changed
+(``StatusLedger``), and report metrics. A remote that goes away does not stop
+the daemon: it keeps reconciling the last good commit (drift is still corrected)
+and picks the new head up when the remote is back. ``Daemon.serve`` repeats
+passes on triggers (poll, webhook, file save, drift timer) until told to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
+from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
+from reconciler.daemon.plan import InstancePlan, plan_fingerprint
+from reconciler.kube import KubeClient
+from reconciler.kube.events import EventRecorder
+from reconciler.kube.inventory import inventory_name
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import ReconcilerError, SourceError
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.source.checkout import CatalogSource
+from reconciler.source.ledger import CommitInfo, StatusLedger
+from reconciler.source.verify import SignaturePolicy
+from reconciler.source.worktree import read_worktree
+
+log = logging.getLogger("reconciler.daemon")
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """Everything ``reconciler run`` was told; plain data, built by the CLI."""
+
+    repo: str
+    cluster: str
+    branch: str | None = None
+    status_branch: str | None = None
+    interval: float = 60.0
+    jitter: float = 0.1
+    drift_interval: float = 300.0
+    health_timeout: float = 120.0
+    force_conflicts: bool = False
+    allow_empty_prune: bool = False
+    watch: bool = False
+    verify: SignaturePolicy | None = None
+    cache_dir: Path | None = None
+    leader_elect: bool = False
+    leader_namespace: str = "reconciler-system"
+    lease_name: str = ""
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    metrics_address: str = ""
+    webhook_secret: str = ""
+    backoff_base: float = 10.0
+    backoff_cap: float = 600.0
+
+    @property
+    def pass_settings(self) -> PassSettings:
+        return PassSettings(
+            cluster=self.cluster,
+            health_timeout=self.health_timeout,
+            force_conflicts=self.force_conflicts,
+            allow_empty_prune=self.allow_empty_prune,
+        )
+
+
+@dataclass(frozen=True)
+class Checkout:
+    path: Path
+    commit: str
+
+
+@dataclass
+class PassOutcome:
+    """A pass as the loop saw it: its report (None if it could not run) and commits."""
+
+    report: PassReport | None
+    commits: list[CommitInfo] = field(default_factory=list)
+    error: str | None = None
+    source_changed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.report is not None and self.report.all_ready
+
+
+class Daemon:
+    """Composes source, kube, ledger and metrics; one instance per cluster and process."""
+
+    def __init__(
+        self,
+        settings: DaemonSettings,
+        client: KubeClient,
+        *,
+        metrics: DaemonMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.metrics = metrics or DaemonMetrics()
+        self.ledger = StatusLedger(
+            settings.repo,
+            settings.cluster,
+            branch=settings.status_branch,
+            cache_dir=settings.cache_dir,
+        )
+        self.source: CatalogSource | None = None
+        if not settings.watch:
+            self.source = CatalogSource(
+                settings.repo,
+                branch=settings.branch,
+                cache_dir=settings.cache_dir,
+                verify=settings.verify,
+            )
+        self.last_good: Checkout | None = None
+        self.backoff = BackoffBook(
+            BackoffPolicy(base=settings.backoff_base, cap=settings.backoff_cap)
+        )
+        self._failed_inputs: dict[str, str] = {}  # instance -> plan fingerprint when it failed
+        self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
+        self.events = EventRecorder(client)
+
+    def sync(self) -> tuple[Checkout, bool]:
+        """The checkout to reconcile and whether it moved; the last good one if Git is away."""
+        started = time.monotonic()
+        try:
+            if self.source is None:
+                tree = read_worktree(self.settings.repo)
+                checkout = Checkout(tree.path, tree.commit)
+            else:
+                result = self.source.sync()
+                checkout = Checkout(result.path, result.commit)
+        except SourceError as e:
+            self.metrics.observe_fetch(time.monotonic() - started, ok=False)
+            if self.last_good is None:
+                raise
+            log.warning(
+                "catalog unreachable, reconciling the last good commit %s: %s",
+                self.last_good.commit[:12],
+                e,
+                extra={"cluster": self.settings.cluster},
+            )
+            return self.last_good, False
+        self.metrics.observe_fetch(time.monotonic() - started, ok=True)
+        moved = self.last_good is None or self.last_good.commit != checkout.commit
+        self.last_good = checkout
+        return checkout, moved
+
+    def run_pass(self) -> PassOutcome:
+        """One whole pass; never raises for a stage failure (it is logged and returned)."""
+        cluster = self.settings.cluster
+        started = time.monotonic()
+        try:
+            checkout, moved = self.sync()
+            if moved:
+                log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
+            report = reconcile_checkout(
+                checkout.path,
+                checkout.commit,
+                self.client,
+                self.settings.pass_settings,
+                hold=self._holding,
+                previous=self.statuses,
+            )
+        except ReconcilerError as e:
+            self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)
+            log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
+            return PassOutcome(None, error=f"{e.reason}: {e}")
+        commits, error = self.record(report.statuses, checkout.commit)
+        self._emit_events(report, {c.instance for c in commits})
+        self._update_backoff(report)
+        self._report_metrics(report, time.monotonic() - started, error is None)
+        return PassOutcome(report, commits, error, moved)
+
+    def _emit_events(self, report: PassReport, changed: set[str]) -> None:
+        """Kubernetes Events for instances whose status changed (best effort, never raises).
+
+        They land on the instance's inventory ConfigMap, so ``kubectl describe`` and
+        ``kubectl get events -n <namespace>`` tell the story next to the objects.
+        """
+        for status in report.statuses:
+            namespace = report.namespaces.get(status.instance, "")
+            if status.instance not in changed or not namespace:
+                continue
+            ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
+            message = f"{status.app} {status.version or '-'}: {status.message}"
+            if status.phase in (Phase.FAILED, Phase.STALLED):
+                self.events.warning(ref, status.reason or str(status.phase), message)
+            elif status.phase is Phase.READY:
+                self.events.normal(ref, "ReconcileSucceeded", message)
+
+    def _holding(self, plan: InstancePlan) -> bool:
+        """Skip a failing instance until its backoff ends, unless its inputs changed."""
+        name = plan.name
+        if name not in self._failed_inputs:
+            return False
+        if plan_fingerprint(plan) != self._failed_inputs[name]:
+            self.backoff.reset(name)  # a new commit touched it: try the fix at once
+            del self._failed_inputs[name]
+            return False
+        return not self.backoff.ready(name, time.monotonic())
+
+    def _update_backoff(self, report: PassReport) -> None:
+        now = time.monotonic()
+        plans = {o.name: o for o in report.plans}
+        for status in report.statuses:
+            self.statuses[status.instance] = status
+            plan = plans.get(status.instance)
+            if status.phase is Phase.FAILED and plan is not None:
+                if status.instance not in self._failed_inputs or self.backoff.ready(
+                    status.instance, now
+                ):
+                    self.backoff.failed(status.instance, now)
+                self._failed_inputs[status.instance] = plan_fingerprint(plan)
+            else:
+                self.backoff.succeeded(status.instance)
+                self._failed_inputs.pop(status.instance, None)
+        self.backoff.forget_except(set(plans))
+
+    def next_retry_in(self) -> float | None:
+        """Seconds until the earliest backing-off instance may be retried."""
+        now = time.monotonic()
+        at = self.backoff.next_retry_at(now)
+        return None if at is None else max(0.0, at - now)
+
+    def record(
+        self, statuses: tuple[InstanceStatus, ...], commit: str
+    ) -> tuple[list[CommitInfo], str | None]:
+        """Commit changed records; a failed push is retried on the next pass, never lost."""
+        try:
+            return self.ledger.record(statuses, source_commit=commit), None
+        except SourceError as e:
+            log.error("cannot write status: %s", e, extra={"cluster": self.settings.cluster})
+            return [], f"{e.reason}: {e}"
+
+    def _report_metrics(self, report: PassReport, seconds: float, ok: bool) -> None:
+        cluster = self.settings.cluster
+        self.metrics.observe_pass(cluster, seconds, ok=ok)
+        self.metrics.set_phases(cluster, report.phase_counts())
+        counts: dict[str, int] = {}
+        for entry in report.changes.entries:
+            counts[entry.action.value] = counts.get(entry.action.value, 0) + 1
+        self.metrics.count_actions(cluster, counts)

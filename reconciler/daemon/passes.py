@@ -1,0 +1,207 @@
+"""One reconcile pass over one cluster: the daemon's unit of work, as a readable sequence.
+
+``reconcile_checkout`` takes a catalog checkout at a known commit and:
+load -> plan (with the versions the cluster's inventories say are deployed) ->
+apply every instance (one failure never stops the others) -> prune instances
+deleted from Git -> check health within a timeout -> build one status record per
+instance -> commit the records that changed to the status branch. Every step's
+result is a value; logs, metrics, the status files and the CLI output are
+rendered from the returned ``PassReport``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.catalog import load_catalog
+from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
+from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
+from reconciler.daemon.statuses import InstanceOutcome, build_status
+from reconciler.kube import (
+    ApplyOptions,
+    Health,
+    HealthReport,
+    InstanceResult,
+    KubeClient,
+    Limits,
+    LiveState,
+    ObjectHealth,
+    evaluate,
+    wait_healthy,
+)
+from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.status import InstanceStatus, Phase
+
+log = logging.getLogger("reconciler.daemon")
+
+
+@dataclass(frozen=True)
+class PassSettings:
+    cluster: str
+    health_timeout: float = 120.0
+    force_conflicts: bool = False
+    allow_empty_prune: bool = False
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """What a pass did: the records it produced and the objects it changed."""
+
+    cluster: str
+    commit: str
+    statuses: tuple[InstanceStatus, ...] = ()
+    changes: ChangeSet = field(default_factory=ChangeSet)
+    removed: tuple[InstanceResult, ...] = ()
+    plans: tuple[InstancePlan, ...] = ()
+    namespaces: Mapping[str, str] = field(default_factory=dict)  # instance -> its namespace
+    started: float = 0.0
+    duration: float = 0.0
+
+    @property
+    def all_ready(self) -> bool:
+        return all(s.phase is Phase.READY for s in self.statuses) and all(
+            r.ok for r in self.removed
+        )
+
+    def phase_counts(self) -> dict[str, int]:
+        counts = {str(p): 0 for p in Phase}
+        for status in self.statuses:
+            counts[str(status.phase)] += 1
+        return counts
+
+
+def never_hold(plan: InstancePlan) -> bool:
+    return False
+
+
+def reconcile_checkout(
+    path: Path,
+    commit: str,
+    client: KubeClient,
+    settings: PassSettings,
+    *,
+    hold: Callable[[InstancePlan], bool] = never_hold,
+    previous: Mapping[str, InstanceStatus] | None = None,
+) -> PassReport:
+    """One pass over the catalog at ``path`` (checked out at ``commit``).
+
+    ``hold(plan)`` True leaves an instance alone this pass (it is backing off
+    after failures and its inputs did not change); it keeps its ``previous``
+    record, so holding writes nothing to the cluster or to Git.
+    """
+    started = time.time()
+    catalog = load_catalog(path)
+    require_cluster(catalog, settings.cluster)
+    entry = catalog.clusters[settings.cluster]
+    live = LiveState(client, settings.cluster)
+    deployed = live.deployed_versions(entry.instances)
+    plans = plan_cluster(catalog, settings.cluster, deployed)
+    options = ApplyOptions(
+        limits=Limits.of(entry.cluster),
+        force_conflicts=settings.force_conflicts,
+        allow_empty_prune=settings.allow_empty_prune,
+    )
+    held = {plan.name for plan in plans if hold(plan)}
+    results = [
+        kept_as_is(live, plan, Action.SKIPPED, "backing off after failures")
+        if plan.name in held
+        else apply_plan(client, live, plan, options, source_commit=commit)
+        for plan in plans
+    ]
+    removed = remove_deleted(client, live, entry, options)
+    healths = check_health(client, live, plans, results, settings.health_timeout)
+    outcomes = [
+        InstanceOutcome(
+            plan,
+            deployed.get(plan.name),
+            _inventory_app(live, plan.name),
+            result,
+            health,
+            settings.health_timeout,
+        )
+        for plan, result, health in zip(plans, results, healths, strict=True)
+    ]
+    previous = previous or {}
+    statuses = tuple(
+        previous[o.plan.name]
+        if o.plan.name in held and o.plan.name in previous
+        else build_status(settings.cluster, o, commit)
+        for o in outcomes
+    )
+    changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
+    for result in removed:
+        log.info(
+            "instance %s was removed from Git: %s",
+            result.instance,
+            result.message or result.changes.summary(),
+            extra={"cluster": settings.cluster},
+        )
+    return PassReport(
+        cluster=settings.cluster,
+        commit=commit,
+        statuses=statuses,
+        changes=changes,
+        removed=tuple(removed),
+        plans=tuple(plans),
+        namespaces={
+            p.name: p.instance.namespace or _inventory_namespace(live, p.name) for p in plans
+        },
+        started=started,
+        duration=time.time() - started,
+    )
+
+
+def check_health(
+    client: KubeClient,
+    live: LiveState,
+    plans: Sequence[InstancePlan],
+    results: Sequence[InstanceResult],
+    timeout: float,
+) -> list[HealthReport | None]:
+    """Health of every applied instance, waiting (one shared deadline) only where needed.
+
+    An instance whose objects the pass's lists already show as current costs no
+    request; the others are polled until current, failed, or the deadline.
+    Sharing the deadline bounds a pass by ``timeout`` however many instances roll.
+    """
+    deadline = time.monotonic() + timeout
+    reports: list[HealthReport | None] = []
+    for plan, result in zip(plans, results, strict=True):
+        skipped = all(e.action is Action.SKIPPED for e in result.changes.entries)
+        if plan.instance.suspend or not plan.ok or not result.ok or skipped:
+            reports.append(None)
+            continue
+        refs = [ObjectRef.of(obj) for obj in plan.objects]
+        seen = _from_live(live, refs)
+        if seen.healthy:
+            reports.append(seen)
+            continue
+        remaining = max(0.0, deadline - time.monotonic())
+        reports.append(wait_healthy(client, refs, remaining, interval=0.5))
+    return reports
+
+
+def _inventory_app(live: LiveState, instance: str) -> str:
+    inventory = live.inventory(instance)
+    return inventory.app if inventory is not None else ""
+
+
+def _inventory_namespace(live: LiveState, instance: str) -> str:
+    inventory = live.inventory(instance)
+    return inventory.namespace if inventory is not None else ""
+
+
+def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
+    found = []
+    for ref in refs:
+        obj = live.get(ref)
+        if obj is None:
+            found.append(ObjectHealth(ref, Health.NOT_FOUND, "not in the pass's view"))
+            continue
+        health, message = evaluate(obj)
+        found.append(ObjectHealth(ref, health, message))
+    return HealthReport(tuple(found))

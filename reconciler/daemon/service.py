@@ -1,0 +1,190 @@
+"""The long-running daemon: triggers in, passes out, until SIGTERM.
+
+``Service`` wires the daemon's parts around ``Daemon.run_pass``: a poll timer
+with jitter, a drift timer, a file watcher (``--watch``), the HTTP server for
+webhooks, ``/metrics``, ``/healthz`` and ``/readyz``, and optionally leader
+election on a Lease so that only one replica acts. The loop itself is small:
+wait for a trigger, run one pass if this replica leads, schedule a retry when
+an instance backs off or an upgrade goes through intermediate versions.
+SIGTERM only enqueues a shutdown trigger, so the in-flight pass finishes and
+pushes its status before the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.loop import Daemon, PassOutcome
+from reconciler.daemon.statuses import UPGRADE_IN_PROGRESS
+from reconciler.daemon.triggers import (
+    DirectoryWatcher,
+    DriftTimer,
+    PeriodicTrigger,
+    PollTimer,
+    Trigger,
+    TriggerQueue,
+    install_signal_handlers,
+)
+from reconciler.kube.lease import LeaderElector
+from reconciler.model.errors import UsageError
+
+log = logging.getLogger("reconciler.daemon")
+
+NEXT_STEP_DELAY = 1.0  # seconds before the next step of a multi-step upgrade
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``:8080`` (all interfaces), ``127.0.0.1:8080`` or ``8080`` as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        host, port = "", address
+    try:
+        number = int(port)
+    except ValueError:
+        raise UsageError(
+            f'--metrics-address "{address}" must look like :8080 or HOST:PORT'
+        ) from None
+    return host or "0.0.0.0", number
+
+
+class Service:
+    """One daemon process: its triggers, endpoints and (optional) leader election."""
+
+    def __init__(self, daemon: Daemon, *, install_signals: bool = True) -> None:
+        self.daemon = daemon
+        self.settings = daemon.settings
+        self.queue = TriggerQueue()
+        self.stop_event = threading.Event()
+        self.health = DaemonHealth()
+        self._install_signals = install_signals
+        self._timers: list[PeriodicTrigger] = []
+        self._watcher: DirectoryWatcher | None = None
+        self.http: DaemonHttpServer | None = None
+        self.http_port = 0
+        self.elector: LeaderElector | None = None
+        self._elector_thread: threading.Thread | None = None
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def run(self) -> int:
+        restore = (
+            install_signal_handlers(self.queue, self.stop_event) if self._install_signals else None
+        )
+        try:
+            self._start()
+            self.queue.put(Trigger("startup", f"reconciler for cluster {self.settings.cluster}"))
+            self._loop()
+        finally:
+            self._stop()
+            if restore is not None:
+                restore()
+        return 0
+
+    def shutdown(self, why: str = "asked to stop") -> None:
+        self.queue.put(Trigger("shutdown", why))
+        self.stop_event.set()
+
+    def _loop(self) -> None:
+        while True:
+            trigger = self.queue.wait(timeout=1.0)
+            self.health.heartbeat()
+            if trigger is None:
+                continue
+            if trigger.reason == "shutdown":
+                log.info(
+                    "shutting down: %s", trigger.detail, extra={"cluster": self.settings.cluster}
+                )
+                return
+            if not self.leading:
+                log.debug("not the leader; ignoring %s", trigger.describe())
+                continue
+            log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
+            outcome = self.daemon.run_pass()
+            self.health.pass_completed(outcome.error is None)
+            self._schedule_follow_up(outcome)
+
+    def _schedule_follow_up(self, outcome: PassOutcome) -> None:
+        report = outcome.report
+        if report is not None and any(s.reason == UPGRADE_IN_PROGRESS for s in report.statuses):
+            self.queue.schedule(Trigger("retry", "next step of an upgrade path"), NEXT_STEP_DELAY)
+        retry_in = self.daemon.next_retry_in()
+        if retry_in is not None:
+            self.queue.schedule(Trigger("retry", "an instance's backoff ended"), retry_in)
+
+    def _start(self) -> None:
+        s = self.settings
+        self._timers = [
+            PollTimer(self.queue, s.interval, jitter=s.jitter),
+            DriftTimer(self.queue, s.drift_interval),
+        ]
+        for timer in self._timers:
+            timer.start()
+        if s.watch:
+            self._watcher = DirectoryWatcher(self.queue, Path(s.repo))
+            self._watcher.start()
+        if s.metrics_address:
+            host, port = parse_address(s.metrics_address)
+            self.http = DaemonHttpServer(
+                host,
+                port,
+                self.queue,
+                self.daemon.metrics,
+                self.health,
+                s.webhook_secret or None,
+                s.branch,
+            )
+            bound = self.http.start()
+            self.http_port = bound
+            log.info("serving /metrics, /healthz, /readyz and /hooks/* on %s:%d", host, bound)
+        if s.leader_elect:
+            self._start_election()
+
+    def _start_election(self) -> None:
+        s = self.settings
+        self.elector = LeaderElector(
+            self.daemon.client, s.leader_namespace, s.lease_name, s.identity
+        )
+        self.health.set_leader(False)
+        self.daemon.metrics.set_leader(False)
+
+        def started() -> None:
+            log.info("became the leader (%s)", s.identity, extra={"cluster": s.cluster})
+            self.health.set_leader(True)
+            self.daemon.metrics.set_leader(True)
+            self.queue.put(Trigger("startup", "became the leader"))
+
+        def stopped() -> None:
+            log.warning("lost the leadership (%s)", s.identity, extra={"cluster": s.cluster})
+            self.health.set_leader(False)
+            self.daemon.metrics.set_leader(False)
+
+        assert self.elector is not None
+        elector = self.elector
+        self._elector_thread = threading.Thread(
+            target=elector.run,
+            args=(self.stop_event, started, stopped),
+            name="leader-election",
+            daemon=True,
+        )
+        self._elector_thread.start()
+
+    def _stop(self) -> None:
+        self.stop_event.set()
+        for timer in self._timers:
+            timer.stop()
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self.http is not None:
+            self.http.stop()
+        if self._elector_thread is not None:
+            self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out
+
+
+def serve(daemon: Daemon) -> int:
+    """Run the daemon until SIGTERM/SIGINT; exit code 0 after a clean shutdown."""
+    return Service(daemon).run()

@@ -1,0 +1,106 @@
+"""Turn one instance's pass results into its ``InstanceStatus`` record (pure).
+
+Every stage failure becomes a named reason on kstatus conditions, as
+kustomize-controller does: a plan that cannot proceed is ``Stalled`` (it needs a
+commit to fix it: ``CatalogInvalid``, ``ResolveFailed``, ``DowngradeBlocked``,
+``NoUpgradePath``), an apply or health failure is ``Failed`` (it may pass on a
+retry: ``ApplyFailed``, ``HealthCheckFailed``), an upgrade that goes through
+intermediate versions is ``Progressing`` until it reaches its target, and
+``suspend: true`` is ``Suspended``. The record names what runs now (``version``)
+and what Git asks for (``desiredVersion``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.daemon.plan import InstancePlan
+from reconciler.kube import HealthReport, InstanceResult
+from reconciler.model.status import InstanceStatus, Phase
+
+HEALTH_CHECK_FAILED = "HealthCheckFailed"
+APPLY_FAILED = "ApplyFailed"
+UPGRADE_IN_PROGRESS = "UpgradeInProgress"
+
+
+@dataclass(frozen=True)
+class InstanceOutcome:
+    """Everything a pass learned about one instance, from plan to health."""
+
+    plan: InstancePlan
+    deployed: str | None = None  # version running before this pass (from the inventory)
+    deployed_app: str = ""  # app of the inventory: names the app when the file is unreadable
+    result: InstanceResult | None = None  # None when nothing was applied
+    health: HealthReport | None = None
+    health_timeout: float = 0.0
+
+
+def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> InstanceStatus:
+    plan = outcome.plan
+    inst, res = plan.instance, plan.resolution
+    phase, reason, message, version = _verdict(outcome)
+    objects = len(plan.objects)
+    if not objects and outcome.result is not None and outcome.result.inventory is not None:
+        objects = len(outcome.result.inventory.objects)
+    if res.warnings and phase is Phase.READY:
+        message = f"{message}; " + "; ".join(res.warnings)
+    status = InstanceStatus(
+        cluster=cluster,
+        instance=inst.name,
+        app=inst.app or outcome.deployed_app,
+        phase=phase,
+        version=version,
+        desired_version=res.version,
+        source=res.source,
+        source_commit=source_commit,
+        objects=objects,
+        reason=reason,
+        message=message,
+    )
+    return status.with_default_conditions()
+
+
+def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
+    plan = o.plan
+    inst, res = plan.instance, plan.resolution
+    if inst.suspend:
+        return (
+            Phase.SUSPENDED,
+            "Suspended",
+            f"suspend: true in {inst.origin.file}; nothing is changed",
+            o.deployed,
+        )
+    if not plan.ok:
+        return Phase.STALLED, plan.reason or "ReconcileFailed", plan.message or "", o.deployed
+    applied = plan.version.key if plan.version is not None else None
+    if o.result is not None and not o.result.ok:
+        message = o.result.message or _first_failure(o.result)
+        return Phase.FAILED, o.result.reason or APPLY_FAILED, message, o.deployed
+    if o.health is not None and not o.health.healthy:
+        if o.health.failed:
+            detail = "; ".join(str(h) for h in o.health.failed)
+        else:
+            pending = "; ".join(str(h) for h in o.health.pending)
+            detail = f"not healthy within {o.health_timeout:g}s: {pending}"
+        return Phase.FAILED, HEALTH_CHECK_FAILED, detail, applied
+    if applied is not None and res.version is not None and applied != res.version:
+        path = " -> ".join(res.upgrade_path)
+        return (
+            Phase.PROGRESSING,
+            UPGRADE_IN_PROGRESS,
+            f"{inst.app} {applied} is ready; upgrading to {res.version} through {path}",
+            applied,
+        )
+    return (
+        Phase.READY,
+        "Succeeded",
+        f"{inst.app} {applied} is ready ({len(plan.objects)} objects)",
+        applied,
+    )
+
+
+def _first_failure(result: InstanceResult) -> str:
+    for entry in result.changes.entries:
+        if entry.action.value == "failed":
+            return str(entry)
+    return "apply failed"

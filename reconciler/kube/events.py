@@ -1,0 +1,256 @@
+"""Kubernetes Events for what the daemon did, so ``kubectl describe`` and ``get events`` show it.
+
+The daemon records Warning events on failures (``ApplyFailed``,
+``HealthCheckFailed``, ``CatalogInvalid``, ...) and Normal events on progress,
+against an instance's inventory ConfigMap or its main workload, through one
+:class:`EventRecorder` per process. Events are best effort, as in client-go's
+``record`` package: a failure to write one is logged and swallowed, never raised
+into the reconcile pass.
+
+Repeats are deduplicated like client-go's ``EventCorrelator``: the same object,
+type, reason and message within ``dedupe_window`` seconds patches the existing
+Event's ``count`` and ``lastTimestamp`` instead of creating a new one, so a
+failure that persists for hours is one Event with a growing count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from reconciler.kube.client import KubeClient
+from reconciler.kube.errors import NotFoundError
+from reconciler.model.changeset import ObjectRef
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+EVENT_TYPES = ("Normal", "Warning")
+MERGE_PATCH = "application/merge-patch+json"
+MAX_MESSAGE = 1024  # events.k8s.io's limit for a note; long messages are cut to fit
+MAX_REASON = 128
+MAX_NAME = 253
+CACHE_SIZE = 4096  # client-go's maxLruCacheEntries
+DEFAULT_WINDOW = 600.0  # seconds; client-go aggregates within ten minutes
+# Events about cluster-scoped objects live in "default", as the API server requires.
+CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Involved:
+    """The object an Event is about (``involvedObject``)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any] | ObjectRef) -> Involved:
+        """From an ``ObjectRef``, a full object, or a flat mapping of the same fields."""
+        if isinstance(obj, ObjectRef):
+            return cls(obj.api_version, obj.kind, obj.name, obj.namespace)
+        meta = obj.get("metadata")
+        fields = meta if isinstance(meta, Mapping) else obj
+        return cls(
+            api_version=str(obj.get("apiVersion") or ""),
+            kind=str(obj.get("kind") or ""),
+            name=str(fields.get("name") or ""),
+            namespace=str(fields.get("namespace") or ""),
+            uid=str(fields.get("uid") or ""),
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        data = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            data["namespace"] = self.namespace
+        if self.uid:
+            data["uid"] = self.uid
+        return data
+
+    @property
+    def event_namespace(self) -> str:
+        return self.namespace or CLUSTER_SCOPED_EVENT_NAMESPACE
+
+    def __str__(self) -> str:
+        return str(ObjectRef(self.api_version, self.kind, self.namespace, self.name))
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A recorded Event we may bump instead of repeating."""
+
+    namespace: str
+    name: str
+    count: int
+    last_seen: float
+
+
+_Key = tuple[Involved, str, str, str]
+
+
+class EventRecorder:
+    """Writes ``v1`` Events for one component; safe to share between threads."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        component: str = "reconciler",
+        host: str | None = None,
+        *,
+        dedupe_window: float = DEFAULT_WINDOW,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.host = host if host is not None else socket.gethostname()
+        self.dedupe_window = dedupe_window
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
+        self._last_stamp = 0
+
+    def record(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+    ) -> dict[str, Any] | None:
+        """Create or bump an Event; returns the Event as written, None when it was not.
+
+        Never raises: Events are best effort and must not fail a reconcile pass.
+        """
+        try:
+            target = Involved.of(involved)
+            problem = _invalid(target, reason, type)
+            if problem:
+                log.warning("event %s on %s not recorded: %s", reason, target, problem)
+                return None
+            return self._record(target, reason[:MAX_REASON], _cut(message), type)
+        except Exception as e:  # best effort by contract: log, never fail the caller
+            log.warning("event %s not recorded: %s", reason, e)
+            return None
+
+    def warning(
+        self, involved: Mapping[str, Any] | ObjectRef, reason: str, message: str
+    ) -> dict[str, Any] | None:
+        return self.record(involved, reason, message, "Warning")
+
+    def normal(
+        self, involved: Mapping[str, Any] | ObjectRef, reason: str, message: str
+    ) -> dict[str, Any] | None:
+        return self.record(involved, reason, message, "Normal")
+
+    # -- create or bump -------------------------------------------------------------
+
+    def _record(
+        self, target: Involved, reason: str, message: str, type: EventType
+    ) -> dict[str, Any] | None:
+        key: _Key = (target, type, reason, message)
+        now = self._clock()
+        seen = self._recent(key, now)
+        event: dict[str, Any] | None = None
+        if seen is not None:
+            event = self._bump(seen, now)
+        if event is None:
+            event = self._create(target, reason, message, type, now)
+        meta = event.get("metadata") or {}
+        count = int(event.get("count") or 1)
+        self._remember(key, _Seen(target.event_namespace, str(meta.get("name")), count, now))
+        return event
+
+    def _recent(self, key: _Key, now: float) -> _Seen | None:
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or now - seen.last_seen > self.dedupe_window:
+                return None
+            self._seen.move_to_end(key)
+            return seen
+
+    def _remember(self, key: _Key, seen: _Seen) -> None:
+        with self._lock:
+            self._seen[key] = seen
+            self._seen.move_to_end(key)
+            while len(self._seen) > CACHE_SIZE:
+                self._seen.popitem(last=False)
+
+    def _bump(self, seen: _Seen, now: float) -> dict[str, Any] | None:
+        """Patch the count of an Event we wrote; None when it has expired from the server."""
+        patch = {"count": seen.count + 1, "lastTimestamp": _timestamp(now)}
+        path = f"/api/v1/namespaces/{seen.namespace}/events/{seen.name}"
+        try:
+            answer = self.client.request(
+                "PATCH",
+                path,
+                subject=f"Event/{seen.namespace}/{seen.name}",
+                verb="patch",
+                body=patch,
+                content_type=MERGE_PATCH,
+            )
+        except NotFoundError:  # the API server's TTL (1 h by default) removed it
+            return None
+        return answer.body
+
+    def _event_name(self, name: str, now: float) -> str:
+        """``<object>.<hex nanoseconds>`` as client-go names them, unique even on a coarse clock."""
+        with self._lock:
+            self._last_stamp = max(int(now * 1e9), self._last_stamp + 1)
+            suffix = f".{self._last_stamp:x}"
+        return name[: MAX_NAME - len(suffix)] + suffix
+
+    def _create(
+        self, target: Involved, reason: str, message: str, type: EventType, now: float
+    ) -> dict[str, Any]:
+        namespace = target.event_namespace
+        stamp = _timestamp(now)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": self._event_name(target.name, now), "namespace": namespace},
+            "involvedObject": target.to_dict(),
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+        }
+        answer = self.client.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/events",
+            subject=f"Event/{namespace} ({reason} on {target})",
+            verb="create",
+            body=body,
+        )
+        return answer.body
+
+
+def _invalid(target: Involved, reason: str, type: str) -> str:
+    """Why an Event cannot be recorded ("" when it can)."""
+    if not (target.api_version and target.kind and target.name):
+        return "the involved object needs apiVersion, kind and name"
+    if not reason:
+        return "an Event needs a reason"
+    if type not in EVENT_TYPES:
+        return f"type must be Normal or Warning, not {type!r}"
+    return ""
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+
+
+def _timestamp(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

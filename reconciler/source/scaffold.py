@@ -1,0 +1,89 @@
+"""Create a catalog repository with a bare remote, and commit edits to it.
+
+Used by ``reconciler demo`` to set up the same arrangement a team has (a
+working clone people edit, and a remote the daemon follows), and by tests that
+need one. Commits carry an explicit identity so they work on a machine with no
+Git configuration at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from reconciler.model.errors import SourceError
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "reconciler demo",
+    "GIT_AUTHOR_EMAIL": "demo@reconciler.invalid",
+    "GIT_COMMITTER_NAME": "reconciler demo",
+    "GIT_COMMITTER_EMAIL": "demo@reconciler.invalid",
+}
+
+
+@dataclass(frozen=True)
+class CatalogRepo:
+    work: Path  # the clone people edit
+    remote: Path  # the bare repository the daemon follows
+
+    @property
+    def url(self) -> str:
+        return self.remote.as_uri()
+
+
+def create_catalog_repo(template: Path, into: Path, *, branch: str = "main") -> CatalogRepo:
+    """Copy ``template`` into ``into/catalog`` as a Git repo pushed to ``into/catalog.git``."""
+    work, remote = into / "catalog", into / "catalog.git"
+    try:
+        shutil.copytree(template, work)
+        repo = git.Repo.init(str(work), initial_branch=branch)
+        repo.git.add(A=True)
+        with repo.git.custom_environment(**IDENTITY):
+            repo.git.commit(m="Import the example catalog", q=True)
+        git.Repo.init(str(remote), bare=True, initial_branch=branch)
+        repo.create_remote("origin", remote.as_uri())
+        repo.git.push("origin", branch, set_upstream=True, q=True)
+    except (OSError, git.GitCommandError) as e:
+        raise SourceError(f"cannot create the catalog repository in {into}: {e}") from e
+    return CatalogRepo(work, remote)
+
+
+def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
+    """Write ``rel`` in the working clone, commit it, push it; return the commit id."""
+    path = repo.work / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    try:
+        git_repo = git.Repo(str(repo.work))
+        git_repo.git.add(rel)
+        with git_repo.git.custom_environment(**IDENTITY):
+            git_repo.git.commit(m=message, q=True)
+        git_repo.git.push(q=True)
+        return git_repo.head.commit.hexsha
+    except git.GitCommandError as e:
+        raise SourceError(f"cannot commit {rel}: {e}") from e
+
+
+def log_oneline(repository: Path, ref: str, limit: int = 20) -> list[str]:
+    """``git log --oneline`` of ``ref`` in ``repository``, newest first."""
+    try:
+        out = git.Repo(str(repository)).git.log("--oneline", f"-{limit}", ref)
+    except git.GitCommandError as e:
+        raise SourceError(f"cannot read {ref} in {repository}: {e}") from e
+    return [line for line in str(out).splitlines() if line]
+
+
+def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
+    """Delete ``rel`` from the working clone, commit and push; return the commit id."""
+    try:
+        git_repo = git.Repo(str(repo.work))
+        git_repo.git.rm(rel, q=True)
+        with git_repo.git.custom_environment(**IDENTITY):
+            git_repo.git.commit(m=message, q=True)
+        git_repo.git.push(q=True)
+        return git_repo.head.commit.hexsha
+    except git.GitCommandError as e:
+        raise SourceError(f"cannot remove {rel}: {e}") from e

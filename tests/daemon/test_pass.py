@@ -1,0 +1,220 @@
+"""End to end: commits in a real catalog repository reach the sandbox and the status branch."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.status import Phase
+from reconciler.source.ledger import StatusLedger
+from reconciler.source.scaffold import log_oneline, remove_file
+from tests.daemon.conftest import World
+
+CHANNELS = """\
+apiVersion: reconciler/v1
+kind: Channels
+app: podinfo
+channels:
+  stable: {stable}
+  fast: 6.6.0
+"""
+
+
+def deployment(world: World, name: str, namespace: str) -> dict[str, Any] | None:
+    return world.client.get(ObjectRef("apps/v1", "Deployment", namespace, name))
+
+
+def image(world: World, name: str, namespace: str) -> str:
+    obj = deployment(world, name, namespace)
+    assert obj is not None
+    return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def phases(world: World) -> dict[str, str]:
+    return {n: str(s.phase) for n, s in world.daemon.ledger.read().items()}
+
+
+def test_first_pass_installs_and_records_one_commit_per_instance(world: World) -> None:
+    outcome = world.daemon.run_pass()
+    assert outcome.ok, outcome
+    assert image(world, "web", "web") == "ghcr.io/stefanprodan/podinfo:6.5.0"
+    assert deployment(world, "web", "web")["spec"]["replicas"] == 5  # type: ignore[index]
+    assert sorted(c.subject for c in outcome.commits) == [
+        "prod/api: podinfo 6.6.0 (Ready)",
+        "prod/web: podinfo 6.5.0 (Ready)",
+    ]
+    assert phases(world) == {"api": "Ready", "web": "Ready"}
+
+
+def test_a_pass_with_nothing_new_makes_no_writes_and_no_commits(world: World) -> None:
+    world.daemon.run_pass()
+    head = log_oneline(world.repo.remote, "status/prod")
+    world.sandbox.reset_request_log()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.commits == []
+    assert world.writes() == 0
+    assert log_oneline(world.repo.remote, "status/prod") == head
+    assert {e.action.value for e in outcome.report.changes.entries} == {"unchanged"}  # type: ignore[union-attr]
+
+
+def test_channel_move_commit_reaches_cluster_and_status_branch(world: World) -> None:
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
+    outcome = world.daemon.run_pass()
+    assert outcome.ok
+    assert image(world, "web", "web") == "ghcr.io/stefanprodan/podinfo:6.6.0"
+    # only the instance that changed gets a status commit, not every instance
+    assert [c.subject for c in outcome.commits] == [
+        "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
+    ]
+    record = world.daemon.ledger.read()["web"]
+    assert record.version == "6.6.0" and record.source == "channel:stable"
+    assert record.source_commit == outcome.report.commit  # type: ignore[union-attr]
+
+
+def test_broken_yaml_keeps_last_good_version_and_others_proceed(world: World) -> None:
+    world.daemon.run_pass()
+    world.commit("clusters/prod/instances/web.yaml", "name: web\nchannel: [stable\n", "broken")
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
+    outcome = world.daemon.run_pass()
+    assert not outcome.ok and outcome.error is None
+    statuses = {s.instance: s for s in outcome.report.statuses}  # type: ignore[union-attr]
+    web = statuses["web"]
+    assert web.phase is Phase.STALLED and web.reason == "CatalogInvalid"
+    assert "clusters/prod/instances/web.yaml:3" in web.message
+    assert web.version == "6.5.0" and web.app == "podinfo"
+    assert image(world, "web", "web") == "ghcr.io/stefanprodan/podinfo:6.5.0"  # kept
+    assert statuses["api"].phase is Phase.READY
+    subjects = [c.subject for c in outcome.commits]
+    assert len(subjects) == 1 and subjects[0].startswith(
+        "prod/web: podinfo 6.5.0 (Stalled: CatalogInvalid)"
+    )
+
+
+def test_remote_that_goes_away_and_comes_back(world: World) -> None:
+    world.daemon.run_pass()
+    hidden = world.repo.remote.with_name("hidden.git")
+    shutil.move(world.repo.remote, hidden)
+    try:
+        outcome = (
+            world.daemon.run_pass()
+        )  # reconciles the last good commit; status cannot be written
+        assert outcome.report is not None and outcome.error is not None
+        assert "SourceFailed" in outcome.error
+        assert image(world, "web", "web").endswith(":6.5.0")
+    finally:
+        shutil.move(hidden, world.repo.remote)
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and image(world, "web", "web").endswith(":6.6.0")
+
+
+def test_remote_missing_at_start_fails_the_pass_cleanly(world: World) -> None:
+    daemon = world.new_daemon(repo=world.repo.url.replace("catalog.git", "nope.git"))
+    outcome = daemon.run_pass()
+    assert outcome.report is None and outcome.error is not None
+    assert outcome.error.startswith("SourceFailed")
+
+
+def test_downgrade_is_blocked_and_keeps_the_running_version(world: World) -> None:
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "stable back")
+    outcome = world.daemon.run_pass()
+    web = {s.instance: s for s in outcome.report.statuses}["web"]  # type: ignore[union-attr]
+    assert web.phase is Phase.STALLED and web.reason == "DowngradeBlocked"
+    assert web.version == "6.6.0" and web.desired_version == "6.5.0"
+    assert image(world, "web", "web").endswith(":6.6.0")
+
+
+def test_suspended_instance_is_left_alone(world: World) -> None:
+    world.daemon.run_pass()
+    world.commit(
+        "clusters/prod/instances/web.yaml",
+        "apiVersion: reconciler/v1\nkind: Instance\nname: web\napp: podinfo\n"
+        "channel: fast\nnamespace: web\nsuspend: true\n",
+        "suspend web",
+    )
+    outcome = world.daemon.run_pass()
+    web = {s.instance: s for s in outcome.report.statuses}["web"]  # type: ignore[union-attr]
+    assert web.phase is Phase.SUSPENDED and web.version == "6.5.0"
+    assert image(world, "web", "web").endswith(":6.5.0")
+
+
+def test_failing_workload_is_recorded_as_health_check_failed(world: World) -> None:
+    daemon = world.new_daemon(health_timeout=2.0)
+    world.commit(
+        "apps/podinfo/versions/6.6.0/manifests/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
+        "  annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
+        "spec:\n  replicas: ${params.replicas}\n  template:\n    spec:\n      containers:\n"
+        "        - {name: podinfo, image: '${images.podinfo}'}\n",
+        "6.6.0 that never becomes ready",
+    )
+    outcome = daemon.run_pass()
+    statuses = {s.instance: s for s in outcome.report.statuses}  # type: ignore[union-attr]
+    assert statuses["api"].phase is Phase.FAILED
+    assert statuses["api"].reason == "HealthCheckFailed"
+    assert statuses["web"].phase is Phase.READY  # one failure never stops the others
+
+
+def test_deleted_instance_is_kept_unless_allowed(world: World) -> None:
+    world.daemon.run_pass()
+    remove_file(world.repo, "clusters/prod/instances/api.yaml", "remove instance api")
+    outcome = world.daemon.run_pass()
+    assert [r.instance for r in outcome.report.removed] == ["api"]  # type: ignore[union-attr]
+    assert deployment(world, "api", "team-api") is not None
+    allowed = world.new_daemon(allow_empty_prune=True).run_pass()
+    assert all(r.ok for r in allowed.report.removed)  # type: ignore[union-attr]
+    assert deployment(world, "api", "team-api") is None
+
+
+def test_status_ledger_is_readable_by_status_command_after_passes(world: World) -> None:
+    world.daemon.run_pass()
+    ledger = StatusLedger(world.repo.url, "prod", cache_dir=world.cache / "reader")
+    assert sorted(ledger.read()) == ["api", "web"]
+    assert [e.instance for e in ledger.history("web")] == ["web"]
+
+
+# the sandbox's documented failure switch, on the pod template as a broken image would be
+FAILING_DEPLOYMENT = (
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
+    "spec:\n  replicas: ${params.replicas}\n  template:\n"
+    "    metadata:\n      annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
+    "    spec:\n      containers:\n"
+    "        - {name: podinfo, image: '${images.podinfo}'}\n"
+)
+
+
+def test_failing_instance_backs_off_until_its_inputs_change(world: World) -> None:
+    daemon = world.new_daemon(health_timeout=1.0, backoff_base=60.0)
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_DEPLOYMENT)
+    first = daemon.run_pass()
+    assert {s.instance: s.phase for s in first.report.statuses}["api"] is Phase.FAILED  # type: ignore[union-attr]
+    assert daemon.next_retry_in() is not None and daemon.next_retry_in() > 30  # type: ignore[operator]
+    # next pass: api is held (no writes, no commit) while web is still reconciled
+    world.sandbox.reset_request_log()
+    second = daemon.run_pass()
+    api_actions = {e.action.value for e in second.report.changes.entries if e.instance == "api"}  # type: ignore[union-attr]
+    assert api_actions == {"skipped"}
+    assert second.commits == [] and world.writes() == 0
+    # a commit that changes api's inputs is tried at once, backoff or not
+    fixed = FAILING_DEPLOYMENT.replace("{sandbox.reconciler.dev/fail: 'true'}", "{}")
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", fixed, "fix 6.6.0")
+    third = daemon.run_pass()
+    assert third.ok, [(s.instance, s.phase, s.reason, s.message) for s in third.report.statuses]  # type: ignore[union-attr]
+    assert [c.subject for c in third.commits] == ["prod/api: podinfo 6.6.0 (Ready)"]
+
+
+def test_status_changes_are_also_kubernetes_events(world: World) -> None:
+    world.daemon.run_pass()
+    world.commit("clusters/prod/instances/web.yaml", "name: web\nchannel: [stable\n", "broken")
+    world.daemon.run_pass()
+    events = world.client.list("v1", "Event", namespace="web")
+    reasons = {(e.get("type"), e.get("reason")) for e in events}
+    assert ("Normal", "ReconcileSucceeded") in reasons
+    assert ("Warning", "CatalogInvalid") in reasons
+    warning = next(e for e in events if e.get("reason") == "CatalogInvalid")
+    assert warning["involvedObject"]["name"] == "reconciler-inventory-web"
+    assert "clusters/prod/instances/web.yaml:3" in warning["message"]

@@ -1,0 +1,165 @@
+"""The running daemon: webhook and poll triggers, shutdown mid-pass, leader failover.
+
+Each test runs ``Service`` on a thread against a real catalog repository and the
+sandbox, changes Git the way a user would, and waits (bounded) for the cluster
+and the status branch to follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from reconciler.daemon.loop import Daemon
+from reconciler.daemon.service import Service, parse_address
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import SourceError
+from reconciler.source.scaffold import log_oneline
+from tests.daemon.conftest import World
+from tests.daemon.test_pass import CHANNELS
+
+SECRET = "s3cret-for-tests"
+
+
+def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def status_log(world: World) -> list[str]:
+    """The status branch's subjects, newest first; empty until the branch exists."""
+    try:
+        return [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    except SourceError:
+        return []
+
+
+def web_image(world: World) -> str:
+    obj = world.client.get(ObjectRef("apps/v1", "Deployment", "web", "web"))
+    return "" if obj is None else str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+@contextmanager
+def running(daemon: Daemon) -> Iterator[Service]:
+    service = Service(daemon, install_signals=False)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    try:
+        yield service
+    finally:
+        service.shutdown("test finished")
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+def test_parse_address() -> None:
+    assert parse_address(":8080") == ("0.0.0.0", 8080)
+    assert parse_address("127.0.0.1:9") == ("127.0.0.1", 9)
+    assert parse_address("8081") == ("0.0.0.0", 8081)
+
+
+def test_webhook_push_starts_a_pass_at_once(world: World) -> None:
+    daemon = world.new_daemon(
+        interval=3600.0, drift_interval=3600.0, metrics_address="127.0.0.1:0", webhook_secret=SECRET
+    )
+    with running(daemon) as service:
+        eventually(lambda: web_image(world).endswith(":6.5.0"))
+        world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{service.http_port}/hooks/generic",
+            data=body,
+            headers={"X-Reconciler-Signature": signature, "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 202
+        eventually(lambda: web_image(world).endswith(":6.6.0"))
+        eventually(
+            lambda: (
+                "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
+                in log_oneline(world.repo.remote, "status/prod")[0]
+            )
+        )
+        with urllib.request.urlopen(f"http://127.0.0.1:{service.http_port}/metrics") as response:
+            metrics = response.read().decode()
+        assert 'reconciler_instances{cluster="prod",phase="Ready"} 2.0' in metrics
+
+
+def test_poll_picks_up_a_commit_within_the_interval(world: World) -> None:
+    daemon = world.new_daemon(interval=0.3, jitter=0.0, drift_interval=3600.0)
+    with running(daemon):
+        eventually(lambda: web_image(world).endswith(":6.5.0"))
+        world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+        eventually(lambda: web_image(world).endswith(":6.6.0"))
+
+
+def test_shutdown_finishes_the_in_flight_pass_and_its_status(world: World) -> None:
+    daemon = world.new_daemon(interval=3600.0, drift_interval=3600.0)
+    started = threading.Event()
+    original = daemon.run_pass
+
+    def slow_pass() -> object:
+        started.set()
+        time.sleep(0.3)  # the shutdown arrives while this pass runs
+        return original()
+
+    daemon.run_pass = slow_pass  # type: ignore[method-assign]
+    service = Service(daemon, install_signals=False)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    service.shutdown("SIGTERM (simulated)")
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert len(status_log(world)) == 2  # both records pushed
+
+
+def test_leader_failover_loses_and_duplicates_nothing(world: World) -> None:
+    timings = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
+    common = {
+        "interval": 0.3,
+        "jitter": 0.0,
+        "drift_interval": 3600.0,
+        "leader_elect": True,
+        "leader_namespace": "default",
+        "lease_name": "reconciler-prod",
+        **timings,
+    }
+    first = world.new_daemon(identity="replica-a", cache_dir=world.cache / "a", **common)
+    second = world.new_daemon(identity="replica-b", cache_dir=world.cache / "b", **common)
+    with running(first) as a, running(second) as b:
+        eventually(lambda: a.leading != b.leading)
+        leader, standby = (a, b) if a.leading else (b, a)
+        eventually(lambda: web_image(world).endswith(":6.5.0"))
+        eventually(lambda: len(status_log(world)) == 2)
+        # the leader dies without releasing its Lease: the standby waits for expiry
+        assert leader.elector is not None
+        leader.elector.release_on_cancel = False
+        leader.shutdown("killed")
+        world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+        eventually(lambda: standby.leading)
+        eventually(lambda: web_image(world).endswith(":6.6.0"))
+        eventually(lambda: len(log_oneline(world.repo.remote, "status/prod")) == 3)
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    assert subjects == [
+        "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)",
+        "prod/web: podinfo 6.5.0 (Ready)",
+        "prod/api: podinfo 6.6.0 (Ready)",
+    ] or sorted(subjects) == sorted(
+        [
+            "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)",
+            "prod/web: podinfo 6.5.0 (Ready)",
+            "prod/api: podinfo 6.6.0 (Ready)",
+        ]
+    )

@@ -1,0 +1,187 @@
+"""Kubernetes Events against the sandbox: creation, client-go style deduplication, best effort."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.kube.events import EventRecorder, Involved
+from reconciler.model.changeset import ObjectRef
+
+FAST_RETRY = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.05, timeout=(2.0, 5.0))
+T0 = 1767225600.0  # 2026-01-01T00:00:00Z
+
+INVENTORY = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "inventory-web", "namespace": "default", "uid": "1234-abcd"},
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def client(sandbox: Any) -> Iterator[KubeClient]:
+    with KubeClient.connect(sandbox.kubeconfig, retry=FAST_RETRY) as c:
+        yield c
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def recorder(client: KubeClient, clock: Clock) -> EventRecorder:
+    return EventRecorder(client, host="replica-0", dedupe_window=600, clock=clock)
+
+
+def events(client: KubeClient, namespace: str = "default") -> list[dict[str, Any]]:
+    return client.list("v1", "Event", namespace=namespace)
+
+
+def test_record_creates_an_event_on_the_involved_object(
+    recorder: EventRecorder, client: KubeClient
+) -> None:
+    written = recorder.record(INVENTORY, "ApplyFailed", "Deployment/web/podinfo: boom", "Warning")
+    assert written is not None
+    [event] = events(client)
+    assert event["metadata"]["name"].startswith("inventory-web.")
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "inventory-web",
+        "namespace": "default",
+        "uid": "1234-abcd",
+    }
+    assert (event["type"], event["reason"], event["count"]) == ("Warning", "ApplyFailed", 1)
+    assert event["message"] == "Deployment/web/podinfo: boom"
+    assert event["source"] == {"component": "reconciler", "host": "replica-0"}
+    assert event["firstTimestamp"] == event["lastTimestamp"] == "2026-01-01T00:00:00Z"
+    assert event["reportingComponent"] == "reconciler"
+
+
+def test_a_repeat_within_the_window_bumps_the_count(
+    recorder: EventRecorder, client: KubeClient, clock: Clock, sandbox: Any
+) -> None:
+    recorder.warning(INVENTORY, "HealthCheckFailed", "Deployment/web/podinfo: 1/2 ready")
+    sandbox.reset_request_log()
+    clock.now += 60
+    recorder.warning(INVENTORY, "HealthCheckFailed", "Deployment/web/podinfo: 1/2 ready")
+    clock.now += 60
+    recorder.warning(INVENTORY, "HealthCheckFailed", "Deployment/web/podinfo: 1/2 ready")
+    [event] = events(client)
+    assert event["count"] == 3
+    assert event["firstTimestamp"] == "2026-01-01T00:00:00Z"
+    assert event["lastTimestamp"] == "2026-01-01T00:02:00Z"
+    verbs = [e.verb for e in sandbox.request_log() if "/events" in e.path]
+    assert verbs[:2] == ["patch", "patch"]
+
+
+def test_a_different_message_reason_or_type_is_a_new_event(
+    recorder: EventRecorder, client: KubeClient
+) -> None:
+    recorder.warning(INVENTORY, "ApplyFailed", "first")
+    recorder.warning(INVENTORY, "ApplyFailed", "second")
+    recorder.warning(INVENTORY, "HealthCheckFailed", "first")
+    recorder.normal(INVENTORY, "ApplyFailed", "first")
+    assert len(events(client)) == 4
+
+
+def test_a_repeat_after_the_window_is_a_new_event(
+    recorder: EventRecorder, client: KubeClient, clock: Clock
+) -> None:
+    recorder.warning(INVENTORY, "ApplyFailed", "boom")
+    clock.now += 601
+    recorder.warning(INVENTORY, "ApplyFailed", "boom")
+    assert sorted(e["count"] for e in events(client)) == [1, 1]
+
+
+def test_an_expired_event_is_recreated(
+    recorder: EventRecorder, client: KubeClient, clock: Clock
+) -> None:
+    first = recorder.warning(INVENTORY, "ApplyFailed", "boom")
+    assert first is not None
+    client.delete(ObjectRef("v1", "Event", "default", first["metadata"]["name"]))
+    clock.now += 1
+    again = recorder.warning(INVENTORY, "ApplyFailed", "boom")
+    assert again is not None
+    [event] = events(client)
+    assert event["metadata"]["name"] != first["metadata"]["name"]
+    assert event["count"] == 1
+
+
+def test_cluster_scoped_objects_get_events_in_default(
+    recorder: EventRecorder, client: KubeClient
+) -> None:
+    recorder.normal(ObjectRef("v1", "Namespace", "", "web"), "Created", "namespace created")
+    [event] = events(client)
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Namespace", "name": "web"}
+
+
+def test_flat_mappings_and_long_messages(recorder: EventRecorder, client: KubeClient) -> None:
+    involved = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+        "namespace": "default",
+    }
+    written = recorder.warning(involved, "ApplyFailed", "x" * 5000)
+    assert written is not None
+    [event] = events(client)
+    assert len(event["message"]) == 1024 and event["message"].endswith("...")
+    assert Involved.of(involved) == Involved("apps/v1", "Deployment", "web", "default")
+
+
+@pytest.mark.parametrize(
+    ("involved", "reason", "type_", "why"),
+    [
+        ({"apiVersion": "v1", "kind": "ConfigMap"}, "ApplyFailed", "Warning", "apiVersion, kind"),
+        (INVENTORY, "", "Warning", "needs a reason"),
+        (INVENTORY, "ApplyFailed", "Error", "Normal or Warning"),
+    ],
+)
+def test_bad_input_is_logged_and_dropped(
+    recorder: EventRecorder,
+    client: KubeClient,
+    sandbox: Any,
+    caplog: pytest.LogCaptureFixture,
+    involved: dict[str, Any],
+    reason: str,
+    type_: Any,
+    why: str,
+) -> None:
+    sandbox.reset_request_log()
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        assert recorder.record(involved, reason, "msg", type_) is None
+    assert why in caplog.text
+    assert sandbox.request_log() == []
+
+
+def test_api_failures_are_swallowed(
+    recorder: EventRecorder, client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = {**INVENTORY, "metadata": {"name": "inv", "namespace": "missing-ns"}}
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        assert recorder.warning(missing, "ApplyFailed", "boom") is None
+    assert "ApplyFailed" in caplog.text and "missing-ns" in caplog.text
+
+
+def test_an_unreachable_server_is_swallowed(
+    client: KubeClient, sandbox: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = EventRecorder(client, host="replica-0")
+    sandbox.stop()
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        assert recorder.warning(INVENTORY, "ApplyFailed", "boom") is None
+    assert "cannot reach the API server" in caplog.text
