@@ -125,13 +125,19 @@ def plan_instance(
         return _failed(instance, deployed, CATALOG_INVALID, _first_error(catalog, file))
     entry = catalog.apps.get(instance.app)
     resolution = resolve_instance(instance, entry, deployed=deployed)
-    app_dir = f"apps/{instance.app}"
     if not resolution.ok:
-        broken = entry is not None and catalog.has_errors_in(
-            f"{app_dir}/channels.yaml", f"{app_dir}/app.yaml"
+        # A channel selection fails *because* of a broken commit only when the channels
+        # file could not be loaded at all; otherwise the selection itself is wrong
+        # (e.g. a typo in the channel name) and must be reported as such.
+        channels_file = f"apps/{instance.app}/channels.yaml"
+        broken = (
+            instance.channel is not None
+            and entry is not None
+            and entry.channels is None
+            and catalog.has_errors_in(channels_file)
         )
         reason = CATALOG_INVALID if broken else (resolution.reason or RESOLVE_FAILED)
-        message = _first_error(catalog, app_dir) if broken else (resolution.error or "")
+        message = _first_error(catalog, channels_file) if broken else (resolution.error or "")
         return InstancePlan(instance, resolution, reason=reason, message=message)
     if resolution.blocked:
         return InstancePlan(

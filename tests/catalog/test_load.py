@@ -452,3 +452,47 @@ def test_cluster_file_is_optional(tmp_path: Path) -> None:
     catalog = load_catalog(root)
     assert catalog.clusters["prod"].cluster.allowed_namespaces is None
     assert problems_of(root) == []
+
+
+def test_an_error_in_channels_does_not_hide_an_instance_typo(tmp_path: Path) -> None:
+    root = write_catalog(
+        tmp_path,
+        {
+            "apps/podinfo/channels.yaml": """\
+            apiVersion: reconciler/v1
+            kind: Channels
+            app: podinfo
+            channels:
+              stable: 6.5.0
+              fast: 6.9.0
+            """,
+            "clusters/prod/instances/web.yaml": """\
+            apiVersion: reconciler/v1
+            kind: Instance
+            name: web
+            app: podinfo
+            namespace: web
+            channel: stabel
+            """,
+        },
+    )
+    errors = errors_of(root)
+    assert any(
+        e.startswith('apps/podinfo/channels.yaml:6: channel "fast" points to 6.9.0') for e in errors
+    )
+    assert any(
+        e.startswith('clusters/prod/instances/web.yaml:6: channel "stabel" is not defined')
+        for e in errors
+    )
+
+
+def test_unloadable_channels_file_is_catalog_invalid_for_channel_instances(tmp_path: Path) -> None:
+    from reconciler.daemon.plan import plan_cluster
+
+    root = write_catalog(tmp_path, {"apps/podinfo/channels.yaml": "channels: [\n"})
+    plans = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}
+    assert plans["web"].reason == "CatalogInvalid"  # follows a channel: the broken file is why
+    assert (
+        plans["web"].message is not None and "apps/podinfo/channels.yaml:2" in plans["web"].message
+    )
+    assert plans["api"].ok  # a range does not need the channels file
