@@ -18,7 +18,7 @@ from reconciler.kube import KubeClient
 from reconciler.model.errors import UsageError
 from reconciler.source.verify import SignaturePolicy
 
-EXIT_OK, EXIT_PROBLEMS = 0, 1
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
 def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
@@ -59,6 +59,8 @@ def run_command(args: argparse.Namespace) -> int:
         if args.once:
             outcome = daemon.run_pass()
             print_outcome(outcome, settings, args.output)
+            if outcome.reason == UsageError.reason:
+                return EXIT_USAGE  # e.g. a cluster the catalog does not have
             return EXIT_OK if outcome.ok else EXIT_PROBLEMS
         from reconciler.daemon.service import serve
 

@@ -87,6 +87,7 @@ class PassOutcome:
     commits: list[CommitInfo] = field(default_factory=list)
     error: str | None = None
     source_changed: bool = False
+    reason: str | None = None  # the error's kstatus reason (``UsageError``: fix the command)
 
     @property
     def ok(self) -> bool:
@@ -173,7 +174,7 @@ class Daemon:
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
-            return PassOutcome(None, error=f"{e.reason}: {e}")
+            return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
         commits, error = self.record(report.statuses, checkout.commit)
         self._emit_events(report, {c.instance for c in commits})
         self._update_backoff(report)

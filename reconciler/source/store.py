@@ -18,7 +18,7 @@ from typing import Protocol
 
 import git
 
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import SourceError, UsageError
 from reconciler.source.redact import redact_url
 from reconciler.source.remote import RemoteAccess
 from reconciler.source.runner import (
@@ -58,7 +58,11 @@ class LocalStore:
     """The status branch inside a local repository, moved with a compare-and-swap."""
 
     def __init__(self, path: Path, branch: str) -> None:
-        self.repo = open_repo(path)
+        try:
+            self.repo = open_repo(path)
+        except SourceError as e:
+            # the user's --repo is wrong, not the network: an environment error (exit 2)
+            raise UsageError(f"--repo {e}") from e
         self.ref = f"refs/heads/{branch}"
         self.display = str(path)
 
