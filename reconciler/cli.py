@@ -93,6 +93,21 @@ def duration(text: str) -> float:
     return value
 
 
+def _apply_option_args(p: argparse.ArgumentParser) -> None:
+    """Options of the apply step, shared by ``apply`` and ``run``."""
+    p.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="take over fields owned by another field manager",
+    )
+    p.add_argument(
+        "--allow-empty-prune",
+        action="store_true",
+        help="allow deleting every object of an instance in one pass (an empty render, "
+        "or its instance file removed)",
+    )
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branch", help="catalog branch to follow (default: the remote's HEAD)")
     p.add_argument(
@@ -118,16 +133,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--repo is a local checkout: reconcile its files on every save",
     )
-    p.add_argument(
-        "--force-conflicts",
-        action="store_true",
-        help="take over fields owned by another field manager",
-    )
-    p.add_argument(
-        "--allow-empty-prune",
-        action="store_true",
-        help="allow deleting every object of an instance (instance file removed)",
-    )
+    _apply_option_args(p)
     p.add_argument(
         "--verify-signatures",
         action="append",
@@ -254,16 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
-    p.add_argument(
-        "--force-conflicts",
-        action="store_true",
-        help="take over fields owned by another field manager",
-    )
-    p.add_argument(
-        "--allow-empty-prune",
-        action="store_true",
-        help="allow pruning every object of an instance in one pass",
-    )
+    _apply_option_args(p)
     _kube_args(p)
     _output(p)
 

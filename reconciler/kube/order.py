@@ -1,10 +1,7 @@
 """Kind order: what must exist before what.
 
-Apply walks objects in this order (CRDs and Namespaces first, so the kinds and
-namespaces the rest need exist; workloads after the ServiceAccounts, Secrets
-and ConfigMaps they mount) and prune walks it backwards. The list follows
-fluxcd/pkg ``ssa/sort.go`` and Helm's install order; unknown kinds (custom
-resources) come last, after their CRDs.
+Apply walks objects in the order of ``reconciler.model.kinds`` (CRDs and
+Namespaces first) and prune walks it backwards.
 """
 
 from __future__ import annotations
@@ -13,48 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.kinds import KIND_ORDER, kind_rank
 
-KIND_ORDER: tuple[str, ...] = (
-    "CustomResourceDefinition",
-    "Namespace",
-    "ResourceQuota",
-    "StorageClass",
-    "LimitRange",
-    "PriorityClass",
-    "PodDisruptionBudget",
-    "ServiceAccount",
-    "Secret",
-    "ConfigMap",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "Service",
-    "DaemonSet",
-    "Pod",
-    "ReplicationController",
-    "ReplicaSet",
-    "Deployment",
-    "HorizontalPodAutoscaler",
-    "StatefulSet",
-    "Job",
-    "CronJob",
-    "IngressClass",
-    "Ingress",
-    "APIService",
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-)
-_RANK = {kind: i for i, kind in enumerate(KIND_ORDER)}
+__all__ = ["FIRST_STAGE_KINDS", "KIND_ORDER", "apply_order", "kind_rank", "prune_order"]
 
 # Applied in a first stage, then discovery is refreshed before the rest.
 FIRST_STAGE_KINDS = frozenset({"CustomResourceDefinition", "Namespace"})
-
-
-def kind_rank(kind: str) -> int:
-    return _RANK.get(kind, len(KIND_ORDER))
 
 
 def ref_sort_key(ref: ObjectRef) -> tuple[int, str, str, str, str]:

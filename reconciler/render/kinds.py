@@ -10,70 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-CLUSTER_SCOPED_KINDS = frozenset(
-    {
-        "APIService",
-        "CertificateSigningRequest",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "ComponentStatus",
-        "CSIDriver",
-        "CSINode",
-        "CustomResourceDefinition",
-        "FlowSchema",
-        "IngressClass",
-        "MutatingWebhookConfiguration",
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "PriorityClass",
-        "PriorityLevelConfiguration",
-        "RuntimeClass",
-        "StorageClass",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "ValidatingWebhookConfiguration",
-        "VolumeAttachment",
-    }
-)
+from reconciler.model.kinds import CLUSTER_SCOPED_KINDS, KIND_ORDER, kind_rank
 
-# Apply order (CRDs and Namespaces first, then what others refer to); delete in reverse.
-# Mirrors the order fluxcd/pkg ssa and Helm use.
-KIND_ORDER = (
-    "CustomResourceDefinition",
-    "Namespace",
-    "ResourceQuota",
-    "LimitRange",
-    "PriorityClass",
-    "StorageClass",
-    "ServiceAccount",
-    "Secret",
-    "ConfigMap",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "Service",
-    "DaemonSet",
-    "Pod",
-    "ReplicaSet",
-    "Deployment",
-    "StatefulSet",
-    "Job",
-    "CronJob",
-    "HorizontalPodAutoscaler",
-    "PodDisruptionBudget",
-    "Ingress",
-    "NetworkPolicy",
-)
-_RANK = {kind: index for index, kind in enumerate(KIND_ORDER)}
-
-
-def kind_rank(kind: str) -> int:
-    """Position of ``kind`` in apply order; unknown kinds (custom resources) go last."""
-    return _RANK.get(kind, len(KIND_ORDER))
+__all__ = ["KIND_ORDER", "custom_cluster_scoped", "is_cluster_scoped", "kind_rank"]
 
 
 def custom_cluster_scoped(objects: Iterable[Mapping[str, Any]]) -> set[str]:
