@@ -88,14 +88,23 @@ class LoadContext:
         Returns the document when it is usable (no errors), else None after
         reporting every problem found in it.
         """
+        doc, valid = self.read_checked(path, kind)
+        return doc if valid else None
+
+    def read_checked(self, path: Path, kind: str) -> tuple[Document | None, bool]:
+        """Like ``read_reconciler_file``, but also return a parsed document that has errors.
+
+        Callers that report status for a broken file use what it still says
+        (an instance's app and namespace); the bool says whether it is valid.
+        """
         rel = self.rel(path)
         if not self.check_contained(path, path.parent, "file"):
-            return None
+            return None, False
         try:
             doc = read_single_document(path)
         except YamlReadError as e:
             self.error(rel, e.line, e.message)
-            return None
+            return None, False
         first = len(self.problems)
         for key, line in doc.duplicates:
             self.error(rel, line, f'duplicate key "{key}" (the earlier value would be ignored)')
@@ -105,14 +114,12 @@ class LoadContext:
                 doc.start_line,
                 f"expected a mapping (key: value) at the top level, got {_kind_of(doc.data)}",
             )
-            return None
+            return None, False
         if not self._check_header(rel, doc, kind):
-            return None
+            return doc, False
         for violation in check_document(kind, doc.data):
             self.error(rel, doc.line_of(violation.path), violation.message)
-        if any(p.is_error for p in self.problems[first:]):
-            return None
-        return doc
+        return doc, not any(p.is_error for p in self.problems[first:])
 
     def _check_header(self, rel: str, doc: Document, kind: str) -> bool:
         data: dict[str, Any] = doc.data

@@ -10,6 +10,7 @@ instance never hides the others.
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -39,6 +40,7 @@ from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
 from reconciler.model.version import VersionSyntaxError, parse_version
 
 YAML_SUFFIXES = (".yaml", ".yml")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @contextmanager
@@ -111,6 +113,13 @@ def _origin(ctx: LoadContext, path: Path, doc: Document) -> Origin:
 
 def _load_app(ctx: LoadContext, app_dir: Path) -> AppEntry:
     entry = AppEntry(name=app_dir.name)
+    if not DNS_LABEL.fullmatch(app_dir.name):
+        ctx.error(
+            ctx.rel(app_dir),
+            None,
+            f'app directory "{app_dir.name}" is not a valid '
+            'DNS-1123 label (lowercase letters, digits and "-", at most 63)',
+        )
     app_file = app_dir / "app.yaml"
     if not app_file.is_file():
         ctx.error(ctx.rel(app_dir), None, "missing app.yaml (every app directory needs one)")
@@ -290,6 +299,13 @@ def _migration(raw: dict[str, Any]) -> Migration:
 
 def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
     name = cluster_dir.name
+    if not DNS_LABEL.fullmatch(name):
+        ctx.error(
+            ctx.rel(cluster_dir),
+            None,
+            f'cluster directory "{name}" is not a valid '
+            'DNS-1123 label (lowercase letters, digits and "-", at most 63)',
+        )
     cluster = Cluster(name=name, origin=Origin(ctx.rel(cluster_dir / "cluster.yaml")))
     path = cluster_dir / "cluster.yaml"
     if path.is_file():
@@ -315,14 +331,14 @@ def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
 
 def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
     rel = ctx.rel(path)
-    doc = ctx.read_reconciler_file(path, "Instance")
+    doc, valid = ctx.read_checked(path, "Instance")
     broken = Instance(
         name=path.stem, cluster=cluster, app="", namespace="", valid=False, origin=Origin(rel)
     )
-    if doc is None or not ctx.check_name(rel, doc, "name", path.stem, "file name"):
-        if doc is not None:
-            return _partial(broken, doc.data, Origin(rel, doc.key_lines()))
+    if doc is None:
         return broken
+    if not valid or not ctx.check_name(rel, doc, "name", path.stem, "file name"):
+        return _partial(broken, doc.data, Origin(rel, doc.key_lines()))
     d: dict[str, Any] = doc.data
     lines = {
         **doc.key_lines(),
@@ -355,16 +371,22 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
 
 
 def _partial(broken: Instance, data: Any, origin: Origin) -> Instance:
-    """Keep what a broken instance file still says (app, namespace) for status reporting."""
+    """Keep what a broken instance file still says (app, namespace, selection) for status."""
     if not isinstance(data, dict):
         return broken
-    app = data.get("app")
-    namespace = data.get("namespace")
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) else None
+
+    channel, version = text("channel"), text("version")
     return Instance(
         name=broken.name,
         cluster=broken.cluster,
-        app=app if isinstance(app, str) else "",
-        namespace=namespace if isinstance(namespace, str) else "",
+        app=text("app") or "",
+        namespace=text("namespace") or "",
+        channel=channel,
+        version=version if channel is None else None,
         valid=False,
         origin=origin,
     )

@@ -106,7 +106,7 @@ def _failed(instance: Instance, deployed: str | None, reason: str, message: str)
         cluster=instance.cluster,
         instance=instance.name,
         app=instance.app,
-        source=selector_source(instance) if instance.valid else "invalid",
+        source=selector_source(instance),
         deployed=deployed,
         error=message,
         reason=reason,

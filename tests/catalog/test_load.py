@@ -496,3 +496,28 @@ def test_unloadable_channels_file_is_catalog_invalid_for_channel_instances(tmp_p
         plans["web"].message is not None and "apps/podinfo/channels.yaml:2" in plans["web"].message
     )
     assert plans["api"].ok  # a range does not need the channels file
+
+
+def test_directory_names_must_be_dns_labels(tmp_path: Path) -> None:
+    root = write_catalog(tmp_path)
+    (root / "clusters/Prod_EU/instances").mkdir(parents=True)
+    errors = errors_of(root)
+    assert any(
+        e.startswith('clusters/Prod_EU: cluster directory "Prod_EU" is not a valid DNS-1123 label')
+        for e in errors
+    )
+
+
+def test_broken_instance_keeps_its_readable_selection(tmp_path: Path) -> None:
+    from reconciler.daemon.plan import plan_cluster
+
+    root = write_catalog(
+        tmp_path,
+        {
+            "clusters/prod/instances/web.yaml": "apiVersion: reconciler/v1\nkind: Instance\nname: web\n"
+            "app: podinfo\nnamespace: web\nchannel: stable\nsuspend: maybe\n"
+        },
+    )
+    web = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}["web"]
+    assert web.reason == "CatalogInvalid"
+    assert web.resolution.source == "channel:stable" and web.resolution.app == "podinfo"
