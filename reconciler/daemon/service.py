@@ -28,6 +28,7 @@ from reconciler.daemon.triggers import (
     TriggerQueue,
     install_signal_handlers,
 )
+from reconciler.kube import RetryPolicy
 from reconciler.kube.lease import LeaderElector
 from reconciler.model.errors import UsageError
 
@@ -146,8 +147,12 @@ class Service:
 
     def _start_election(self) -> None:
         s = self.settings
+        # Lease calls must fail fast: a leader still retrying a hung request after its
+        # renew deadline would act while a standby has already taken over.
+        bound = max(0.5, s.renew_deadline / 3)
+        quick = RetryPolicy(attempts=2, base_delay=0.1, max_delay=bound, timeout=(bound, bound))
         self.elector = LeaderElector(
-            self.daemon.client, s.leader_namespace, s.lease_name, s.identity
+            self.daemon.client.with_retry(quick), s.leader_namespace, s.lease_name, s.identity
         )
         self.health.set_leader(False)
         self.daemon.metrics.set_leader(False)

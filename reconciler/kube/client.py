@@ -106,6 +106,12 @@ class KubeClient:
         cfg.retries = False  # we retry ourselves, with backoff and visible errors
         return cls(k8s_client.ApiClient(cfg), retry=retry)
 
+    def with_retry(self, retry: RetryPolicy) -> KubeClient:
+        """The same connection with another retry policy (e.g. a leader elector's,
+        which must give up well within its renew deadline rather than retry for
+        minutes while another replica takes over)."""
+        return KubeClient(self._api, retry=retry)
+
     @property
     def host(self) -> str:
         return str(self._api.configuration.host)

@@ -163,3 +163,50 @@ def test_leader_failover_loses_and_duplicates_nothing(world: World) -> None:
             "prod/api: podinfo 6.6.0 (Ready)",
         ]
     )
+
+
+def test_watch_reconciles_a_local_checkout_on_save(world: World) -> None:
+    daemon = world.new_daemon(
+        repo=str(world.repo.work), watch=True, interval=3600.0, drift_interval=3600.0
+    )
+    with running(daemon):
+        eventually(lambda: web_image(world).endswith(":6.5.0"))
+        # saved, not committed: watch mode applies the working tree as it is on disk
+        (world.repo.work / "apps/podinfo/channels.yaml").write_text(CHANNELS.format(stable="6.6.0"))
+        eventually(lambda: web_image(world).endswith(":6.6.0"))
+        eventually(lambda: daemon.ledger.read()["web"].version == "6.6.0")
+    record = daemon.ledger.read()["web"]
+    assert record.source_commit.endswith("-dirty")  # HEAD did not hold what was applied
+
+
+def test_multi_step_upgrade_goes_through_intermediate_versions(world: World) -> None:
+    version = (
+        "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: {v}\n"
+        "{upgrade}images: {{podinfo: 'ghcr.io/stefanprodan/podinfo:{v}'}}\n"
+        "parameters: {{replicas: {{default: 2}}, message: {{default: hello}}}}\n"
+    )
+    manifest = (
+        world.repo.work / "apps/podinfo/versions/6.5.0/manifests/deployment.yaml"
+    ).read_text()
+    world.commit("apps/podinfo/versions/6.4.0/version.yaml", version.format(v="6.4.0", upgrade=""))
+    world.commit("apps/podinfo/versions/6.4.0/manifests/deployment.yaml", manifest)
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.4.0"), "stable -> 6.4.0")
+    world.daemon.run_pass()
+    assert web_image(world).endswith(":6.4.0")
+    # 6.6.0 accepts upgrades only from >=6.5.0: 6.4.0 must go through 6.5.0 first
+    v660 = world.repo.work / "apps/podinfo/versions/6.6.0/version.yaml"
+    world.commit(
+        v660.relative_to(world.repo.work).as_posix(),
+        v660.read_text().replace('">=6.0.0"', '">=6.5.0"'),
+        "6.6.0 needs 6.5.0 first",
+    )
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
+    daemon = world.new_daemon(interval=3600.0, drift_interval=3600.0)
+    with running(daemon):
+        eventually(lambda: web_image(world).endswith(":6.6.0"))
+        eventually(lambda: daemon.ledger.read()["web"].version == "6.6.0")
+    web_history = [e for e in daemon.ledger.history("web")]
+    assert [(e.version, e.phase) for e in web_history][:2] == [
+        ("6.6.0", "Ready"),
+        ("6.5.0", "Progressing"),
+    ]
