@@ -20,6 +20,7 @@ from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance
 from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
 from reconciler.model.problems import Problem, Severity
 from reconciler.render.kinds import custom_cluster_scoped, is_cluster_scoped, kind_rank
+from reconciler.render.strings import stringify_string_fields
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
@@ -71,6 +72,7 @@ def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -
     }
     for obj in objects:
         _finish(obj, instance, labels, cluster_scoped)
+        stringify_string_fields(obj)
     objects.sort(key=lambda o: kind_rank(str(o.get("kind"))))
     cluster = catalog.clusters.get(instance.cluster)
     if cluster is not None:

@@ -74,6 +74,15 @@ def check_object(kind: Kind, obj: Mapping[str, Any]) -> None:
     for field in _OBJECTS:
         if obj.get(field) is not None and not isinstance(obj[field], Mapping):
             bad(field, "must be an object")
+    if kind.kind in ("ConfigMap", "Secret") and kind.group == "":
+        # the API's types are map[string]string (Secret.data: base64 strings); a
+        # number or boolean there is a 422 on a real cluster, so it must be here too
+        for field in ("data", "stringData") if kind.kind == "Secret" else ("data",):
+            values = obj.get(field)
+            if isinstance(values, Mapping):
+                for key, value in values.items():
+                    if not isinstance(value, str):
+                        bad(f"{field}[{key}]", f"must be a string, got {type(value).__name__}")
     spec = obj.get("spec") or {}
     for field in _INTEGERS:
         if spec.get(field) is not None and not (_is_int(spec[field]) and spec[field] >= 0):

@@ -95,7 +95,8 @@ def test_whole_value_placeholders_keep_structured_types(tmp_path: Path) -> None:
     catalog = load_catalog(root)
     (obj,) = render(catalog, "web", "6.5.0").objects
     assert obj["extra"] == {"resources": {"limits": {"cpu": "500m"}}, "debug": False}
-    assert obj["data"] == {"debug": False, "ports": "ports=[80, 443]"}
+    # ConfigMap data is map[string]string in the API: typed values are written as text
+    assert obj["data"] == {"debug": "false", "ports": "ports=[80, 443]"}
 
 
 @pytest.mark.parametrize(
@@ -227,3 +228,45 @@ def test_duplicate_objects_are_refused(tmp_path: Path) -> None:
     assert problems == [
         "clusters/prod/instances/web.yaml: Deployment/web/web is rendered twice; object names must be unique"
     ]
+
+
+def test_string_typed_api_fields_get_strings(tmp_path: Path) -> None:
+    root = write_catalog(
+        tmp_path,
+        {
+            "apps/podinfo/versions/6.5.0/manifests/deployment.yaml": """\
+            apiVersion: apps/v1
+            kind: Deployment
+            metadata:
+              name: ${instance.name}
+              annotations: {replicas: "${params.replicas}"}
+            spec:
+              replicas: ${params.replicas}
+              template:
+                metadata:
+                  labels: {tier: "${params.replicas}"}
+                spec:
+                  containers:
+                    - name: podinfo
+                      image: ${images.podinfo}
+                      args: ["--replicas", "${params.replicas}"]
+                      env:
+                        - {name: REPLICAS, value: "${params.replicas}"}
+            ---
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: "${instance.name}-settings"}
+            data: {replicas: "${params.replicas}"}
+            """
+        },
+    )
+    catalog = load_catalog(root)
+    deploy, cm = sorted(render(catalog, "web", "6.5.0").objects, key=lambda o: o["kind"])[::-1]
+    assert deploy["spec"]["replicas"] == 5  # an integer field stays an integer
+    assert deploy["metadata"]["annotations"] == {"replicas": "5"}
+    template = deploy["spec"]["template"]
+    assert template["metadata"]["labels"] == {"tier": "5"}
+    container = template["spec"]["containers"][0]
+    assert container["args"] == ["--replicas", "5"]
+    assert container["env"] == [{"name": "REPLICAS", "value": "5"}]
+    assert cm["data"] == {"replicas": "5"}

@@ -85,6 +85,9 @@ def test_invalid_names_are_rejected(sandbox: SandboxHandle, name: str) -> None:
         ({"metadata": {"name": "a", "annotations": {"a": 1}}}, 422),
         ({"metadata": {"name": "a", "finalizers": "x"}}, 422),
         ({"metadata": {"name": "a", "ownerReferences": [{"name": "x"}]}}, 422),
+        # ConfigMap.data is map[string]string: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/config-map-v1/
+        ({"metadata": {"name": "a"}, "data": {"replicas": 3}}, 422),
+        ({"metadata": {"name": "a"}, "data": {"debug": True}}, 422),
         ("{not json", 400),
     ],
 )
