@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from reconciler import __version__
 from reconciler.model.errors import ReconcilerError, UsageError
@@ -183,6 +184,36 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def _logging_options() -> argparse.ArgumentParser:
+    """``--log-level``/``--log-format``, also accepted after the subcommand.
+
+    SUPPRESS as default: given after the subcommand they override the global
+    ones, absent they leave the global defaults in place.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        choices=("debug", "info", "warning", "error"),
+        help="log verbosity",
+    )
+    common.add_argument(
+        "--log-format",
+        default=argparse.SUPPRESS,
+        choices=("text", "json"),
+        help="log line format (json carries cluster and instance fields)",
+    )
+    return common
+
+
+_LOGGING = _logging_options()
+
+
+def _subcommand(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, parents=[_LOGGING], **kwargs)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="reconciler",
@@ -204,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "validate",
         help="lint a catalog checkout",
         description="Check every file of a catalog and report all problems with file and line.",
@@ -212,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_arg(p)
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "resolve",
         help="chosen version per instance",
         description="Choose the version each instance of a cluster should run.",
@@ -233,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "render",
         help="rendered manifests",
         description="Render the Kubernetes objects of a cluster's instances.",
@@ -243,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instance", help="render only this instance")
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "diff",
         help="exit 1 when the cluster differs",
         description="Show how the cluster differs from the catalog (unified diff per object).",
@@ -253,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     _kube_args(p)
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "apply",
         help="one reconcile pass, then exit",
         description="Apply every instance of the cluster once and print what changed.",
@@ -264,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     _kube_args(p)
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "run",
         help="the daemon (--once: one pass, then exit)",
         description="Keep a cluster equal to the catalog and record status in Git.",
@@ -275,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     _kube_args(p)
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "status",
         help="current status from the status branch",
         description="Show each instance's recorded status from the status branch.",
@@ -283,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     _repo_args(p)
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "history",
         help="status changes from commit history",
         description="Show status changes recorded as commits on the status branch.",
@@ -293,13 +332,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, help="show at most N entries (0: all)")
     _output(p)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "channel",
         help="channel pointer commands",
         description="Move channel pointers with one-line commits.",
     )
     csub = p.add_subparsers(dest="channel_command", metavar="SUBCOMMAND", parser_class=_Parser)
-    cs = csub.add_parser(
+    cs = _subcommand(
+        csub,
         "set",
         help="commit a channel move",
         description="Point APP's CHANNEL at VERSION and commit the one-line change.",
@@ -312,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
     _output(cs)
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "sandbox",
         help="local Kubernetes API for trying and testing",
         description="Serve a local Kubernetes API on loopback until SIGINT/SIGTERM.",
@@ -336,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="containers whose image matches GLOB never become ready (repeatable)",
     )
 
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "demo",
         help="everything above on the built-in example",
         description="Run the whole story on the built-in example catalog and a sandbox.",
