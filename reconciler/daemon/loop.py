@@ -176,10 +176,47 @@ class Daemon:
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
             return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
         commits, error = self.record(report.statuses, checkout.commit)
+        self._log_changes(report, {c.instance for c in commits})
         self._emit_events(report, {c.instance for c in commits})
         self._update_backoff(report)
         self._report_metrics(report, time.monotonic() - started, error is None)
         return PassOutcome(report, commits, error, moved)
+
+    def _log_changes(self, report: PassReport, changed: set[str]) -> None:
+        """One log line per instance whose status or objects changed, carrying its fields."""
+        touched: dict[str, dict[str, int]] = {}
+        for entry in report.changes.entries:
+            if entry.action.value not in ("unchanged", "skipped"):
+                counts = touched.setdefault(entry.instance, {})
+                counts[entry.action.value] = counts.get(entry.action.value, 0) + 1
+        for status in report.statuses:
+            if status.instance not in changed and status.instance not in touched:
+                continue
+            objects = ", ".join(
+                f"{n} {a}" for a, n in sorted(touched.get(status.instance, {}).items())
+            )
+            level = (
+                logging.INFO
+                if status.phase in (Phase.READY, Phase.PROGRESSING)
+                else logging.WARNING
+            )
+            log.log(
+                level,
+                "%s %s %s%s: %s",
+                status.app,
+                status.version or "-",
+                status.phase,
+                f" (objects: {objects})" if objects else "",
+                status.message,
+                extra={
+                    "cluster": status.cluster,
+                    "instance": status.instance,
+                    "app": status.app,
+                    "version": status.version,
+                    "phase": str(status.phase),
+                    "reason": status.reason or None,
+                },
+            )
 
     def _emit_events(self, report: PassReport, changed: set[str]) -> None:
         """Kubernetes Events for instances whose status changed (best effort, never raises).

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+import pytest
+
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
@@ -218,3 +220,19 @@ def test_status_changes_are_also_kubernetes_events(world: World) -> None:
     warning = next(e for e in events if e.get("reason") == "CatalogInvalid")
     assert warning["involvedObject"]["name"] == "reconciler-inventory-web"
     assert "clusters/prod/instances/web.yaml:3" in warning["message"]
+
+
+def test_log_records_carry_cluster_and_instance(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    from reconciler.daemon.logs import JsonFormatter
+
+    caplog.set_level("INFO", logger="reconciler.daemon")
+    world.daemon.run_pass()
+    records = [r for r in caplog.records if getattr(r, "instance", None) == "web"]
+    assert records, "no log record for instance web"
+    line = json.loads(JsonFormatter().format(records[0]))
+    assert line["cluster"] == "prod" and line["instance"] == "web"
+    assert line["app"] == "podinfo" and line["phase"] == "Ready" and line["version"] == "6.5.0"
