@@ -35,6 +35,7 @@ bench: install
 	$(BIN)/python bench/catalog.py
 	$(BIN)/python bench/git.py
 	$(BIN)/python bench/apply.py
+	$(BIN)/python bench/daemon.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
