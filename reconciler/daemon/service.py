@@ -35,6 +35,7 @@ from reconciler.model.errors import UsageError
 log = logging.getLogger("reconciler.daemon")
 
 NEXT_STEP_DELAY = 1.0  # seconds before the next step of a multi-step upgrade
+CRASH_RETRY_DELAY = 30.0  # seconds before retrying after a pass that raised unexpectedly
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -105,7 +106,15 @@ class Service:
                 log.debug("not the leader; ignoring %s", trigger.describe())
                 continue
             log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
-            outcome = self.daemon.run_pass()
+            try:
+                outcome = self.daemon.run_pass()
+            except Exception:
+                # A bug must not end reconciliation of every instance: log it with its
+                # traceback, report the failed pass, and try again after a pause.
+                log.exception("pass crashed", extra={"cluster": self.settings.cluster})
+                self.health.pass_completed(False)
+                self.queue.schedule(Trigger("retry", "after a crashed pass"), CRASH_RETRY_DELAY)
+                continue
             self.health.pass_completed(outcome.error is None)
             self._schedule_follow_up(outcome)
 

@@ -210,3 +210,20 @@ def test_multi_step_upgrade_goes_through_intermediate_versions(world: World) -> 
         ("6.6.0", "Ready"),
         ("6.5.0", "Progressing"),
     ]
+
+
+def test_a_crashing_pass_does_not_stop_the_daemon(world: World) -> None:
+    daemon = world.new_daemon(interval=0.2, jitter=0.0, drift_interval=3600.0)
+    original = daemon.run_pass
+    calls = []
+
+    def flaky() -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in a stage")
+        return original()
+
+    daemon.run_pass = flaky  # type: ignore[method-assign]
+    with running(daemon) as service:
+        eventually(lambda: web_image(world).endswith(":6.5.0"))  # a later pass still ran
+        assert service.health.liveness()[0]
