@@ -126,7 +126,7 @@ def test_bad_input_is_refused(catalog_repo: Path) -> None:
         StatusLedger(str(catalog_repo), "prod", branch="status/..bad")
     plain = catalog_repo.parent / "plain"
     plain.mkdir()
-    with pytest.raises(UsageError, match="--repo .*: not a Git repository"):  # exit code 2
+    with pytest.raises(UsageError, match=r"--repo .*: not a Git repository"):  # exit code 2
         StatusLedger(str(plain), "prod")
     assert ledger.record([]) == []
 
