@@ -16,11 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler import __version__
-from reconciler.model.errors import ReconcilerError, UsageError
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
+from reconciler.model.errors import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    ReconcilerError,
+    UsageError,
+)
 
 DESCRIPTION = """\
 GitOps for versioned apps: a catalog repository holds app versions and channel

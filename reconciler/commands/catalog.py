@@ -8,11 +8,9 @@ import sys
 from reconciler.catalog import load_catalog
 from reconciler.commands.output import dump_yaml, eprint, print_json
 from reconciler.daemon.plan import check_catalog, plan_cluster, require_cluster
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.problems import Severity
 from reconciler.resolve import format_resolutions
-
-EXIT_OK, EXIT_PROBLEMS = 0, 1
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -39,9 +39,7 @@ from reconciler.kube import (
 )
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.changeset import ChangeSet, ObjectRef
-from reconciler.model.errors import UsageError
-
-EXIT_OK, EXIT_PROBLEMS = 0, 1
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
 def apply_command(args: argparse.Namespace) -> int:

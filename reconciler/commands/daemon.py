@@ -15,10 +15,8 @@ from pathlib import Path
 from reconciler.commands.output import print_json, table
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
 from reconciler.source.verify import SignaturePolicy
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
 def settings_from_args(args: argparse.Namespace) -> DaemonSettings:

@@ -96,7 +96,7 @@ def demo_command(args: argparse.Namespace) -> int:
         story.line(f"API server  {sandbox.url}  (kubeconfig: {kubeconfig})")
         story.line(f"catalog     {repo.work}  (remote: {repo.url})")
         ok = _tell(story, repo, workdir, sandbox)
-        _explore(repo, workdir, kubeconfig, sandbox.url)
+        _explore(repo, workdir, kubeconfig)
         if args.serve:
             _serve_until_interrupted(story)
     return 0 if ok else 1
@@ -187,7 +187,7 @@ def _image(client: KubeClient, namespace: str, name: str) -> str:
     return ", ".join(str(c.get("image")) for c in containers) or "no containers"
 
 
-def _explore(repo: CatalogRepo, workdir: Path, kubeconfig: Path, url: str) -> None:
+def _explore(repo: CatalogRepo, workdir: Path, kubeconfig: Path) -> None:
     print(
         f"""
 Explore what the demo left behind in {workdir}:
@@ -204,7 +204,6 @@ Clean up with: rm -rf {workdir}""",
     )
     if shutil.which("kubectl") is None:
         print("(kubectl is not installed here; any kubectl works with the kubeconfig above)")
-    del url
 
 
 def _serve_until_interrupted(story: Story) -> None:

@@ -12,13 +12,10 @@ import json
 import sys
 from typing import Any
 
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.source.channels import set_channel
 from reconciler.source.ledger import StatusLedger
 from reconciler.status import UnreadableStatus, history_table, status_table
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
 
 
 def status_command(args: argparse.Namespace) -> int:

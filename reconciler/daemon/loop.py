@@ -23,7 +23,7 @@ from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.kube import KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
-from reconciler.model.changeset import ObjectRef
+from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.checkout import CatalogSource
@@ -184,17 +184,15 @@ class Daemon:
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields."""
-        touched: dict[str, dict[str, int]] = {}
-        for entry in report.changes.entries:
-            if entry.action.value not in ("unchanged", "skipped"):
-                counts = touched.setdefault(entry.instance, {})
-                counts[entry.action.value] = counts.get(entry.action.value, 0) + 1
         for status in report.statuses:
-            if status.instance not in changed and status.instance not in touched:
-                continue
-            objects = ", ".join(
-                f"{n} {a}" for a, n in sorted(touched.get(status.instance, {}).items())
+            touched = ChangeSet.of(
+                e
+                for e in report.changes.for_instance(status.instance).entries
+                if e.changed or e.action is Action.FAILED
             )
+            if status.instance not in changed and not touched.entries:
+                continue
+            objects = touched.summary() if touched.entries else ""
             level = (
                 logging.INFO
                 if status.phase in (Phase.READY, Phase.PROGRESSING)
@@ -283,7 +281,5 @@ class Daemon:
         cluster = self.settings.cluster
         self.metrics.observe_pass(cluster, seconds, ok=ok)
         self.metrics.set_phases(cluster, report.phase_counts())
-        counts: dict[str, int] = {}
-        for entry in report.changes.entries:
-            counts[entry.action.value] = counts.get(entry.action.value, 0) + 1
+        counts = {str(action): report.changes.count(action) for action in Action}
         self.metrics.count_actions(cluster, counts)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import HealthReport, InstanceResult
+from reconciler.model.changeset import Action
 from reconciler.model.status import InstanceStatus, Phase
 
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
@@ -101,6 +102,6 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
 
 def _first_failure(result: InstanceResult) -> str:
     for entry in result.changes.entries:
-        if entry.action.value == "failed":
+        if entry.action is Action.FAILED:
             return str(entry)
     return "apply failed"

@@ -8,6 +8,11 @@ kstatus condition reason (``CatalogInvalid``, ``ApplyFailed``, ...).
 
 from __future__ import annotations
 
+# SPEC section 6: 0 success, 1 the command ran and found problems, 2 usage or environment.
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
 
 class ReconcilerError(Exception):
     """Base of every error the CLI knows how to report without a traceback."""

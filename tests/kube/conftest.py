@@ -57,6 +57,19 @@ class Backend:
         return None if log is None else [f"{e.verb} {e.path}" for e in log if e.verb in WRITE_VERBS]
 
 
+def edit_like_kubectl(client: KubeClient, ref: ObjectRef, body: dict[str, Any]) -> None:
+    """Change an object the way ``kubectl edit`` does: a merge patch by manager kubectl-edit."""
+    client.request(
+        "PATCH",
+        client.object_path(ref),
+        subject=str(ref),
+        verb="patch",
+        query=[("fieldManager", "kubectl-edit")],
+        body=body,
+        content_type="application/merge-patch+json",
+    )
+
+
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 
 

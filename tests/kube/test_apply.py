@@ -14,7 +14,7 @@ from reconciler.kube import (
 )
 from reconciler.kube.apply import InstanceResult
 from reconciler.model.changeset import Action, ObjectRef
-from tests.kube.conftest import Backend, configmap, deployment
+from tests.kube.conftest import Backend, configmap, deployment, edit_like_kubectl
 
 
 def run(
@@ -82,15 +82,7 @@ def test_imperative_drift_is_reverted(backend: Backend) -> None:
     objects = [deployment("podinfo", ns, "web", replicas=2)]
     run(backend, "web", ns, objects)
     ref = ObjectRef("apps/v1", "Deployment", ns, "podinfo")
-    backend.client.request(
-        "PATCH",
-        backend.client.object_path(ref),
-        subject=str(ref),
-        verb="patch",
-        query=[("fieldManager", "kubectl-edit")],
-        body={"spec": {"replicas": 5}},
-        content_type="application/merge-patch+json",
-    )
+    edit_like_kubectl(backend.client, ref, {"spec": {"replicas": 5}})
     result = run(backend, "web", ns, objects)
     assert result.ok, result.message
     entry = result.changes.entries[0]

@@ -12,6 +12,7 @@ from reconciler.cli import main
 from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from tests.factories import write_catalog
+from tests.kube.conftest import edit_like_kubectl
 
 WEB = ObjectRef("apps/v1", "Deployment", "web", "web")
 API_CFG = ObjectRef("v1", "ConfigMap", "team-api", "api-config")
@@ -81,15 +82,7 @@ def test_text_output_groups_by_instance(cli: Cli) -> None:
 
 def test_drift_shows_in_diff_and_is_reverted(cli: Cli) -> None:
     cli.run("apply")
-    cli.client.request(
-        "PATCH",
-        cli.client.object_path(WEB),
-        subject=str(WEB),
-        verb="patch",
-        query=[("fieldManager", "kubectl-edit")],
-        body={"spec": {"replicas": 1}},
-        content_type="application/merge-patch+json",
-    )
+    edit_like_kubectl(cli.client, WEB, {"spec": {"replicas": 1}})
     code, out, _ = cli.run("diff")
     assert code == 1
     assert "--- live/Deployment/web/web" in out and "+++ desired/Deployment/web/web" in out

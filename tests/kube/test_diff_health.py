@@ -15,7 +15,7 @@ from reconciler.kube import (
     wait_healthy,
 )
 from reconciler.model.changeset import ObjectRef
-from tests.kube.conftest import Backend, configmap, deployment
+from tests.kube.conftest import Backend, configmap, deployment, edit_like_kubectl
 from tests.kube.test_apply import run
 
 
@@ -44,15 +44,7 @@ def test_diff_shows_drift_without_writing(backend: Backend) -> None:
     objects = [deployment("podinfo", ns, "web", replicas=2)]
     run(backend, "web", ns, objects)
     ref = ObjectRef("apps/v1", "Deployment", ns, "podinfo")
-    backend.client.request(
-        "PATCH",
-        backend.client.object_path(ref),
-        subject=str(ref),
-        verb="patch",
-        query=[("fieldManager", "kubectl-edit")],
-        body={"spec": {"replicas": 5}},
-        content_type="application/merge-patch+json",
-    )
+    edit_like_kubectl(backend.client, ref, {"spec": {"replicas": 5}})
     backend.reset_log()
     (changed,) = diff(backend, ns, objects)
     text = changed.diff
