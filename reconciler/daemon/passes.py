@@ -114,11 +114,13 @@ def reconcile_checkout(
     ]
     removed = remove_deleted(client, live, entry, options)
     healths = check_health(client, live, plans, results, settings.health_timeout)
+    # what each instance owns now: names the app and namespace of an unreadable file
+    recorded = live.inventories()
     outcomes = [
         InstanceOutcome(
             plan,
             deployed.get(plan.name),
-            _inventory_app(live, plan.name),
+            recorded[plan.name].app if plan.name in recorded else "",
             result,
             health,
             settings.health_timeout,
@@ -148,7 +150,9 @@ def reconcile_checkout(
         removed=tuple(removed),
         plans=tuple(plans),
         namespaces={
-            p.name: p.instance.namespace or _inventory_namespace(live, p.name) for p in plans
+            p.name: p.instance.namespace
+            or (recorded[p.name].namespace if p.name in recorded else "")
+            for p in plans
         },
         started=started,
         duration=time.time() - started,
@@ -183,16 +187,6 @@ def check_health(
         remaining = max(0.0, deadline - time.monotonic())
         reports.append(wait_healthy(client, refs, remaining, interval=0.5))
     return reports
-
-
-def _inventory_app(live: LiveState, instance: str) -> str:
-    inventory = live.inventory(instance)
-    return inventory.app if inventory is not None else ""
-
-
-def _inventory_namespace(live: LiveState, instance: str) -> str:
-    inventory = live.inventory(instance)
-    return inventory.namespace if inventory is not None else ""
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
