@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.catalog import load_catalog
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
@@ -23,6 +24,7 @@ from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.kube import KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
+from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
 from reconciler.model.status import InstanceStatus, Phase
@@ -77,6 +79,7 @@ class DaemonSettings:
 class Checkout:
     path: Path
     commit: str
+    dirty: bool = False  # a working tree with uncommitted edits (watch mode)
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Daemon:
                 verify=settings.verify,
             )
         self.last_good: Checkout | None = None
+        self._catalog: tuple[str, Catalog] | None = None  # (commit, catalog loaded from it)
         self.backoff = BackoffBook(
             BackoffPolicy(base=settings.backoff_base, cap=settings.backoff_cap)
         )
@@ -135,7 +139,7 @@ class Daemon:
         try:
             if self.source is None:
                 tree = read_worktree(self.settings.repo)
-                checkout = Checkout(tree.path, tree.commit)
+                checkout = Checkout(tree.path, tree.commit, tree.dirty)
             else:
                 result = self.source.sync()
                 checkout = Checkout(result.path, result.commit)
@@ -155,6 +159,21 @@ class Daemon:
         self.last_good = checkout
         return checkout, moved
 
+    def catalog_at(self, checkout: Checkout) -> Catalog:
+        """The catalog of ``checkout``, loaded once per commit.
+
+        A commit never changes, and most passes (polls, drift checks) see the same
+        head again, so reloading and re-validating every file would be repeated
+        work. A ``-dirty`` working tree (``--watch``) can change under the same
+        id, so it is always read again.
+        """
+        cached = self._catalog
+        if cached is not None and cached[0] == checkout.commit and not checkout.dirty:
+            return cached[1]
+        catalog = load_catalog(checkout.path)
+        self._catalog = (checkout.commit, catalog)
+        return catalog
+
     def run_pass(self) -> PassOutcome:
         """One whole pass; never raises for a stage failure (it is logged and returned)."""
         cluster = self.settings.cluster
@@ -164,7 +183,7 @@ class Daemon:
             if moved:
                 log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
             report = reconcile_checkout(
-                checkout.path,
+                self.catalog_at(checkout),
                 checkout.commit,
                 self.client,
                 self.settings.pass_settings,

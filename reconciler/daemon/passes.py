@@ -1,7 +1,7 @@
 """One reconcile pass over one cluster: the daemon's unit of work, as a readable sequence.
 
-``reconcile_checkout`` takes a catalog checkout at a known commit and:
-load -> plan (with the versions the cluster's inventories say are deployed) ->
+``reconcile_checkout`` takes a catalog loaded from a known commit and:
+plan (with the versions the cluster's inventories say are deployed) ->
 apply every instance (one failure never stops the others) -> prune instances
 deleted from Git -> check health within a timeout -> build one status record per
 instance -> commit the records that changed to the status branch. Every step's
@@ -15,9 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from reconciler.catalog import load_catalog
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.statuses import InstanceOutcome, build_status
@@ -33,6 +31,7 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
 
@@ -79,7 +78,7 @@ def never_hold(plan: InstancePlan) -> bool:
 
 
 def reconcile_checkout(
-    path: Path,
+    catalog: Catalog,
     commit: str,
     client: KubeClient,
     settings: PassSettings,
@@ -87,14 +86,13 @@ def reconcile_checkout(
     hold: Callable[[InstancePlan], bool] = never_hold,
     previous: Mapping[str, InstanceStatus] | None = None,
 ) -> PassReport:
-    """One pass over the catalog at ``path`` (checked out at ``commit``).
+    """One pass over ``catalog`` (loaded from ``commit``).
 
     ``hold(plan)`` True leaves an instance alone this pass (it is backing off
     after failures and its inputs did not change); it keeps its ``previous``
     record, so holding writes nothing to the cluster or to Git.
     """
     started = time.time()
-    catalog = load_catalog(path)
     require_cluster(catalog, settings.cluster)
     entry = catalog.clusters[settings.cluster]
     live = LiveState(client, settings.cluster)

@@ -236,3 +236,18 @@ def test_log_records_carry_cluster_and_instance(
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["cluster"] == "prod" and line["instance"] == "web"
     assert line["app"] == "podinfo" and line["phase"] == "Ready" and line["version"] == "6.5.0"
+
+
+def test_catalog_is_loaded_once_per_commit(world: World) -> None:
+    from reconciler.daemon.loop import Checkout
+
+    checkout, _ = world.daemon.sync()
+    first = world.daemon.catalog_at(checkout)
+    assert world.daemon.catalog_at(checkout) is first  # same commit: no reload
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    moved, _ = world.daemon.sync()
+    reloaded = world.daemon.catalog_at(moved)
+    assert reloaded is not first
+    assert reloaded.apps["podinfo"].channels.channels["stable"] == "6.6.0"  # type: ignore[union-attr]
+    dirty = Checkout(moved.path, moved.commit, dirty=True)
+    assert world.daemon.catalog_at(dirty) is not reloaded  # an edited working tree is re-read
