@@ -46,6 +46,7 @@ from reconciler.status import (
 
 log = logging.getLogger("reconciler.source")
 
+_PARSED_LIMIT = 20_000  # parsed records kept in memory (one per live instance suffices)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LOG_FORMAT = "%H%x1f%cI%x1f%s%x1f%(trailers:only,unfold)%x1e"
 
@@ -95,6 +96,9 @@ class StatusLedger:
         self._lock = self._cache / "status" / f"{self.access.cache_key}.lock"
         self._conflict_attempts = conflict_attempts
         self._sleep = sleep
+        # records parsed from blobs, by blob id: a blob never changes, and a daemon
+        # compares every instance's record on every pass
+        self._parsed: dict[bytes, InstanceStatus] = {}
 
     @property
     def display(self) -> str:
@@ -123,7 +127,7 @@ class StatusLedger:
                     continue
                 path = f"{INSTANCES_DIR}/{name}"
                 try:
-                    status = parse_status(objects.read_blob(self._store.repo, sha), path)
+                    status = self._parse(sha, path)
                 except StatusFileError as e:
                     problems.append(error(path, e.line, e.detail))
                     continue
@@ -245,6 +249,16 @@ class StatusLedger:
         ]
         return commits, shas[-1] if shas else (base or "")
 
+    def _parse(self, sha: bytes, path: str) -> InstanceStatus:
+        """The record in blob ``sha``, parsed once per blob (raises ``StatusFileError``)."""
+        status = self._parsed.get(sha)
+        if status is None:
+            status = parse_status(objects.read_blob(self._store.repo, sha), path)
+            if len(self._parsed) >= _PARSED_LIMIT:
+                self._parsed.clear()  # bounded; superseded blobs are never asked for again
+            self._parsed[sha] = status
+        return status
+
     def _previous(
         self, entries: objects.Entries, instance: str
     ) -> tuple[InstanceStatus | None, str]:
@@ -253,9 +267,7 @@ class StatusLedger:
         if entry is None:
             return None, ""
         try:
-            return parse_status(
-                objects.read_blob(self._store.repo, entry[0]), status_path(instance)
-            ), ""
+            return self._parse(entry[0], status_path(instance)), ""
         except StatusFileError as e:
             log.warning("status branch %s: %s; rewriting it", self.branch, e)
             return None, f"The previous record was unreadable and has been rewritten: {e}"

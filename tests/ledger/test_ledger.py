@@ -217,3 +217,14 @@ def test_rewritten_status_branch_is_followed(empty_remote: Path, tmp_path: Path)
     commits = ledger.record([status(phase=Phase.STALLED, reason="HealthCheckFailed")])
     assert len(commits) == 1
     assert git(empty_remote, "rev-parse", "status/prod^") == first
+
+
+def test_records_are_parsed_once_per_blob(empty_remote: Path) -> None:
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    ledger.record([status(), status("api")], now=NOW)
+    first = ledger.read()
+    again = ledger.read()
+    assert again["web"] is first["web"]  # same blob: the parsed record is reused
+    ledger.record([status(version="6.6.0", desired_version="6.6.0"), status("api")])
+    changed = ledger.read()
+    assert changed["web"].version == "6.6.0" and changed["api"] is first["api"]
