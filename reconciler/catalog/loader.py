@@ -10,6 +10,7 @@ instance never hides the others.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -318,6 +319,12 @@ def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
                 allow_cluster_scoped=bool(doc.data.get("allowClusterScoped", True)),
                 origin=_origin(ctx, path, doc),
             )
+        else:
+            # Its limits are unknown: fail closed rather than treat the cluster as open.
+            cluster = replace(cluster, valid=False)
+    elif os.path.lexists(path):
+        ctx.error(ctx.rel(path), None, "cluster.yaml is not a readable file")
+        cluster = replace(cluster, valid=False)
     entry = ClusterEntry(name=name, cluster=cluster)
     instances_dir = cluster_dir / "instances"
     if instances_dir.is_dir() and ctx.check_contained(instances_dir, cluster_dir, "directory"):

@@ -99,8 +99,11 @@ def remove_deleted(
     """Prune instances that have an inventory in the cluster but no file in Git.
 
     Broken instance files stay listed in the catalog (``valid=False``), so a
-    file that fails to parse never counts as deleted.
+    file that fails to parse never counts as deleted. A cluster whose
+    ``cluster.yaml`` is invalid gets no deletions at all: fail closed.
     """
+    if not entry.cluster.valid:
+        return []
     results = []
     for name, inventory in sorted(live.inventories().items()):
         if name in entry.instances:

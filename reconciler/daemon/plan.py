@@ -85,7 +85,15 @@ def plan_cluster(
     """Plan every instance of ``cluster``, sorted by name (``render=False``: resolve only)."""
     require_cluster(catalog, cluster)
     deployed = deployed or {}
-    instances = catalog.clusters[cluster].instances
+    entry = catalog.clusters[cluster]
+    instances = entry.instances
+    if not entry.cluster.valid:
+        # cluster.yaml holds the limits; without them nothing may be written (fail closed)
+        message = _first_error(catalog, entry.cluster.origin.file)
+        return [
+            _failed(instances[name], deployed.get(name), CATALOG_INVALID, message)
+            for name in sorted(instances)
+        ]
     return [
         plan_instance(catalog, instances[name], deployed.get(name), render=render)
         for name in sorted(instances)

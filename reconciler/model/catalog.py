@@ -144,6 +144,9 @@ class Cluster:
     allowed_namespaces: tuple[str, ...] | None = None  # None: any namespace
     allow_cluster_scoped: bool = True
     origin: Origin = field(default_factory=lambda: Origin(""))
+    # False when cluster.yaml exists but cannot be read or is invalid: its limits are
+    # unknown, so nothing may be written to the cluster (fail closed, never widen)
+    valid: bool = True
 
 
 @dataclass(frozen=True)
