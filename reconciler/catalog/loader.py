@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -38,10 +37,10 @@ from reconciler.model.catalog import (
 )
 from reconciler.model.errors import UsageError
 from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
+from reconciler.model.names import DNS_LABEL
 from reconciler.model.version import VersionSyntaxError, parse_version
 
 YAML_SUFFIXES = (".yaml", ".yml")
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @contextmanager

@@ -13,10 +13,28 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from reconciler.kube.errors import UnknownKind
 
 Fetch = Callable[[str], dict[str, Any] | None]
+
+
+def segment(value: str) -> str:
+    """One URL path segment, escaped: a name can never add a segment of its own.
+
+    Names come from manifests in Git; ``team-x/../kube-system`` must reach the
+    API server as one (invalid) name, never as a path into another namespace.
+    """
+    return quote(value, safe="")
+
+
+def group_version_path(api_version: str) -> str:
+    """``/api/v1`` or ``/apis/<group>/<version>``, each part escaped."""
+    if "/" not in api_version:
+        return f"/api/{segment(api_version)}"
+    group, _, version = api_version.partition("/")
+    return f"/apis/{segment(group)}/{segment(version)}"
 
 
 @dataclass(frozen=True)
@@ -30,15 +48,11 @@ class ResourceInfo:
 
     def path(self, namespace: str = "", name: str = "") -> str:
         """The collection URL (all namespaces when ``namespace`` is ""), or an object's URL."""
-        base = (
-            f"/api/{self.api_version}"
-            if "/" not in self.api_version
-            else (f"/apis/{self.api_version}")
-        )
+        base = group_version_path(self.api_version)
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
+            base += f"/namespaces/{segment(namespace)}"
+        base += f"/{segment(self.plural)}"
+        return f"{base}/{segment(name)}" if name else base
 
 
 class Discovery:
@@ -85,8 +99,7 @@ class Discovery:
         return self._cache[api_version]
 
     def _read(self, api_version: str) -> dict[str, ResourceInfo]:
-        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-        body = self._fetch(path) or {}
+        body = self._fetch(group_version_path(api_version)) or {}
         kinds: dict[str, ResourceInfo] = {}
         for res in body.get("resources") or ():
             name = str(res.get("name", ""))

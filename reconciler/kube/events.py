@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reconciler.kube.client import KubeClient
+from reconciler.kube.discovery import segment
 from reconciler.kube.errors import NotFoundError
 from reconciler.model.changeset import ObjectRef
 
@@ -186,7 +187,7 @@ class EventRecorder:
     def _bump(self, seen: _Seen, now: float) -> dict[str, Any] | None:
         """Patch the count of an Event we wrote; None when it has expired from the server."""
         patch = {"count": seen.count + 1, "lastTimestamp": _timestamp(now)}
-        path = f"/api/v1/namespaces/{seen.namespace}/events/{seen.name}"
+        path = f"/api/v1/namespaces/{segment(seen.namespace)}/events/{segment(seen.name)}"
         try:
             answer = self.client.request(
                 "PATCH",
@@ -229,7 +230,7 @@ class EventRecorder:
         }
         answer = self.client.request(
             "POST",
-            f"/api/v1/namespaces/{namespace}/events",
+            f"/api/v1/namespaces/{segment(namespace)}/events",
             subject=f"Event/{namespace} ({reason} on {target})",
             verb="create",
             body=body,

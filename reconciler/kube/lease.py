@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.kube.client import KubeClient
+from reconciler.kube.discovery import segment
 from reconciler.kube.errors import KubeApiError, NotFoundError
 from reconciler.model.errors import KubeError, UsageError
 
@@ -283,8 +284,8 @@ class LeaderElector:
     # -- requests and bookkeeping ---------------------------------------------------
 
     def _path(self, name: str = "") -> str:
-        base = f"/apis/{LEASE_API_VERSION}/namespaces/{self.namespace}/leases"
-        return f"{base}/{name}" if name else base
+        base = f"/apis/{LEASE_API_VERSION}/namespaces/{segment(self.namespace)}/leases"
+        return f"{base}/{segment(name)}" if name else base
 
     def _read(self) -> dict[str, Any] | None:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.model.catalog import Cluster
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.names import is_dns_label
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Limits:
     def namespace_allowed(self, namespace: str) -> bool:
         if self.allowed_namespaces is None:
             return True
+        if not is_dns_label(namespace):  # a glob's * matches "/" and ".."
+            return False
         return any(fnmatchcase(namespace, pattern) for pattern in self.allowed_namespaces)
 
     def describe_namespaces(self) -> str:

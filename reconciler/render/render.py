@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance
+from reconciler.model.names import is_dns_label, is_dns_subdomain
 from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
 from reconciler.model.problems import Problem, Severity
 from reconciler.render.kinds import custom_cluster_scoped, is_cluster_scoped, kind_rank
@@ -27,6 +28,9 @@ INSTANCE_LABEL = "app.kubernetes.io/instance"
 NAME_LABEL = "app.kubernetes.io/name"
 VERSION_LABEL = "app.kubernetes.io/version"
 MANAGER = "reconciler"
+
+# RBAC objects only need to be valid path segments ("system:aggregate-to-view")
+PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -
         "app": {"name": version.app, "version": version.key},
     }
     objects = [_substitute(t.data, scope) for t in version.templates]
+    problems.extend(_check_names(instance, version, objects))
+    if any(p.is_error for p in problems):
+        # a name that is not a DNS name could escape its namespace in a request path,
+        # or slip past an allowedNamespaces pattern: never hand it to the engine
+        return RenderResult((), tuple(problems))
     cluster_scoped = custom_cluster_scoped(objects)
     labels = {
         MANAGED_BY: MANAGER,
@@ -79,6 +88,55 @@ def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -
         problems.extend(_check_limits(instance, cluster.cluster, objects, cluster_scoped))
     problems.extend(_check_duplicates(instance, objects))
     return RenderResult(tuple(objects), tuple(problems))
+
+
+def _check_names(
+    instance: Instance, version: AppVersion, objects: list[dict[str, Any]]
+) -> list[Problem]:
+    """Names and namespaces must be DNS names before any pattern match or request path."""
+    problems = []
+    for template, obj in zip(version.templates, objects, strict=True):
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            continue
+        kind = str(obj.get("kind"))
+        where = f"{template.file} (document {template.index + 1}, rendered for {instance.name})"
+        name, namespace = meta.get("name"), meta.get("namespace")
+        message = _name_problem(kind, name)
+        if message:
+            problems.append(Problem(template.file, None, Severity.ERROR, f"{where}: {message}"))
+        if namespace not in (None, "") and not is_dns_label(namespace):
+            problems.append(
+                Problem(
+                    template.file,
+                    None,
+                    Severity.ERROR,
+                    f"{where}: {kind} {name}: metadata.namespace {json.dumps(namespace)} "
+                    "is not a valid namespace name (a DNS-1123 label: lowercase letters, "
+                    'digits and "-", at most 63 characters)',
+                )
+            )
+    return problems
+
+
+def _name_problem(kind: str, name: Any) -> str | None:
+    if not isinstance(name, str) or not name:
+        return f"{kind}: metadata.name is required"
+    shown = json.dumps(name)
+    if kind == "Namespace":
+        if not is_dns_label(name):
+            return f"Namespace {shown} is not a valid name (a DNS-1123 label)"
+        return None
+    if kind in PATH_SEGMENT_KINDS:
+        if name in (".", "..") or "/" in name or "%" in name:
+            return f"{kind} {shown} is not a valid name (it may not contain / or %)"
+        return None
+    if not is_dns_subdomain(name):
+        return (
+            f"{kind} {shown} is not a valid name (a DNS-1123 subdomain: lowercase "
+            'letters, digits, "-" and ".", at most 253 characters)'
+        )
+    return None
 
 
 def _parameters(instance: Instance, version: AppVersion, problems: list[Problem]) -> dict[str, Any]:
@@ -191,6 +249,8 @@ def namespace_allowed(namespace: str, cluster: Cluster) -> bool:
     """``allowedNamespaces`` entries are shell patterns (``team-*``); None allows all."""
     if cluster.allowed_namespaces is None:
         return True
+    if not is_dns_label(namespace):  # a glob's * matches "/" and ".."
+        return False
     return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in cluster.allowed_namespaces)
 
 
