@@ -51,6 +51,14 @@ def _output(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _show_secrets(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print Secret data/stringData values (masked as *** by default)",
+    )
+
+
 def _catalog_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "catalog",
@@ -277,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
     p.add_argument("--instance", help="render only this instance")
+    _show_secrets(p)
     _output(p)
 
     p = _subcommand(
@@ -287,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
+    _show_secrets(p)
     _kube_args(p)
     _output(p)
 

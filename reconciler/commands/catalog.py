@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.commands.output import dump_yaml, eprint, print_json
 from reconciler.daemon.plan import check_catalog, plan_cluster, require_cluster
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.problems import Severity
+from reconciler.model.secrets import mask_secret
 from reconciler.resolve import format_resolutions
 
 
@@ -83,8 +85,12 @@ def render_command(args: argparse.Namespace) -> int:
         if not plan.ok:
             failed += 1
             eprint(f"{args.cluster}/{plan.name}: not rendered ({plan.reason}): {plan.message}")
+
+    def shown(obj: dict[str, Any]) -> dict[str, Any]:
+        return obj if args.show_secrets else mask_secret(obj)
+
     if args.output == "json":
-        items = [obj for plan in plans for obj in plan.objects]
+        items = [shown(obj) for plan in plans for obj in plan.objects]
         print_json({"apiVersion": "v1", "kind": "List", "items": items})
     else:
         chunks = []
@@ -93,6 +99,6 @@ def render_command(args: argparse.Namespace) -> int:
                 continue
             for obj in plan.objects:
                 header = f"# instance: {plan.name} ({plan.version.app} {plan.version.key})\n"
-                chunks.append(header + dump_yaml(obj))
+                chunks.append(header + dump_yaml(shown(obj)))
         sys.stdout.write("---\n".join(chunks))
     return EXIT_PROBLEMS if failed else EXIT_OK

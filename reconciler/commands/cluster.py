@@ -67,6 +67,7 @@ def diff_command(args: argparse.Namespace) -> int:
     catalog, entry = _load(args)
     options = ApplyOptions(limits=Limits.of(entry.cluster))
     diffs: list[ObjectDiff] = []
+    show = bool(args.show_secrets)
     with _connected(args) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
         for plan in plans:
@@ -75,11 +76,14 @@ def diff_command(args: argparse.Namespace) -> int:
             if not plan.ok:
                 diffs.append(_plan_error(plan))
                 continue
-            diffs += diff_instance(client, instance_target(args.cluster, plan), options, live)
+            target = instance_target(args.cluster, plan)
+            diffs += diff_instance(client, target, options, live, show_secrets=show)
         for name, inventory in sorted(live.inventories().items()):
             if name not in entry.instances:
                 target = InstanceTarget(args.cluster, name, inventory.namespace, ())
-                diffs += diff_instance(client, target, options, live)
+                diffs += diff_instance(
+                    client, target, options, live, show_secrets=args.show_secrets
+                )
     if args.output == "json":
         print_json([d.to_dict() for d in diffs])
     else:

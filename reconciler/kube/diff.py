@@ -26,6 +26,7 @@ from reconciler.kube.live import LiveState
 from reconciler.kube.order import apply_order, prune_order
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
+from reconciler.model.secrets import mask_secret, mask_secret_pair
 
 JsonObject = dict[str, Any]
 
@@ -55,8 +56,13 @@ def diff_instance(
     target: InstanceTarget,
     options: ApplyOptions | None = None,
     live: LiveState | None = None,
+    *,
+    show_secrets: bool = False,
 ) -> list[ObjectDiff]:
-    """Every difference between the cluster and ``target``, in apply then prune order."""
+    """Every difference between the cluster and ``target``, in apply then prune order.
+
+    Secret values are masked (``***``, ``*** (changed)``) unless ``show_secrets``.
+    """
     options = options or ApplyOptions()
     live = live or LiveState(client, target.cluster)
     objects = place_objects(client, target)
@@ -66,12 +72,13 @@ def diff_instance(
         return diffs
     old = live.inventory(target.instance)
     for obj in apply_order(objects):
-        found = _diff_one(client, live, target.instance, obj, old.objects if old else {}, options)
+        recorded = old.objects if old else {}
+        found = _diff_one(client, live, target.instance, obj, recorded, options, show_secrets)
         if found is not None:
             diffs.append(found)
     desired = {ObjectRef.of(o) for o in objects}
     for ref in prune_order(set(old.objects) - desired if old else ()):
-        found = _diff_removal(live, target.instance, ref)
+        found = _diff_removal(live, target.instance, ref, show_secrets)
         if found is not None:
             diffs.append(found)
     return diffs
@@ -84,6 +91,7 @@ def _diff_one(
     obj: Mapping[str, Any],
     recorded: Mapping[ObjectRef, str],
     options: ApplyOptions,
+    show_secrets: bool = False,
 ) -> ObjectDiff | None:
     ref = ObjectRef.of(obj)
     try:
@@ -93,7 +101,11 @@ def _diff_one(
         after = _would_be(client, live, obj, current, options.force_conflicts)
     except KubeError as e:
         return ObjectDiff(instance, ref, "error", "", str(e))
-    before_text, after_text = _yaml(display_form(current)), _yaml(display_form(after))
+    before, shown_after = display_form(current), display_form(after)
+    if not show_secrets:
+        masked_before, masked_after = mask_secret_pair(before, shown_after)
+        before, shown_after = masked_before or {}, masked_after or {}
+    before_text, after_text = _yaml(before), _yaml(shown_after)
     if current is not None and before_text == after_text:
         return None
     change = "create" if current is None else "update"
@@ -118,7 +130,9 @@ def _would_be(
         return client.apply(obj, force=True, dry_run=True).body if current else overlay({}, obj)
 
 
-def _diff_removal(live: LiveState, instance: str, ref: ObjectRef) -> ObjectDiff | None:
+def _diff_removal(
+    live: LiveState, instance: str, ref: ObjectRef, show_secrets: bool = False
+) -> ObjectDiff | None:
     try:
         current = live.fetch(ref)
     except KubeError as e:
@@ -128,7 +142,8 @@ def _diff_removal(live: LiveState, instance: str, ref: ObjectRef) -> ObjectDiff 
         return None
     if labels.get(INSTANCE_LABEL) != instance:
         return None
-    return ObjectDiff(instance, ref, "delete", unified(ref, _yaml(display_form(current)), ""))
+    shown = display_form(current) if show_secrets else mask_secret(display_form(current))
+    return ObjectDiff(instance, ref, "delete", unified(ref, _yaml(shown), ""))
 
 
 def unified(ref: ObjectRef, before: str, after: str) -> str:
