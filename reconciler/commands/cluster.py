@@ -50,7 +50,7 @@ def apply_command(args: argparse.Namespace) -> int:
         force_conflicts=bool(getattr(args, "force_conflicts", False)),
         allow_empty_prune=bool(getattr(args, "allow_empty_prune", False)),
     )
-    with _connected(args) as (client, live):
+    with _connected(args, entry) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
         results = apply_plans(client, live, plans, options)
         results += remove_deleted(client, live, entry, options)
@@ -68,7 +68,7 @@ def diff_command(args: argparse.Namespace) -> int:
     options = ApplyOptions(limits=Limits.of(entry.cluster))
     diffs: list[ObjectDiff] = []
     show = bool(args.show_secrets)
-    with _connected(args) as (client, live):
+    with _connected(args, entry) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
         for plan in plans:
             if plan.instance.suspend:
@@ -98,11 +98,13 @@ def _load(args: argparse.Namespace) -> tuple[Catalog, ClusterEntry]:
 
 
 @contextmanager
-def _connected(args: argparse.Namespace) -> Iterator[tuple[KubeClient, LiveState]]:
+def _connected(
+    args: argparse.Namespace, entry: ClusterEntry
+) -> Iterator[tuple[KubeClient, LiveState]]:
     """A client and the pass's live view; an unreachable cluster is an environment error."""
     with KubeClient.connect(args.kubeconfig, args.context) as client:
         try:
-            yield client, LiveState(client, args.cluster)
+            yield client, LiveState(client, args.cluster, entry.namespaces)
         except ClusterUnreachable as e:
             raise UsageError(str(e)) from e
 

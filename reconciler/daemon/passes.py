@@ -95,7 +95,7 @@ def reconcile_checkout(
     started = time.time()
     require_cluster(catalog, settings.cluster)
     entry = catalog.clusters[settings.cluster]
-    live = LiveState(client, settings.cluster)
+    live = LiveState(client, settings.cluster, entry.namespaces)
     deployed = live.deployed_versions(entry.instances)
     plans = plan_cluster(catalog, settings.cluster, deployed)
     options = ApplyOptions(

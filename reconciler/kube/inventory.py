@@ -138,10 +138,13 @@ def from_configmap(cm: Mapping[str, Any]) -> Inventory | None:
         return None
     if not isinstance(objects, list):
         return None
+    instance = data.get("instance", labels.get(INSTANCE_LABEL, ""))
+    if meta.get("name") != inventory_name(str(instance)):
+        return None  # an inventory is trusted only under its own name
     return Inventory.from_dict(
         {
             "cluster": data.get("cluster", labels.get(CLUSTER_LABEL, "")),
-            "instance": data.get("instance", labels.get(INSTANCE_LABEL, "")),
+            "instance": instance,
             "namespace": meta.get("namespace", ""),
             "app": data.get("app", ""),
             "version": data.get("version", ""),
@@ -155,23 +158,55 @@ def inventory_selector(cluster: str) -> str:
     return f"{INVENTORY_LABEL}=true,{CLUSTER_LABEL}={cluster}"
 
 
-def read_inventories(client: KubeClient, cluster: str) -> dict[str, Inventory]:
-    """Every inventory of ``cluster`` by instance name, with one list request."""
+def trusted_inventories(
+    configmaps: Iterable[Mapping[str, Any]],
+    cluster: str,
+    namespaces: Mapping[str, str] | None = None,
+) -> dict[str, Inventory]:
+    """The inventories of ``cluster`` by instance name, counting only those we can trust.
+
+    An inventory counts only under its own name (``reconciler-inventory-<instance>``)
+    and, for an instance whose namespace Git names (``namespaces``), only in that
+    namespace: a look-alike ConfigMap elsewhere cannot claim another instance's
+    deployed version or objects. For instances Git no longer has, two candidates
+    in different namespaces are ambiguous and neither is trusted (so nothing is
+    pruned on their word).
+    """
+    namespaces = namespaces or {}
     found: dict[str, Inventory] = {}
-    for cm in client.list("v1", "ConfigMap", label_selector=inventory_selector(cluster)):
+    ambiguous: set[str] = set()
+    for cm in configmaps:
         inv = from_configmap(cm)
-        if inv is not None and inv.cluster == cluster:
-            found[inv.instance] = inv
+        if inv is None or inv.cluster != cluster:
+            continue
+        expected = namespaces.get(inv.instance)
+        if expected and inv.namespace != expected:
+            continue
+        if inv.instance in found and found[inv.instance].namespace != inv.namespace:
+            ambiguous.add(inv.instance)
+        found[inv.instance] = inv
+    for name in ambiguous:
+        found.pop(name, None)
     return found
+
+
+def read_inventories(
+    client: KubeClient, cluster: str, namespaces: Mapping[str, str] | None = None
+) -> dict[str, Inventory]:
+    """Every trusted inventory of ``cluster`` by instance name, with one list request."""
+    configmaps = client.list("v1", "ConfigMap", label_selector=inventory_selector(cluster))
+    return trusted_inventories(configmaps, cluster, namespaces)
 
 
 def read_deployed_versions(
     client: KubeClient, cluster_name: str, instances: Iterable[str | Instance]
 ) -> dict[str, str]:
     """Instance name -> deployed app version, for the given instances that have one."""
-    wanted = {i if isinstance(i, str) else i.name for i in instances}
+    given = list(instances)
+    wanted = {i if isinstance(i, str) else i.name for i in given}
+    namespaces = {i.name: i.namespace for i in given if not isinstance(i, str)}
     return {
         name: inv.version
-        for name, inv in read_inventories(client, cluster_name).items()
+        for name, inv in read_inventories(client, cluster_name, namespaces).items()
         if name in wanted and inv.version
     }

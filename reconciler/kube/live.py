@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, from_configmap
+from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, trusted_inventories
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -27,9 +27,13 @@ JsonObject = dict[str, Any]
 class LiveState:
     """Lazily filled, per-pass cache of our live objects, namespaces and inventories."""
 
-    def __init__(self, client: KubeClient, cluster: str) -> None:
+    def __init__(
+        self, client: KubeClient, cluster: str, namespaces: Mapping[str, str] | None = None
+    ) -> None:
+        """``namespaces`` (instance -> namespace in Git) says where each inventory must be."""
         self.client = client
         self.cluster = cluster
+        self.expected_namespaces: Mapping[str, str] = namespaces or {}
         self._objects: dict[tuple[str, str], dict[ObjectRef, JsonObject]] = {}
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
@@ -90,11 +94,9 @@ class LiveState:
         if self._inventories is None:
             # inventories carry our managed-by label: reuse the ConfigMap list
             self.get(ObjectRef("v1", "ConfigMap", "", ""))
-            self._inventories = {}
-            for cm in self._objects[("v1", "ConfigMap")].values():
-                inv = from_configmap(cm)
-                if inv is not None and inv.cluster == self.cluster:
-                    self._inventories[inv.instance] = inv
+            self._inventories = trusted_inventories(
+                self._objects[("v1", "ConfigMap")].values(), self.cluster, self.expected_namespaces
+            )
         return self._inventories
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:

@@ -192,6 +192,11 @@ class ClusterEntry:
     cluster: Cluster
     instances: dict[str, Instance] = field(default_factory=dict)
 
+    @property
+    def namespaces(self) -> dict[str, str]:
+        """Instance name -> the namespace Git gives it (where its inventory must live)."""
+        return {name: inst.namespace for name, inst in self.instances.items() if inst.namespace}
+
 
 @dataclass
 class Catalog:

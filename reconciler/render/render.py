@@ -29,6 +29,8 @@ NAME_LABEL = "app.kubernetes.io/name"
 VERSION_LABEL = "app.kubernetes.io/version"
 MANAGER = "reconciler"
 
+RESERVED_NAME_PREFIXES = ("reconciler-inventory-", "reconciler-migrations-")
+RESERVED_LABEL_PREFIX = "reconciler.dev/"
 # RBAC objects only need to be valid path segments ("system:aggregate-to-view")
 PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
@@ -102,7 +104,7 @@ def _check_names(
         kind = str(obj.get("kind"))
         where = f"{template.file} (document {template.index + 1}, rendered for {instance.name})"
         name, namespace = meta.get("name"), meta.get("namespace")
-        message = _name_problem(kind, name)
+        message = _name_problem(kind, name) or _reserved_problem(kind, meta)
         if message:
             problems.append(Problem(template.file, None, Severity.ERROR, f"{where}: {message}"))
         if namespace not in (None, "") and not is_dns_label(namespace):
@@ -117,6 +119,27 @@ def _check_names(
                 )
             )
     return problems
+
+
+def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
+    """reconciler's own bookkeeping names and labels cannot come from a manifest.
+
+    Otherwise one instance could ship a ConfigMap that looks like another
+    instance's inventory (claiming it runs 99.0.0 and freezing it in
+    DowngradeBlocked), or label objects into another instance's prune set.
+    """
+    name = str(meta.get("name"))
+    for prefix in RESERVED_NAME_PREFIXES:
+        if name.startswith(prefix):
+            return f'{kind} "{name}": names starting with "{prefix}" are reserved for reconciler'
+    labels = meta.get("labels")
+    for key in labels if isinstance(labels, Mapping) else ():
+        if str(key).startswith(RESERVED_LABEL_PREFIX):
+            return (
+                f'{kind} "{name}": label "{key}" is reserved for reconciler '
+                f'(labels under "{RESERVED_LABEL_PREFIX}" cannot be set by a manifest)'
+            )
+    return None
 
 
 def _name_problem(kind: str, name: Any) -> str | None:
