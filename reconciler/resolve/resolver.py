@@ -122,7 +122,7 @@ def _select(instance: Instance, entry: AppEntry | None) -> _Selection:
         return _Selection(error=f"instance {instance.name} sets neither channel nor version")
     text = instance.version.strip()
     if text == "latest":
-        return _latest(entry)
+        return _latest(entry, instance.allow_prerelease)
     try:
         exact = parse_version(text)
     except VersionSyntaxError:
@@ -242,31 +242,37 @@ def _no_match(wanted: Range, entry: AppEntry, allow_prerelease: bool) -> str:
     return message
 
 
-def _latest(entry: AppEntry) -> _Selection:
-    usable = [v for v in entry.sorted_versions() if not v.yanked and v.version.prerelease is None]
+def _latest(entry: AppEntry, allow_prerelease: bool = False) -> _Selection:
+    """The highest non-yanked release; with ``allowPrerelease`` prereleases count too.
+
+    Like ``helm --devel``: a user who opts into prereleases expects ``latest``
+    to mean the newest build, not the newest release.
+    """
+
+    def eligible(v: AppVersion) -> tuple[bool, str]:
+        if v.version.prerelease is not None and not allow_prerelease:
+            return False, "prerelease (allowPrerelease is false)"
+        if v.yanked:
+            return False, "yanked"
+        return True, "prerelease" if v.version.prerelease is not None else "release"
+
+    usable = [v for v in entry.sorted_versions() if eligible(v)[0]]
+    what = "version" if allow_prerelease else "release version"
     if not usable:
         return _Selection(
-            error=f"app {entry.name} has no non-yanked release version for latest "
+            error=f"app {entry.name} has no non-yanked {what} for latest "
             f"(versions: {_known(entry)})",
-            candidates=_verdicts(entry, _latest_verdict),
+            candidates=_verdicts(entry, eligible),
         )
     chosen = usable[-1]
 
     def verdict(v: AppVersion) -> tuple[bool, str]:
         if v is chosen:
-            return True, "chosen: highest non-yanked release version"
-        kept, reason = _latest_verdict(v)
+            return True, f"chosen: highest non-yanked {what}"
+        kept, reason = eligible(v)
         return (True, f"lower than the chosen {chosen.key}") if kept else (kept, reason)
 
     return _Selection(chosen=chosen, candidates=_verdicts(entry, verdict))
-
-
-def _latest_verdict(v: AppVersion) -> tuple[bool, str]:
-    if v.version.prerelease is not None:
-        return False, "prerelease (latest never picks one)"
-    if v.yanked:
-        return False, "yanked"
-    return True, "release"
 
 
 def _from_deployed(

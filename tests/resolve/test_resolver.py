@@ -233,14 +233,38 @@ def test_range_without_match() -> None:
 
 def test_latest_skips_yanked_and_prereleases() -> None:
     e = entry("1.0.0", "1.1.0", version("1.2.0", yanked=True), "1.3.0-rc.1")
-    r = resolve_instance(instance(version="latest", allow_prerelease=True), e)
+    r = resolve_instance(instance(version="latest"), e)
     assert r.version == "1.1.0" and r.source == "latest"
     assert reasons(r.candidates) == {
-        "1.3.0-rc.1": (False, "prerelease (latest never picks one)"),
+        "1.3.0-rc.1": (False, "prerelease (allowPrerelease is false)"),
         "1.2.0": (False, "yanked"),
         "1.1.0": (True, "chosen: highest non-yanked release version"),
         "1.0.0": (True, "lower than the chosen 1.1.0"),
     }
+
+
+def test_latest_with_allow_prerelease_counts_prereleases_like_helm_devel() -> None:
+    # SPEC section 2: with allowPrerelease: true prereleases count too
+    e = entry("1.0.0", "1.1.0", version("1.2.0", yanked=True), "1.3.0-rc.1", "1.3.0-rc.10")
+    r = resolve_instance(instance(version="latest", allow_prerelease=True), e)
+    assert r.version == "1.3.0-rc.10" and r.source == "latest"
+    assert reasons(r.candidates) == {
+        "1.3.0-rc.10": (True, "chosen: highest non-yanked version"),
+        "1.3.0-rc.1": (True, "lower than the chosen 1.3.0-rc.10"),
+        "1.2.0": (False, "yanked"),
+        "1.1.0": (True, "lower than the chosen 1.3.0-rc.10"),
+        "1.0.0": (True, "lower than the chosen 1.3.0-rc.10"),
+    }
+    yanked_rc = entry("1.0.0", version("1.1.0-rc.1", yanked=True))
+    assert (
+        resolve_instance(instance(version="latest", allow_prerelease=True), yanked_rc).version
+        == "1.0.0"
+    )
+
+
+def test_latest_with_allow_prerelease_and_only_prereleases() -> None:
+    r = resolve_instance(instance(version="latest", allow_prerelease=True), entry("1.0.0-rc.1"))
+    assert r.version == "1.0.0-rc.1"
 
 
 def test_latest_without_release() -> None:
