@@ -8,6 +8,7 @@ resolution or rendering (unknown channels, instance parameters) are composed in
 
 from reconciler.catalog.loader import load_catalog
 from reconciler.catalog.schema import check_document, load_schema
+from reconciler.catalog.yamlread import YamlReadError, load_bounded
 from reconciler.model.catalog import Catalog
 from reconciler.model.problems import Problem
 
@@ -17,4 +18,11 @@ def validate_catalog(catalog: Catalog) -> list[Problem]:
     return list(catalog.problems)
 
 
-__all__ = ["check_document", "load_catalog", "load_schema", "validate_catalog"]
+__all__ = [
+    "YamlReadError",
+    "check_document",
+    "load_bounded",
+    "load_catalog",
+    "load_schema",
+    "validate_catalog",
+]

@@ -28,6 +28,15 @@ except AttributeError:  # pragma: no cover - PyYAML without libyaml
     _BaseLoader = yaml.SafeLoader
 
 MAX_FILE_BYTES = 2 * 1024 * 1024  # larger than any sane catalog file; etcd's limit is ~1.5 MiB
+# Bounds that keep one hostile or careless file from stopping the fleet (SPEC section 3).
+# A 494-byte "billion laughs" file expands to millions of nodes through aliases; deep
+# nesting overflows Python's recursion limit in every recursive consumer (and 100,000
+# levels crash libyaml's C composer outright); a 5,000-digit integer cannot be printed.
+MAX_ALIAS_NODES = 10_000  # nodes that aliases may add when expanded, per document
+MAX_DEPTH = 100  # nested collections; a Kubernetes object needs fewer than 30
+MAX_NUMBER_CHARS = 100  # characters of one integer or float scalar
+# below this many nesting indicators a file cannot be deep enough to endanger libyaml
+_SAFE_INDICATORS = 5_000
 
 PathKey = str | int
 
@@ -142,6 +151,115 @@ _Loader.add_constructor(
 )
 
 
+def _bounded_number(tag: str) -> Any:
+    base = _BaseLoader.yaml_constructors[tag]
+
+    def construct(loader: _Loader, node: yaml.ScalarNode) -> Any:
+        if len(str(node.value)) > MAX_NUMBER_CHARS:
+            raise YamlReadError(
+                f"number has {len(str(node.value))} characters; the limit is "
+                f"{MAX_NUMBER_CHARS} (quote it if it is meant as text)",
+                int(node.start_mark.line) + 1,
+            )
+        return base(loader, node)
+
+    return construct
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    _Loader.add_constructor(_tag, _bounded_number(_tag))
+
+
+def _check_nesting_before_compose(text: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` before libyaml composes it.
+
+    Every level of nesting needs an indicator (``-``, ``:``, ``?``, ``[``, ``{``),
+    so a text with few of them is safe and costs five C-level counts. Only a
+    larger text is scanned event by event (an iterative parse, no recursion).
+    """
+    if sum(text.count(c) for c in "-:?[{") <= _SAFE_INDICATORS:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_BaseLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise YamlReadError(_too_deep(), int(mark.line) + 1 if mark else None)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # composing reports the syntax error with its line
+
+
+def _too_deep() -> str:
+    return f"YAML is nested more than {MAX_DEPTH} levels deep (the limit)"
+
+
+def _check_depth(root: yaml.Node, aliased: bool) -> None:
+    """Refuse a composed document nested deeper than ``MAX_DEPTH``, level by level.
+
+    Breadth-first over collection nodes only (scalars are skipped without a
+    call), so a typical manifest costs a few dozen list operations. With
+    aliases, a node shared by many parents is kept once per level, so the walk
+    never expands what the aliases would.
+    """
+    level = [root]
+    depth = 0
+    while level:
+        if aliased:
+            level = list({id(n): n for n in level}.values())
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise YamlReadError(_too_deep(), int(level[0].start_mark.line) + 1)
+        deeper: list[yaml.Node] = []
+        for node in level:
+            if node.__class__ is yaml.MappingNode:
+                for key, value in node.value:
+                    if value.__class__ is not yaml.ScalarNode:
+                        deeper.append(value)
+                    if key.__class__ is not yaml.ScalarNode:
+                        deeper.append(key)
+            elif node.__class__ is yaml.SequenceNode:
+                deeper.extend(c for c in node.value if c.__class__ is not yaml.ScalarNode)
+        level = deeper
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Refuse a document whose aliases would expand past ``MAX_ALIAS_NODES`` extra nodes.
+
+    Aliases share node objects, so the expanded size is computed once per
+    distinct node (memoised): a billion-laughs document is refused in
+    microseconds instead of being expanded into gigabytes.
+    """
+    sizes: dict[int, int] = {}
+    unique = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        children: list[yaml.Node] = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
+        if done:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+        elif id(node) not in sizes:
+            unique += 1
+            sizes[id(node)] = 1  # in progress (a recursive alias counts once)
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+    extra = sizes[id(root)] - unique
+    if extra > MAX_ALIAS_NODES:
+        raise YamlReadError(
+            f"YAML aliases expand to {extra:,} more nodes; the limit is {MAX_ALIAS_NODES:,}",
+            int(root.start_mark.line) + 1,
+        )
+
+
 def read_text(path: Path) -> str:
     """Read a file as strict UTF-8 with a size bound, naming the line of a bad byte."""
     try:
@@ -181,12 +299,17 @@ def _translate(e: yaml.YAMLError, text: str) -> YamlReadError:
 
 def iter_documents(text: str) -> Iterator[Document]:
     """Parse every document of ``text``; skips empty documents (``---`` alone)."""
+    _check_nesting_before_compose(text)
+    aliased = "*" in text and "&" in text
     loader = _Loader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            _check_depth(node, aliased)
+            if aliased:
+                _check_aliases(node)
             loader.duplicates = []
             data = loader.construct_document(node)
             if data is not None:
@@ -198,6 +321,21 @@ def iter_documents(text: str) -> Iterator[Document]:
         raise YamlReadError(f"invalid YAML: {e}") from e
     finally:
         loader.dispose()
+
+
+def load_bounded(text: str) -> Any:
+    """The value of a single-document YAML text, within the same bounds as catalog files.
+
+    For YAML that does not come from a catalog checkout but is just as
+    untrusted: status files on the status branch can be edited by hand.
+    Raises ``YamlReadError`` (with a line where known); an empty text is None.
+    """
+    if len(text) > MAX_FILE_BYTES:
+        raise YamlReadError(f"text is too large ({len(text)} characters)")
+    docs = list(iter_documents(text))
+    if len(docs) > 1:
+        raise YamlReadError(f"expected one YAML document, found {len(docs)}", docs[1].start_line)
+    return docs[0].data if docs else None
 
 
 def read_documents(path: Path) -> list[Document]:

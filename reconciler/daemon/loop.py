@@ -110,6 +110,7 @@ class Daemon:
         self.settings = settings
         self.client = client
         self.metrics = metrics or DaemonMetrics()
+        self.metrics.start(settings.cluster)
         self.ledger = StatusLedger(
             settings.repo,
             settings.cluster,

@@ -33,6 +33,9 @@ PASS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 6
 FETCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
+PASS_RESULTS = ("success", "failure", "error")
+
+
 class DaemonMetrics:
     """Every metric the daemon exports, and the helpers the loop calls."""
 
@@ -94,11 +97,30 @@ class DaemonMetrics:
         )
         self._phases_seen: dict[str, set[str]] = {}
 
-    def observe_pass(self, cluster: str, seconds: float, ok: bool) -> None:
-        """Record a finished pass; a successful one also moves the last-success time."""
+    def start(self, cluster: str) -> None:
+        """Create the per-cluster series at start-up, before any pass ends.
+
+        An alert on ``time() - reconciler_last_successful_pass_timestamp_seconds``
+        must fire for a daemon that never completes a pass (every pass crashes),
+        so the gauge starts at the start time instead of being absent; the pass
+        counters start at 0 so ``rate()`` sees the first failure.
+        """
+        self.last_success.labels(cluster).set(self._clock())
+        for result in PASS_RESULTS:
+            self.passes.labels(cluster, result)
+
+    def observe_pass(
+        self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False
+    ) -> None:
+        """Record a finished pass; a successful one also moves the last-success time.
+
+        ``crashed``: the pass raised (a bug, or input nothing caught); it counts
+        as ``result="error"`` so it is never invisible to alerts.
+        """
         self.pass_duration.labels(cluster).observe(max(seconds, 0.0))
-        self.passes.labels(cluster, "success" if ok else "failure").inc()
-        if ok:
+        result = "error" if crashed else ("success" if ok else "failure")
+        self.passes.labels(cluster, result).inc()
+        if ok and not crashed:
             self.last_success.labels(cluster).set(self._clock())
 
     def set_phases(self, cluster: str, counts: Mapping[str, int]) -> None:

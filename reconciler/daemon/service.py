@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
@@ -106,12 +107,16 @@ class Service:
                 log.debug("not the leader; ignoring %s", trigger.describe())
                 continue
             log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
+            started = time.monotonic()
             try:
                 outcome = self.daemon.run_pass()
             except Exception:
                 # A bug must not end reconciliation of every instance: log it with its
-                # traceback, report the failed pass, and try again after a pause.
+                # traceback, count it, and try again after a pause.
                 log.exception("pass crashed", extra={"cluster": self.settings.cluster})
+                self.daemon.metrics.observe_pass(
+                    self.settings.cluster, time.monotonic() - started, ok=False, crashed=True
+                )
                 self.health.pass_completed(False)
                 self.queue.schedule(Trigger("retry", "after a crashed pass"), CRASH_RETRY_DELAY)
                 continue

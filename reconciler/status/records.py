@@ -13,14 +13,13 @@ from typing import Any
 
 import yaml
 
+from reconciler.catalog import YamlReadError, load_bounded
 from reconciler.model.status import Condition, InstanceStatus, StatusFormatError
 
 try:  # libyaml is much faster; history benchmarks parse thousands of records
     from yaml import CSafeDumper as _Dumper
-    from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml import SafeDumper as _Dumper  # type: ignore[assignment]
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 INSTANCES_DIR = "instances"
 
@@ -61,14 +60,12 @@ def dump_status(status: InstanceStatus) -> bytes:
 def parse_status(data: bytes, path: str) -> InstanceStatus:
     """Parse a status file; raises ``StatusFileError`` (never a YAML or KeyError) when bad."""
     try:
-        loaded: Any = yaml.load(data.decode("utf-8"), Loader=_Loader)
+        # bounded like catalog files: a hand-made alias bomb must not stop every write
+        loaded: Any = load_bounded(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise StatusFileError(path, "not UTF-8 text") from e
-    except yaml.MarkedYAMLError as e:
-        line = e.problem_mark.line + 1 if e.problem_mark is not None else None
-        raise StatusFileError(path, f"invalid YAML: {e.problem}", line) from e
-    except yaml.YAMLError as e:
-        raise StatusFileError(path, f"invalid YAML: {e}") from e
+    except YamlReadError as e:
+        raise StatusFileError(path, e.message, e.line) from e
     try:
         status = InstanceStatus.from_dict(loaded)
     except StatusFormatError as e:
