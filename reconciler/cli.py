@@ -114,8 +114,14 @@ def _apply_option_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-empty-prune",
         action="store_true",
-        help="allow deleting every object of an instance in one pass (an empty render, "
-        "or its instance file removed)",
+        help="let an instance that renders no objects delete all it had "
+        "(default: it keeps them and is Stalled/EmptyRender; or set allowEmptyPrune: true)",
+    )
+    p.add_argument(
+        "--allow-mass-prune",
+        action="store_true",
+        help="let one commit uninstall more instances than cluster.yaml "
+        "prune.maxRemovedInstances allows (default: at most half, never all)",
     )
 
 

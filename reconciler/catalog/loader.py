@@ -312,10 +312,13 @@ def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
         doc = ctx.read_reconciler_file(path, "Cluster")
         if doc is not None and ctx.check_name(ctx.rel(path), doc, "name", name, "directory"):
             allowed = doc.data.get("allowedNamespaces")
+            limit = (doc.data.get("prune") or {}).get("maxRemovedInstances", "50%")
             cluster = Cluster(
                 name=name,
                 allowed_namespaces=tuple(allowed) if allowed is not None else None,
                 allow_cluster_scoped=bool(doc.data.get("allowClusterScoped", True)),
+                max_removed=limit if isinstance(limit, int) else None,
+                max_removed_percent=int(str(limit).rstrip("%")) if isinstance(limit, str) else 50,
                 origin=_origin(ctx, path, doc),
             )
         else:
@@ -371,6 +374,7 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
         allow_downgrade=bool(d.get("allowDowngrade", False)),
         allow_prerelease=bool(d.get("allowPrerelease", False)),
         suspend=bool(d.get("suspend", False)),
+        allow_empty_prune=bool(d.get("allowEmptyPrune", False)),
         rollout=_rollout(d.get("rollout")),
         origin=origin,
     )

@@ -6,8 +6,8 @@ cluster's inventories, ``plan_cluster``, then per instance ``diff_instance`` or
 ``apply_instance`` (``reconciler.kube``). An instance whose plan fails (broken
 files, unresolvable selection, blocked downgrade) keeps its objects as they are
 and makes the command exit 1, while every other instance is still handled.
-Instances deleted from Git have their objects pruned (only with
-``--allow-empty-prune``, since that removes everything they had).
+Instances deleted from Git are uninstalled (their objects pruned), unless the
+commit removes more instances than ``prune.maxRemovedInstances`` allows.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def apply_command(args: argparse.Namespace) -> int:
         limits=Limits.of(entry.cluster),
         force_conflicts=bool(getattr(args, "force_conflicts", False)),
         allow_empty_prune=bool(getattr(args, "allow_empty_prune", False)),
+        allow_mass_prune=bool(getattr(args, "allow_mass_prune", False)),
     )
     with _connected(args, entry) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))

@@ -39,6 +39,7 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         health_timeout=args.health_timeout,
         force_conflicts=args.force_conflicts,
         allow_empty_prune=args.allow_empty_prune,
+        allow_mass_prune=args.allow_mass_prune,
         watch=args.watch,
         verify=verify,
         leader_elect=args.leader_elect,

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.model.status import Phase
 from reconciler.source.channels import set_channel
 from reconciler.source.ledger import StatusLedger
 from reconciler.status import UnreadableStatus, history_table, status_table
@@ -22,20 +23,22 @@ def status_command(args: argparse.Namespace) -> int:
     """Print each instance's current record from the status branch."""
     ledger = _ledger(args)
     snap = ledger.snapshot()
+    # an uninstalled instance keeps its last record (history) but leaves the table
+    current = {n: s for n, s in snap.statuses.items() if s.phase is not Phase.REMOVED}
     unreadable = [
         UnreadableStatus(p.file.rsplit("/", 1)[-1].removesuffix(".yaml"), p.file, str(p))
         for p in snap.problems
     ]
     if args.output == "json":
-        records: list[dict[str, Any]] = [s.to_dict() for s in snap.statuses.values()]
+        records: list[dict[str, Any]] = [s.to_dict() for s in current.values()]
         records += [u.to_dict() for u in unreadable]
         _print_json(sorted(records, key=lambda r: str(r["instance"])))
     elif not snap.exists:
         print(_no_status(ledger))
-    elif not snap.statuses and not unreadable:
-        print(f"no instance status recorded yet on {ledger.branch} in {ledger.display}")
+    elif not current and not unreadable:
+        print(f"no instance status recorded on {ledger.branch} in {ledger.display}")
     else:
-        print(status_table(snap.statuses.values(), unreadable))
+        print(status_table(current.values(), unreadable))
     for u in unreadable:
         print(f"reconciler: unreadable status file {u.error}", file=sys.stderr)
     return EXIT_PROBLEMS if unreadable else EXIT_OK

@@ -15,10 +15,12 @@ from collections.abc import Sequence
 
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import (
+    PRUNE_REFUSED,
     ApplyOptions,
     ClusterUnreachable,
     InstanceResult,
     InstanceTarget,
+    Inventory,
     KubeClient,
     LiveState,
     apply_instance,
@@ -41,6 +43,7 @@ def instance_target(cluster: str, plan: InstancePlan, source_commit: str = "") -
         app=inst.app,
         version=plan.version.key if plan.version is not None else "",
         source_commit=source_commit,
+        allow_empty_prune=inst.allow_empty_prune,
     )
 
 
@@ -96,20 +99,40 @@ def kept_as_is(live: LiveState, plan: InstancePlan, action: Action, message: str
 def remove_deleted(
     client: KubeClient, live: LiveState, entry: ClusterEntry, options: ApplyOptions
 ) -> list[InstanceResult]:
-    """Prune instances that have an inventory in the cluster but no file in Git.
+    """Uninstall instances that have an inventory in the cluster but no file in Git.
 
-    Broken instance files stay listed in the catalog (``valid=False``), so a
-    file that fails to parse never counts as deleted. A cluster whose
-    ``cluster.yaml`` is invalid gets no deletions at all: fail closed.
+    Deleting an instance file is the request, so no flag is needed. Broken
+    instance files stay listed in the catalog (``valid=False``), so a file that
+    fails to parse never counts as deleted. A cluster whose ``cluster.yaml`` is
+    invalid gets no deletions at all (fail closed), and a commit that would
+    remove more instances than ``prune.maxRemovedInstances`` allows (default:
+    more than half, or all) removes none: each is ``PruneRefused``.
+    Each result carries the inventory it removed, for the status record.
     """
     if not entry.cluster.valid:
         return []
+    inventories = live.inventories()
+    gone = sorted(name for name in inventories if name not in entry.instances)
+    if not options.allow_mass_prune and not entry.removal_allowed(len(gone), len(inventories)):
+        return [_prune_refused(inventories[name], len(gone), len(inventories)) for name in gone]
     results = []
-    for name, inventory in sorted(live.inventories().items()):
-        if name in entry.instances:
-            continue
-        changes, reason, message = remove_instance(
-            client, live, inventory, allow_empty_prune=options.allow_empty_prune
-        )
-        results.append(InstanceResult(name, changes, reason, message))
+    for name in gone:
+        inventory = inventories[name]
+        changes, reason, message = remove_instance(client, live, inventory)
+        results.append(InstanceResult(name, changes, reason, message, inventory))
     return results
+
+
+def _prune_refused(inventory: Inventory, removed: int, total: int) -> InstanceResult:
+    message = (
+        f"not removed: this commit removes {removed} of the cluster's {total} instances, "
+        "more than cluster.yaml prune.maxRemovedInstances allows (default 50%, never all); "
+        "restore the instance files, raise the limit, or run with --allow-mass-prune"
+    )
+    entries = [
+        ChangeSetEntry.for_ref(inventory.instance, ref, Action.SKIPPED, message)
+        for ref in sorted(inventory.objects)
+    ]
+    return InstanceResult(
+        inventory.instance, ChangeSet.of(entries), PRUNE_REFUSED, message, inventory
+    )

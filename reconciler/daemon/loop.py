@@ -50,6 +50,7 @@ class DaemonSettings:
     health_timeout: float = 120.0
     force_conflicts: bool = False
     allow_empty_prune: bool = False
+    allow_mass_prune: bool = False
     watch: bool = False
     verify: SignaturePolicy | None = None
     cache_dir: Path | None = None
@@ -72,6 +73,7 @@ class DaemonSettings:
             health_timeout=self.health_timeout,
             force_conflicts=self.force_conflicts,
             allow_empty_prune=self.allow_empty_prune,
+            allow_mass_prune=self.allow_mass_prune,
         )
 
 
@@ -215,7 +217,7 @@ class Daemon:
             objects = touched.summary() if touched.entries else ""
             level = (
                 logging.INFO
-                if status.phase in (Phase.READY, Phase.PROGRESSING)
+                if status.phase in (Phase.READY, Phase.PROGRESSING, Phase.REMOVED)
                 else logging.WARNING
             )
             log.log(

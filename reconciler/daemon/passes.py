@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
-from reconciler.daemon.statuses import InstanceOutcome, build_status
+from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
 from reconciler.kube import (
     ApplyOptions,
     Health,
@@ -44,6 +44,7 @@ class PassSettings:
     health_timeout: float = 120.0
     force_conflicts: bool = False
     allow_empty_prune: bool = False
+    allow_mass_prune: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class PassReport:
 
     @property
     def all_ready(self) -> bool:
-        return all(s.phase is Phase.READY for s in self.statuses) and all(
+        return all(s.phase in (Phase.READY, Phase.REMOVED) for s in self.statuses) and all(
             r.ok for r in self.removed
         )
 
@@ -102,6 +103,7 @@ def reconcile_checkout(
         limits=Limits.of(entry.cluster),
         force_conflicts=settings.force_conflicts,
         allow_empty_prune=settings.allow_empty_prune,
+        allow_mass_prune=settings.allow_mass_prune,
     )
     held = {plan.name for plan in plans if hold(plan)}
     results = [
@@ -131,7 +133,7 @@ def reconcile_checkout(
         if o.plan.name in held and o.plan.name in previous
         else build_status(settings.cluster, o, commit)
         for o in outcomes
-    )
+    ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         log.info(

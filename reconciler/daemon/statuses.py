@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.daemon.plan import InstancePlan
-from reconciler.kube import HealthReport, InstanceResult
+from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
 from reconciler.model.status import InstanceStatus, Phase
 
@@ -74,6 +74,9 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
     if not plan.ok:
         return Phase.STALLED, plan.reason or "ReconcileFailed", plan.message or "", o.deployed
     applied = plan.version.key if plan.version is not None else None
+    if o.result is not None and o.result.reason == EMPTY_RENDER:
+        # a commit must fix it (or allow it): like a broken catalog, not a retryable failure
+        return Phase.STALLED, EMPTY_RENDER, o.result.message, o.deployed
     if o.result is not None and not o.result.ok:
         message = o.result.message or _first_failure(o.result)
         return Phase.FAILED, o.result.reason or APPLY_FAILED, message, o.deployed
@@ -98,6 +101,44 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
         f"{inst.app} {applied} is ready ({len(plan.objects)} objects)",
         applied,
     )
+
+
+def build_removed_status(
+    cluster: str, result: InstanceResult, source_commit: str
+) -> InstanceStatus:
+    """The record of an instance whose file was deleted from Git (SPEC section 3).
+
+    Uninstalled: phase ``Removed``, one commit ``prod/web: removed (3 objects
+    deleted)``, and ``status`` stops listing it. Refused by the cluster guard:
+    ``Stalled``/``PruneRefused``. A delete that failed: ``Failed``/``PruneFailed``.
+    """
+    inventory = result.inventory
+    app = inventory.app if inventory is not None else ""
+    version = inventory.version if inventory is not None and inventory.version else None
+    deleted = result.changes.count(Action.DELETED)
+    if result.ok:
+        noun = "object" if deleted == 1 else "objects"
+        phase, reason, message = Phase.REMOVED, "Removed", f"removed ({deleted} {noun} deleted)"
+        version = None
+    elif result.reason == PRUNE_REFUSED:
+        phase, reason, message = Phase.STALLED, PRUNE_REFUSED, result.message
+    else:
+        phase = Phase.FAILED
+        reason = result.reason or "PruneFailed"
+        message = result.message or _first_failure(result)
+    status = InstanceStatus(
+        cluster=cluster,
+        instance=result.instance,
+        app=app,
+        phase=phase,
+        version=version,
+        source="removed from Git",
+        source_commit=source_commit,
+        objects=0 if phase is Phase.REMOVED else len(inventory.objects if inventory else ()),
+        reason=reason,
+        message=message,
+    )
+    return status.with_default_conditions()
 
 
 def _first_failure(result: InstanceResult) -> str:

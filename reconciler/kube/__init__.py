@@ -9,7 +9,7 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
   applies, reverts drift, prunes and records the inventory; ``result.changes`` is
   the ``ChangeSet``.
 - ``diff_instance(client, target, options, live) -> list[ObjectDiff]``.
-- ``remove_instance(client, live, inventory, allow_empty_prune=...)`` prunes an
+- ``remove_instance(client, live, inventory)`` uninstalls an
   instance deleted from Git.
 - ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
 - ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
@@ -31,10 +31,12 @@ from reconciler.kube.health import Health, HealthReport, ObjectHealth, evaluate,
 from reconciler.kube.inventory import Inventory, read_deployed_versions, read_inventories
 from reconciler.kube.limits import Limits
 from reconciler.kube.live import LiveState
-from reconciler.kube.prune import remove_instance
+from reconciler.kube.prune import EMPTY_RENDER, PRUNE_REFUSED, remove_instance
 
 __all__ = [
+    "EMPTY_RENDER",
     "FIELD_MANAGER",
+    "PRUNE_REFUSED",
     "ApplyOptions",
     "ClusterUnreachable",
     "ConflictError",

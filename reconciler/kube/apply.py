@@ -52,6 +52,7 @@ class InstanceTarget:
     app: str = ""
     version: str = ""
     source_commit: str = ""
+    allow_empty_prune: bool = False  # ``allowEmptyPrune: true`` in the instance file
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class ApplyOptions:
     limits: Limits = field(default_factory=Limits)
     force_conflicts: bool = False
     allow_empty_prune: bool = False
+    allow_mass_prune: bool = False  # lift the cluster guard on uninstalling many instances
     prune: bool = True
 
 
@@ -116,7 +118,7 @@ def apply_instance(
             live,
             target.instance,
             stale,
-            refuse_all=not objects and not options.allow_empty_prune,
+            refuse_all=not objects and not (options.allow_empty_prune or target.allow_empty_prune),
         )
         entries += pruned.entries
         kept.update(pruned.kept)

@@ -31,6 +31,7 @@ from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, Object
 from reconciler.model.errors import KubeError
 
 PRUNE_REFUSED = "PruneRefused"
+EMPTY_RENDER = "EmptyRender"
 
 
 @dataclass(frozen=True)
@@ -53,22 +54,22 @@ def prune_stale(
 ) -> PruneResult:
     """Delete ``stale`` objects of ``instance`` in reverse kind order.
 
-    ``refuse_all`` means nothing of the instance would remain: every stale object
-    is then skipped and the result carries reason ``PruneRefused``.
+    ``refuse_all`` means the instance still exists but renders nothing: every
+    stale object is then kept and the result carries reason ``EmptyRender``.
     """
     if not stale:
         return PruneResult()
     if refuse_all:
         message = (
-            f"refusing to prune all {len(stale)} objects of instance {instance} in one pass "
-            "(an empty render usually means a broken commit); allow it explicitly "
-            "(--allow-empty-prune) if this is intended"
+            f"instance {instance} renders no objects; keeping its {len(stale)} objects "
+            "(an empty render usually means a broken commit). Set allowEmptyPrune: true "
+            "in the instance file (or pass --allow-empty-prune) to delete them"
         )
         skipped = tuple(
             ChangeSetEntry.for_ref(instance, ref, Action.SKIPPED, message)
             for ref in prune_order(stale)
         )
-        return PruneResult(skipped, dict(stale), PRUNE_REFUSED, message)
+        return PruneResult(skipped, dict(stale), EMPTY_RENDER, message)
     entries: list[ChangeSetEntry] = []
     kept: dict[ObjectRef, str] = {}
     for ref in prune_order(stale):
@@ -123,15 +124,15 @@ def write_inventory(
 
 
 def remove_instance(
-    client: KubeClient, live: LiveState, inventory: Inventory, *, allow_empty_prune: bool
+    client: KubeClient, live: LiveState, inventory: Inventory
 ) -> tuple[ChangeSet, str | None, str]:
-    """Prune every object of an instance that Git no longer has, then its inventory.
+    """Uninstall an instance whose file Git no longer has: prune its objects, then its inventory.
 
-    Returns the change set, a failure reason (``PruneRefused``/``PruneFailed``) and message.
+    Deleting the file is the explicit request, so no flag is needed; the cluster-wide
+    guard against mass removal is the caller's (``reconciler.daemon.applying``).
+    Returns the change set, a failure reason (``PruneFailed``) and message.
     """
-    result = prune_stale(
-        client, live, inventory.instance, inventory.objects, refuse_all=not allow_empty_prune
-    )
+    result = prune_stale(client, live, inventory.instance, inventory.objects, refuse_all=False)
     if result.reason is None:
         ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
         try:

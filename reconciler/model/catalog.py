@@ -143,6 +143,9 @@ class Cluster:
     name: str
     allowed_namespaces: tuple[str, ...] | None = None  # None: any namespace
     allow_cluster_scoped: bool = True
+    # prune.maxRemovedInstances: how many instances one commit may uninstall
+    max_removed: int | None = None  # an absolute count; None: use ``max_removed_percent``
+    max_removed_percent: int = 50
     origin: Origin = field(default_factory=lambda: Origin(""))
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)
@@ -163,6 +166,7 @@ class Instance:
     allow_downgrade: bool = False
     allow_prerelease: bool = False
     suspend: bool = False
+    allow_empty_prune: bool = False
     rollout: RolloutPlan | None = None
     origin: Origin = field(default_factory=lambda: Origin(""))
     valid: bool = True  # False when the instance file has an error; keep its last good state
@@ -191,6 +195,22 @@ class ClusterEntry:
     name: str
     cluster: Cluster
     instances: dict[str, Instance] = field(default_factory=dict)
+
+    def removal_allowed(self, removed: int, total: int) -> bool:
+        """May one commit uninstall ``removed`` of the ``total`` instances the cluster runs?
+
+        SPEC section 3: more than half of them (or all of them) is refused unless
+        ``prune.maxRemovedInstances`` allows it; a renamed ``instances/`` directory
+        or an emptied catalog must not uninstall a whole cluster.
+        """
+        if removed == 0:
+            return True
+        cluster = self.cluster
+        if cluster.max_removed is not None:
+            return removed <= cluster.max_removed
+        if removed >= total and cluster.max_removed_percent < 100:
+            return False
+        return removed * 100 <= total * cluster.max_removed_percent
 
     @property
     def namespaces(self) -> dict[str, str]:

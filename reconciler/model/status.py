@@ -27,6 +27,7 @@ class Phase(StrEnum):
     STALLED = "Stalled"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    REMOVED = "Removed"  # uninstalled: its file was deleted from Git and its objects pruned
 
 
 class ConditionType(StrEnum):
@@ -101,6 +102,8 @@ def conditions_for(phase: Phase, reason: str = "", message: str = "") -> tuple[C
         )
     if phase is Phase.SUSPENDED:
         return (Condition(ConditionType.READY, UNKNOWN, reason or "Suspended", message),)
+    if phase is Phase.REMOVED:
+        return (Condition(ConditionType.READY, FALSE, reason or "Removed", message),)
     why = reason or str(phase)
     return (
         Condition(ConditionType.READY, FALSE, why, message),

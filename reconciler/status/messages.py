@@ -53,6 +53,8 @@ def trailers_for(status: InstanceStatus) -> dict[str, str]:
 
 def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> str:
     """What happened, in a few words, ending with the phase (and reason when not Ready)."""
+    if status.phase is Phase.REMOVED:
+        return status.message or "removed"
     outcome = _outcome(status)
     app = status.app or "app"
     if previous is None or previous.version is None:

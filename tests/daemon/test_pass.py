@@ -161,15 +161,16 @@ def test_failing_workload_is_recorded_as_health_check_failed(world: World) -> No
     assert statuses["web"].phase is Phase.READY  # one failure never stops the others
 
 
-def test_deleted_instance_is_kept_unless_allowed(world: World) -> None:
+def test_deleted_instance_is_uninstalled_and_recorded_removed(world: World) -> None:
     world.daemon.run_pass()
     remove_file(world.repo, "clusters/prod/instances/api.yaml", "remove instance api")
     outcome = world.daemon.run_pass()
     assert [r.instance for r in outcome.report.removed] == ["api"]  # type: ignore[union-attr]
-    assert deployment(world, "api", "team-api") is not None
-    allowed = world.new_daemon(allow_empty_prune=True).run_pass()
-    assert all(r.ok for r in allowed.report.removed)  # type: ignore[union-attr]
     assert deployment(world, "api", "team-api") is None
+    assert [c.subject for c in outcome.commits] == ["prod/api: removed (2 objects deleted)"]
+    assert world.daemon.ledger.read()["api"].phase is Phase.REMOVED
+    again = world.daemon.run_pass()
+    assert again.commits == [] and again.report.removed == ()  # type: ignore[union-attr]
 
 
 def test_status_ledger_is_readable_by_status_command_after_passes(world: World) -> None:

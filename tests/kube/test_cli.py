@@ -117,13 +117,23 @@ def test_removed_manifest_is_pruned(cli: Cli) -> None:
     assert cli.client.get(API_CFG) is None
 
 
-def test_instance_deleted_from_git_needs_allow_empty_prune(cli: Cli) -> None:
+def test_instance_deleted_from_git_is_uninstalled_within_the_mass_prune_guard(cli: Cli) -> None:
     cli.run("apply")
     (cli.catalog / "clusters/prod/instances/api.yaml").unlink()
+    # api is one of the cluster's two instances: half may go without a flag
+    code, actions = cli.apply_json()
+    assert code == 0 and actions["ConfigMap/team-api/api-config"] == "deleted"
+    assert cli.client.get(API_CFG) is None
+
+
+def test_removing_every_instance_needs_allow_mass_prune(cli: Cli) -> None:
+    cli.run("apply")
+    (cli.catalog / "clusters/prod/instances/api.yaml").unlink()
+    (cli.catalog / "clusters/prod/instances/web.yaml").unlink()
     code, actions = cli.apply_json()
     assert code == 1 and actions["ConfigMap/team-api/api-config"] == "skipped"
     assert cli.client.get(API_CFG) is not None
-    code, actions = cli.apply_json("--allow-empty-prune")
+    code, actions = cli.apply_json("--allow-mass-prune")
     assert code == 0 and actions["ConfigMap/team-api/api-config"] == "deleted"
     assert cli.client.get(API_CFG) is None
 

@@ -72,9 +72,9 @@ def test_empty_render_is_refused_unless_allowed(backend: Backend) -> None:
     run(backend, "web", ns, [configmap("a", ns, "web"), configmap("b", ns, "web")])
     backend.reset_log()
     refused = run(backend, "web", ns, [])
-    assert not refused.ok and refused.reason == "PruneRefused"
+    assert not refused.ok and refused.reason == "EmptyRender"
     assert set(actions(refused).values()) == {"skipped"}
-    assert "refusing to prune all 2 objects" in refused.message
+    assert "renders no objects; keeping its 2 objects" in refused.message
     assert backend.writes() in ([], None)
     assert backend.client.get(cm_ref(ns, "a")) is not None
     allowed = run(backend, "web", ns, [], allow_empty_prune=True)
@@ -99,9 +99,7 @@ def test_instance_removed_from_git(backend: Backend) -> None:
     live = LiveState(backend.client, backend.cluster)
     inv = live.inventory("web")
     assert inv is not None
-    changes, reason, _ = remove_instance(backend.client, live, inv, allow_empty_prune=False)
-    assert reason == "PruneRefused" and changes.entries[0].action is Action.SKIPPED
-    live = LiveState(backend.client, backend.cluster)
-    changes, reason, _ = remove_instance(backend.client, live, inv, allow_empty_prune=True)
+    # deleting the instance file is the request: no flag (SPEC section 3)
+    changes, reason, _ = remove_instance(backend.client, live, inv)
     assert reason is None and changes.entries[0].action is Action.DELETED
     assert "web" not in read_inventories(backend.client, backend.cluster)

@@ -1,0 +1,131 @@
+"""Issue 8, "deleting is explicit, and mass deletion is guarded" (SPEC section 3).
+
+Deleting an instance file uninstalls it with no flag: objects pruned, one
+``Removed`` status commit, gone from the ``status`` table. A commit that would
+remove more than half of a cluster's instances (or all of them) removes none
+(``PruneRefused``) unless ``prune.maxRemovedInstances`` or ``--allow-mass-prune``
+allows it. An instance that still exists but renders nothing keeps its objects
+(``Stalled``/``EmptyRender``) unless ``allowEmptyPrune: true``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from reconciler.cli import main
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.status import Phase
+from reconciler.source.scaffold import remove_file
+from tests.daemon.conftest import World
+
+API = ObjectRef("apps/v1", "Deployment", "team-api", "api")
+WEB = ObjectRef("apps/v1", "Deployment", "web", "web")
+CLUSTER = (
+    "apiVersion: reconciler/v1\nkind: Cluster\nname: prod\n"
+    'allowedNamespaces: [web, "team-*"]\nallowClusterScoped: false\n'
+)
+
+
+def _git(world: World, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=world.repo.work, check=True, capture_output=True)
+
+
+def test_renaming_instances_directory_deletes_nothing(world: World) -> None:
+    assert world.daemon.run_pass().ok
+    _git(world, "mv", "clusters/prod/instances", "clusters/prod/instance")
+    _git(world, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "oops")
+    _git(world, "push", "-q")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None
+    assert world.client.get(API) is not None and world.client.get(WEB) is not None
+    removed = {s.instance: s for s in outcome.report.statuses}
+    assert {removed["api"].reason, removed["web"].reason} == {"PruneRefused"}
+    assert removed["api"].phase is Phase.STALLED
+    assert "more than cluster.yaml prune.maxRemovedInstances allows" in removed["api"].message
+
+
+def test_mass_removal_allowed_by_cluster_yaml(world: World) -> None:
+    assert world.daemon.run_pass().ok
+    world.commit(
+        "clusters/prod/cluster.yaml",
+        CLUSTER + "prune: {maxRemovedInstances: 100%}\n",
+        "allow removing everything",
+    )
+    remove_file(world.repo, "clusters/prod/instances/api.yaml", "remove api")
+    remove_file(world.repo, "clusters/prod/instances/web.yaml", "remove web")
+    outcome = world.daemon.run_pass()
+    assert world.client.get(API) is None and world.client.get(WEB) is None
+    assert sorted(c.subject for c in outcome.commits) == [
+        "prod/api: removed (2 objects deleted)",
+        "prod/web: removed (1 object deleted)",
+    ]
+
+
+def test_mass_removal_allowed_by_flag(world: World) -> None:
+    assert world.daemon.run_pass().ok
+    remove_file(world.repo, "clusters/prod/instances/api.yaml", "remove api")
+    remove_file(world.repo, "clusters/prod/instances/web.yaml", "remove web")
+    outcome = world.new_daemon(allow_mass_prune=True).run_pass()
+    assert world.client.get(API) is None and world.client.get(WEB) is None
+    assert all(s.phase is Phase.REMOVED for s in outcome.report.statuses)  # type: ignore[union-attr]
+
+
+def test_removed_instance_leaves_the_status_table(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert world.daemon.run_pass().ok
+    remove_file(world.repo, "clusters/prod/instances/api.yaml", "remove api")
+    assert world.daemon.run_pass().commits
+    capsys.readouterr()
+    assert main(["status", "--repo", str(world.repo.remote), "--cluster", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "web" in out and "api" not in out
+    assert main(["history", "--repo", str(world.repo.remote), "--cluster", "prod", "api"]) == 0
+    assert "removed (2 objects deleted)" in capsys.readouterr().out
+
+
+def test_emptied_manifests_keep_objects_as_empty_render(world: World) -> None:
+    assert world.daemon.run_pass().ok
+    shutil.rmtree(world.repo.work / "apps/podinfo/versions/6.6.0/manifests")
+    (world.repo.work / "apps/podinfo/versions/6.6.0/manifests").mkdir()
+    (world.repo.work / "apps/podinfo/versions/6.6.0/manifests/.keep").write_text("")
+    _git(world, "add", "-A")
+    _git(world, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "empty it")
+    _git(world, "push", "-q")
+    outcome = world.daemon.run_pass()
+    assert world.client.get(API) is not None  # api runs 6.6.0: its objects are kept
+    api = next(s for s in outcome.report.statuses if s.instance == "api")  # type: ignore[union-attr]
+    assert api.phase is not Phase.READY
+    assert api.reason in ("EmptyRender", "CatalogInvalid")
+
+
+def test_allow_empty_prune_in_the_instance_file(world: World) -> None:
+    assert world.daemon.run_pass().ok
+    world.commit(
+        "apps/podinfo/versions/6.7.0/version.yaml",
+        "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.7.0\n"
+        'upgradeFrom: ">=6.0.0"\nimages: {}\nparameters: {replicas: {default: 2}, '
+        "message: {default: hi}}\n",
+        "an empty version",
+    )
+    world.commit("apps/podinfo/versions/6.7.0/manifests/none.yaml", "# nothing\n", "no objects")
+    world.commit(
+        "clusters/prod/instances/api.yaml",
+        "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
+        "version: 6.7.0\nnamespace: team-api\n",
+        "api to the empty version",
+    )
+    outcome = world.daemon.run_pass()
+    api = next(s for s in outcome.report.statuses if s.instance == "api")  # type: ignore[union-attr]
+    assert api.reason == "EmptyRender" and world.client.get(API) is not None
+    world.commit(
+        "clusters/prod/instances/api.yaml",
+        "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
+        "version: 6.7.0\nnamespace: team-api\nallowEmptyPrune: true\n",
+        "yes, really",
+    )
+    world.daemon.run_pass()
+    assert world.client.get(API) is None
