@@ -41,6 +41,13 @@ from reconciler.model.names import DNS_LABEL
 from reconciler.model.version import VersionSyntaxError, parse_version
 
 YAML_SUFFIXES = (".yaml", ".yml")
+DOC_SUFFIXES = (".md", ".txt", ".rst")
+APP_FILES = frozenset({"app.yaml", "channels.yaml", "builds.yaml"})
+APP_DIRS = frozenset({"versions"})
+VERSION_FILES = frozenset({"version.yaml"})
+VERSION_DIRS = frozenset({"manifests", "migrations", "checks"})
+CLUSTER_FILES = frozenset({"cluster.yaml"})
+CLUSTER_DIRS = frozenset({"instances"})
 
 
 @contextmanager
@@ -94,14 +101,53 @@ def _subdirs(ctx: LoadContext, parent: Path) -> list[Path]:
         if child.name.startswith("."):
             continue
         if not child.is_dir():
-            if child.suffix in YAML_SUFFIXES:
-                ctx.warning(
-                    ctx.rel(child), None, f"unexpected file in {ctx.rel(parent)}/ (ignored)"
+            if not _is_documentation(child):
+                ctx.error(
+                    ctx.rel(child),
+                    None,
+                    f"unexpected file in {ctx.rel(parent)}/ (only directories belong here)",
                 )
             continue
         if ctx.check_contained(child, parent, "directory"):
             out.append(child)
     return out
+
+
+def _is_documentation(path: Path) -> bool:
+    """README.md, NOTES.md...: prose next to the catalog files is fine anywhere."""
+    return path.suffix.lower() in DOC_SUFFIXES and path.is_file()
+
+
+def _check_entries(
+    ctx: LoadContext, directory: Path, files: frozenset[str], dirs: frozenset[str]
+) -> None:
+    """Report anything in ``directory`` that the catalog format does not define.
+
+    A renamed ``instances/`` or a stray ``web.yaml.bak`` is silently ignored by
+    a loader that only looks for what it knows, and then reads as a deletion.
+    SPEC section 3 makes every unknown file or directory a validation error.
+    """
+    if not directory.is_dir():
+        return
+    for child in sorted(directory.iterdir()):
+        name = child.name
+        if name.startswith(".") or _is_documentation(child):
+            continue
+        if child.is_dir():
+            if name not in dirs:
+                expected = ", ".join(f"{d}/" for d in sorted(dirs)) or "none"
+                ctx.error(
+                    ctx.rel(child),
+                    None,
+                    f"unknown directory {name}/ in {ctx.rel(directory)}/ (expected: {expected})",
+                )
+        elif name not in files:
+            expected = ", ".join(sorted(files)) or "none"
+            ctx.error(
+                ctx.rel(child),
+                None,
+                f"unknown file {name} in {ctx.rel(directory)}/ (expected: {expected})",
+            )
 
 
 def _origin(ctx: LoadContext, path: Path, doc: Document) -> Origin:
@@ -113,6 +159,7 @@ def _origin(ctx: LoadContext, path: Path, doc: Document) -> Origin:
 
 def _load_app(ctx: LoadContext, app_dir: Path) -> AppEntry:
     entry = AppEntry(name=app_dir.name)
+    _check_entries(ctx, app_dir, APP_FILES, APP_DIRS)
     if not DNS_LABEL.fullmatch(app_dir.name):
         ctx.error(
             ctx.rel(app_dir),
@@ -187,6 +234,7 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
     except VersionSyntaxError as e:
         ctx.error(rel_dir, None, f"version directory name is not a valid version: {e}")
         return None
+    _check_entries(ctx, version_dir, VERSION_FILES, VERSION_DIRS)
     path = version_dir / "version.yaml"
     placeholder = AppVersion(
         app=app, version=dir_version, directory=rel_dir, valid=False, origin=Origin(ctx.rel(path))
@@ -328,12 +376,30 @@ def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
         ctx.error(ctx.rel(path), None, "cluster.yaml is not a readable file")
         cluster = replace(cluster, valid=False)
     entry = ClusterEntry(name=name, cluster=cluster)
+    _check_entries(ctx, cluster_dir, CLUSTER_FILES, CLUSTER_DIRS)
     instances_dir = cluster_dir / "instances"
     if instances_dir.is_dir() and ctx.check_contained(instances_dir, cluster_dir, "directory"):
+        paths: dict[str, list[Path]] = {}
         for path in sorted(instances_dir.iterdir()):
-            if path.name.startswith(".") or path.suffix not in YAML_SUFFIXES:
+            if path.name.startswith(".") or _is_documentation(path):
                 continue
-            instance = _load_instance(ctx, name, path)
+            if path.is_dir() or path.suffix not in YAML_SUFFIXES:
+                ctx.error(
+                    ctx.rel(path),
+                    None,
+                    f"unexpected {'directory' if path.is_dir() else 'file'} in "
+                    f"{ctx.rel(instances_dir)}/ (instance files end in .yaml)",
+                )
+                continue
+            paths.setdefault(path.stem, []).append(path)
+        for stem, found in paths.items():
+            instance = _load_instance(ctx, name, found[0])
+            if len(found) > 1:
+                # neither may silently win: the instance keeps its last good state
+                names = " and ".join(p.name for p in found)
+                for path in found:
+                    ctx.error(ctx.rel(path), None, f"instance {stem} has two files: {names}")
+                instance = replace(instance, valid=False)
             entry.instances[instance.name] = instance
     return entry
 

@@ -47,7 +47,8 @@ def load_templates(
             files.append(ctx.rel(path))
             templates.extend(_read_manifest(ctx, path, version))
     if not templates:
-        ctx.warning(version.directory, None, "version has no manifests (manifests/*.yaml)")
+        # an emptied manifests/ would otherwise read as "delete everything"
+        ctx.error(version.directory, None, "version has no manifests (manifests/*.yaml)")
     jobs = {}
     for index, migration in enumerate(version.migrations):
         line = version_doc.line_of(["migrations", index])

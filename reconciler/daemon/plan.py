@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.model.catalog import AppVersion, Catalog, Instance
@@ -94,10 +94,57 @@ def plan_cluster(
             _failed(instances[name], deployed.get(name), CATALOG_INVALID, message)
             for name in sorted(instances)
         ]
-    return [
+    plans = [
         plan_instance(catalog, instances[name], deployed.get(name), render=render)
         for name in sorted(instances)
     ]
+    return _one_owner_per_object(plans)
+
+
+def _one_owner_per_object(plans: list[InstancePlan]) -> list[InstancePlan]:
+    """Refuse instances that render the same object: two owners would fight every pass.
+
+    Caught offline (``validate``, ``render``), before apply: each instance involved
+    becomes ``CatalogInvalid`` naming the object and the other instance.
+    """
+    owners: dict[tuple[str, str, str, str], list[str]] = {}
+    for plan in plans:
+        for obj in plan.objects:
+            owners.setdefault(_object_key(obj), []).append(plan.name)
+    shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
+    if not shared:
+        return plans
+    out = []
+    for plan in plans:
+        clash = next((k for k, names in shared.items() if plan.name in names), None)
+        if clash is None:
+            out.append(plan)
+            continue
+        others = " and ".join(sorted(set(shared[clash]) - {plan.name}))
+        _group, kind, namespace, name = clash
+        what = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+        message = (
+            f"{what} is also rendered by instance {others}; an object can have only one "
+            "owning instance"
+        )
+        inst = plan.instance
+        problem = Problem(inst.origin.file, inst.origin.line("app"), Severity.ERROR, message)
+        out.append(
+            replace(
+                plan,
+                objects=(),
+                problems=(*plan.problems, problem),
+                reason=CATALOG_INVALID,
+                message=f"{inst.origin.file}: {message}",
+            )
+        )
+    return out
+
+
+def _object_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return (group, str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
 
 def _first_error(catalog: Catalog, *paths: str) -> str:

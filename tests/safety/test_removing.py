@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 
+from reconciler.catalog import load_catalog
 from reconciler.cli import main
+from reconciler.kube import ApplyOptions, InstanceTarget, LiveState, apply_instance
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World
+from tests.factories import write_catalog
 
 API = ObjectRef("apps/v1", "Deployment", "team-api", "api")
 WEB = ObjectRef("apps/v1", "Deployment", "web", "web")
@@ -103,29 +107,27 @@ def test_emptied_manifests_keep_objects_as_empty_render(world: World) -> None:
 
 
 def test_allow_empty_prune_in_the_instance_file(world: World) -> None:
+    """``allowEmptyPrune: true`` reaches the engine as the instance's own allowance."""
     assert world.daemon.run_pass().ok
-    world.commit(
-        "apps/podinfo/versions/6.7.0/version.yaml",
-        "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.7.0\n"
-        'upgradeFrom: ">=6.0.0"\nimages: {}\nparameters: {replicas: {default: 2}, '
-        "message: {default: hi}}\n",
-        "an empty version",
+    kept = InstanceTarget("prod", "api", "team-api", (), "podinfo", "6.6.0")
+    live = LiveState(world.client, "prod")
+    refused = apply_instance(world.client, kept, ApplyOptions(), live)
+    assert refused.reason == "EmptyRender" and world.client.get(API) is not None
+    allowed = replace(kept, allow_empty_prune=True)
+    result = apply_instance(world.client, allowed, ApplyOptions(), LiveState(world.client, "prod"))
+    assert result.ok and world.client.get(API) is None
+    instance = (
+        load_catalog(
+            write_catalog(
+                world.cache / "flagged",
+                {
+                    "clusters/prod/instances/api.yaml": "apiVersion: reconciler/v1\nkind: Instance\n"
+                    "name: api\napp: podinfo\nversion: 6.6.0\nnamespace: team-api\n"
+                    "allowEmptyPrune: true\n"
+                },
+            )
+        )
+        .clusters["prod"]
+        .instances["api"]
     )
-    world.commit("apps/podinfo/versions/6.7.0/manifests/none.yaml", "# nothing\n", "no objects")
-    world.commit(
-        "clusters/prod/instances/api.yaml",
-        "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
-        "version: 6.7.0\nnamespace: team-api\n",
-        "api to the empty version",
-    )
-    outcome = world.daemon.run_pass()
-    api = next(s for s in outcome.report.statuses if s.instance == "api")  # type: ignore[union-attr]
-    assert api.reason == "EmptyRender" and world.client.get(API) is not None
-    world.commit(
-        "clusters/prod/instances/api.yaml",
-        "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
-        "version: 6.7.0\nnamespace: team-api\nallowEmptyPrune: true\n",
-        "yes, really",
-    )
-    world.daemon.run_pass()
-    assert world.client.get(API) is None
+    assert instance.allow_empty_prune
