@@ -104,8 +104,11 @@ def apply_instance(
         return _refused(target, objects, refused)
 
     old = live.inventory(target.instance)
-    entries = _ensure_namespaces(client, live, target, objects)
     fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
+    refused = _dry_run(client, live, target.instance, objects, old, options, fingerprints)
+    if refused:
+        return _refused(target, objects, refused, by_dry_run=True)
+    entries = _ensure_namespaces(client, live, target, objects)
     entries += _apply_objects(client, live, target, objects, old, options, fingerprints)
     applied_ok = not any(e.action is Action.FAILED for e in entries)
     kept: dict[ObjectRef, str] = _kept_fingerprints(fingerprints, entries, old)
@@ -170,6 +173,56 @@ def _apply_objects(
         _apply_one(client, live, target.instance, o, old, options, fingerprints) for o in rest
     ]
     return entries
+
+
+def _dry_run(
+    client: KubeClient,
+    live: LiveState,
+    instance: str,
+    objects: list[JsonObject],
+    old: Inventory | None,
+    options: ApplyOptions,
+    fingerprints: Mapping[ObjectRef, str],
+) -> dict[ObjectRef, str]:
+    """Ask the API server to accept every object apply would write, before writing any.
+
+    An instance is applied whole or not at all: an unknown kind or an invalid
+    object found halfway would otherwise leave half of a new version running.
+    Only objects that will be written are sent (``dryRun=All`` server-side
+    apply, https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run),
+    so an unchanged pass costs nothing more. Objects that cannot be judged yet
+    are left to the apply itself: kinds served by a CRD of this same instance,
+    and objects in a namespace that does not exist yet. A conflict is not a
+    refusal here; apply decides about conflicts.
+    """
+    served_here = {
+        v
+        for o in objects
+        if o.get("kind") == "CustomResourceDefinition"
+        for v in crd_api_versions(o)
+    }
+    refused: dict[ObjectRef, str] = {}
+    for obj in apply_order(objects):
+        ref = ObjectRef.of(obj)
+        if ref.api_version in served_here:
+            continue
+        if (
+            ref.namespace
+            and obj.get("kind") != "Namespace"
+            and not live.namespace_exists(ref.namespace)
+        ):
+            continue
+        try:
+            current = live.get(ref)
+            recorded = old.objects.get(ref) if old is not None else None
+            if recorded == fingerprints[ref] and matches(obj, current):
+                continue
+            client.apply(obj, force=options.force_conflicts, dry_run=True)
+        except ConflictError:
+            continue
+        except KubeError as e:
+            refused[ref] = str(e)
+    return refused
 
 
 def _apply_one(
@@ -320,14 +373,24 @@ def _namespace_allowed(target: InstanceTarget, limits: Limits) -> bool:
 
 
 def _refused(
-    target: InstanceTarget, objects: list[JsonObject], refused: dict[ObjectRef, str]
+    target: InstanceTarget,
+    objects: list[JsonObject],
+    refused: dict[ObjectRef, str],
+    *,
+    by_dry_run: bool = False,
 ) -> InstanceResult:
+    """Nothing of the instance is written: the refused objects failed, the rest skipped."""
+    skipped = (
+        "not applied: another object of the instance was refused by a dry run"
+        if by_dry_run
+        else "not applied: the instance is outside the cluster limits"
+    )
     entries = [
         ChangeSetEntry.for_ref(
             target.instance,
             ObjectRef.of(o),
             Action.FAILED if ObjectRef.of(o) in refused else Action.SKIPPED,
-            refused.get(ObjectRef.of(o), "not applied: the instance is outside the cluster limits"),
+            refused.get(ObjectRef.of(o), skipped),
         )
         for o in apply_order(objects)
     ]
@@ -337,7 +400,8 @@ def _refused(
             ChangeSetEntry.for_ref(target.instance, ref, Action.FAILED, msg)
             for ref, msg in refused.items()
         ]
-    return InstanceResult(target.instance, ChangeSet.of(entries), LimitViolation.reason, message)
+    reason = "ApplyFailed" if by_dry_run else LimitViolation.reason
+    return InstanceResult(target.instance, ChangeSet.of(entries), reason, message)
 
 
 def _kept_fingerprints(

@@ -35,7 +35,9 @@ class World:
 
     def writes(self) -> int:
         return sum(
-            1 for e in self.sandbox.request_log() if e.method in ("POST", "PUT", "PATCH", "DELETE")
+            1
+            for e in self.sandbox.request_log()
+            if e.method in ("POST", "PUT", "PATCH", "DELETE") and "dryRun=" not in e.query
         )
 
 

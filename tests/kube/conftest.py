@@ -54,7 +54,12 @@ class Backend:
 
     def writes(self) -> list[str] | None:
         log = self.log()
-        return None if log is None else [f"{e.verb} {e.path}" for e in log if e.verb in WRITE_VERBS]
+        if log is None:
+            return None
+        # a dry run (dryRun=All) persists nothing: it is a question, not a write
+        return [
+            f"{e.verb} {e.path}" for e in log if e.verb in WRITE_VERBS and "dryRun=" not in e.query
+        ]
 
 
 def edit_like_kubectl(client: KubeClient, ref: ObjectRef, body: dict[str, Any]) -> None:
