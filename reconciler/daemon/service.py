@@ -7,7 +7,10 @@ election on a Lease so that only one replica acts. The loop itself is small:
 wait for a trigger, run one pass if this replica leads, schedule a retry when
 an instance backs off or an upgrade goes through intermediate versions.
 SIGTERM only enqueues a shutdown trigger, so the in-flight pass finishes and
-pushes its status before the process exits.
+pushes its status before the process exits; the Lease is released only after
+that, so a standby never acts while this replica still writes. A pass is
+bounded by ``--health-timeout`` plus its status push, so the pod's
+``terminationGracePeriodSeconds`` must exceed it (deploy/ does).
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ class Service:
         self.http_port = 0
         self.elector: LeaderElector | None = None
         self._elector_thread: threading.Thread | None = None
+        # The Lease is held until the loop has stopped, not merely until SIGTERM:
+        # releasing it while the in-flight pass still applies would let a standby
+        # act at the same time (two writers for several seconds).
+        self._release_lease = threading.Event()
 
     @property
     def leading(self) -> bool:
@@ -186,13 +193,14 @@ class Service:
         elector = self.elector
         self._elector_thread = threading.Thread(
             target=elector.run,
-            args=(self.stop_event, started, stopped),
+            args=(self._release_lease, started, stopped),
             name="leader-election",
             daemon=True,
         )
         self._elector_thread.start()
 
     def _stop(self) -> None:
+        """Called once the loop has returned: no pass runs any more, so the Lease can go."""
         self.stop_event.set()
         for timer in self._timers:
             timer.stop()
@@ -200,6 +208,7 @@ class Service:
             self._watcher.stop()
         if self.http is not None:
             self.http.stop()
+        self._release_lease.set()
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out
 

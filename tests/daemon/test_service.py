@@ -227,3 +227,49 @@ def test_a_crashing_pass_does_not_stop_the_daemon(world: World) -> None:
     with running(daemon) as service:
         eventually(lambda: web_image(world).endswith(":6.5.0"))  # a later pass still ran
         assert service.health.liveness()[0]
+
+
+def test_lease_is_released_only_after_the_in_flight_pass(world: World) -> None:
+    """Issue 8: SIGTERM mid-pass kept applying after the Lease was released (two writers)."""
+    daemon = world.new_daemon(
+        interval=3600.0,
+        drift_interval=3600.0,
+        leader_elect=True,
+        leader_namespace="default",
+        lease_name="reconciler-prod",
+        identity="replica-a",
+        lease_duration=1.0,
+        renew_deadline=0.6,
+        retry_period=0.1,
+    )
+    in_pass, finish = threading.Event(), threading.Event()
+    original = daemon.run_pass
+
+    def slow_pass() -> object:
+        in_pass.set()
+        finish.wait(timeout=20)
+        return original()
+
+    daemon.run_pass = slow_pass  # type: ignore[method-assign]
+    lease = ObjectRef("coordination.k8s.io/v1", "Lease", "default", "reconciler-prod")
+
+    def holder() -> str:
+        body = world.client.get(lease) or {}
+        return str((body.get("spec") or {}).get("holderIdentity") or "")
+
+    service = Service(daemon, install_signals=False)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    try:
+        assert in_pass.wait(timeout=20)
+        service.shutdown("SIGTERM")
+        time.sleep(1.5)  # longer than the lease duration: a released Lease would show now
+        assert holder() == "replica-a"
+        finish.set()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        assert holder() == ""  # released once the loop stopped
+    finally:
+        finish.set()
+        service.shutdown("test finished")
+        thread.join(timeout=30)

@@ -206,6 +206,13 @@ def test_the_arguments_parse_with_the_real_command_line(objects: list[dict[str, 
     assert not args.once
 
 
+def test_grace_period_outlasts_the_in_flight_pass(objects: list[dict[str, Any]]) -> None:
+    # issue 8: the pass finishes (health timeout) and pushes status before the Lease goes
+    args = build_parser().parse_args(expanded_args(objects))
+    grace = one(objects, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace >= args.health_timeout + 20
+
+
 def test_the_service_reaches_the_pods(objects: list[dict[str, Any]]) -> None:
     service = one(objects, "Service")["spec"]
     labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
