@@ -75,8 +75,8 @@ def execute_migration(
             phase=migration.phase,
             scope=migration.scope,
             started_at=started,
-            duration=duration,
-            check_duration=check,
+            duration=round(duration, 3),  # milliseconds: what the ledger keeps
+            check_duration=round(check, 3),
             outcome=outcome,
             message=message,
         )

@@ -129,7 +129,7 @@ def _checksum_changes(
             if earlier is None:
                 first[migration.name] = (version, checksum)
                 continue
-            if earlier[1] != checksum:
+            if earlier[0] is not version and earlier[1] != checksum:
                 file, line = _where(version, migration)
                 yield warning(
                     file,

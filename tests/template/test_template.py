@@ -13,8 +13,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from importlib.metadata import entry_points
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
