@@ -11,6 +11,8 @@ The daemon (and ``apply``) will drive a pass's hooks through this API:
 - ``undo_migration(...)`` reverses an applied one with its own version's definition.
 - ``render_job(...)`` / ``JobRunner``: the Job and the interface that runs it.
 - ``check_migrations(catalog, registry)``: validation problems across versions.
+- ``ledger_configmap(ledger, cluster, namespace)`` / ``ledger_from_configmap(obj)``: the
+  cluster's copy of the ledger.
 """
 
 from reconciler.migrations.checks import (
@@ -42,6 +44,12 @@ from reconciler.migrations.jobs import (
     JobRunner,
     render_job,
 )
+from reconciler.migrations.ledger import (
+    GLOBAL_NAME,
+    ledger_configmap,
+    ledger_from_configmap,
+    ledger_name,
+)
 from reconciler.migrations.registry import (
     GROUP,
     MigrationLoadError,
@@ -53,6 +61,7 @@ from reconciler.migrations.runner import StepOutcome, run_step
 from reconciler.migrations.validate import check_migrations
 
 __all__ = [
+    "GLOBAL_NAME",
     "GROUP",
     "MIGRATION_LABEL",
     "PHASE_LABEL",
@@ -77,6 +86,9 @@ __all__ = [
     "field_at",
     "job_checksum",
     "job_environment",
+    "ledger_configmap",
+    "ledger_from_configmap",
+    "ledger_name",
     "migration_checksum",
     "python_checksum",
     "render_check",
