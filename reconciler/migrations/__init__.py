@@ -59,6 +59,7 @@ from reconciler.migrations.registry import (
 )
 from reconciler.migrations.runner import StepOutcome, run_step
 from reconciler.migrations.validate import check_migrations
+from reconciler.migrations.views import LedgerRow, ledger_rows, ledger_table
 
 __all__ = [
     "GLOBAL_NAME",
@@ -70,6 +71,7 @@ __all__ = [
     "Component",
     "JobOutcome",
     "JobRunner",
+    "LedgerRow",
     "MigrationContext",
     "MigrationLoadError",
     "MigrationRun",
@@ -89,6 +91,8 @@ __all__ = [
     "ledger_configmap",
     "ledger_from_configmap",
     "ledger_name",
+    "ledger_rows",
+    "ledger_table",
     "migration_checksum",
     "python_checksum",
     "render_check",
