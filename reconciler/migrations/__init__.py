@@ -5,6 +5,8 @@ The daemon (and ``apply``) will drive a pass's hooks through this API:
 - ``Registry.installed()``: Python migrations registered under ``reconciler.migrations``.
 - ``migration_checksum(version, migration, registry.distributions())``: the ledger's checksum.
 - ``to_consider(pairs, ledger)`` (``reconciler.model.migrations``): the once-only rule.
+- ``pending(version, phase, scope, ledger, dists)``: what a change runs now, with checksums;
+  ``plan_uninstall(current, ledger, versions)``: uninstall migrations, then undo steps.
 - ``execute_migration(migration, version, instance, ctx, checksum=..., deployed_version=...,
   runtime=Runtime(reader, registry, job_runner))`` -> ``MigrationRun`` (a ``MigrationRecord``
   and warnings); never raises for the migration's own failures.
@@ -50,6 +52,13 @@ from reconciler.migrations.ledger import (
     ledger_from_configmap,
     ledger_name,
 )
+from reconciler.migrations.plan import (
+    Pending,
+    UndoStep,
+    UninstallPlan,
+    pending,
+    plan_uninstall,
+)
 from reconciler.migrations.registry import (
     GROUP,
     MigrationLoadError,
@@ -76,11 +85,14 @@ __all__ = [
     "MigrationLoadError",
     "MigrationRun",
     "ObjectReader",
+    "Pending",
     "PythonMigration",
     "RegisteredMigration",
     "Registry",
     "Runtime",
     "StepOutcome",
+    "UndoStep",
+    "UninstallPlan",
     "check_migrations",
     "components_json",
     "evaluate_check",
@@ -94,6 +106,8 @@ __all__ = [
     "ledger_rows",
     "ledger_table",
     "migration_checksum",
+    "pending",
+    "plan_uninstall",
     "python_checksum",
     "render_check",
     "render_job",
