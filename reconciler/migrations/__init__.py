@@ -53,11 +53,13 @@ from reconciler.migrations.ledger import (
     ledger_name,
 )
 from reconciler.migrations.plan import (
+    Considered,
     Pending,
     UndoStep,
     UninstallPlan,
     pending,
     plan_uninstall,
+    upgrade_migrations,
 )
 from reconciler.migrations.registry import (
     GROUP,
@@ -78,6 +80,7 @@ __all__ = [
     "SLOW_CHECK_SECONDS",
     "CheckResult",
     "Component",
+    "Considered",
     "JobOutcome",
     "JobRunner",
     "LedgerRow",
@@ -113,5 +116,6 @@ __all__ = [
     "render_job",
     "run_step",
     "undo_migration",
+    "upgrade_migrations",
     "utc_now",
 ]

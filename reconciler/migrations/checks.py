@@ -99,7 +99,8 @@ def _same(live: Any, expected: Any) -> bool:
     return bool(live == expected)
 
 
-def _version_filter(expr: str, deployed: str | None) -> tuple[bool, str]:
+def version_filter(expr: str, deployed: str | None) -> tuple[bool, str]:
+    """Whether ``deployed`` passes a ``deployedVersion`` filter, and why (raises on bad input)."""
     if deployed is None:
         return False, f"deployedVersion {expr}: nothing deployed yet (a first install)"
     try:
@@ -110,7 +111,7 @@ def _version_filter(expr: str, deployed: str | None) -> tuple[bool, str]:
     return matches, f"deployed {deployed} {verdict} {expr}"
 
 
-class _CheckError(Exception):
+class _CheckError(ValueError):
     pass
 
 
@@ -148,7 +149,7 @@ def _evaluate(
     reasons: list[str],
 ) -> bool:
     if check.deployed_version is not None:
-        ok, why = _version_filter(check.deployed_version, deployed)
+        ok, why = version_filter(check.deployed_version, deployed)
         reasons.append(why)
         if not ok:
             return False
@@ -188,4 +189,5 @@ __all__ = [
     "field_at",
     "object_ref",
     "render_check",
+    "version_filter",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reconciler.migrations.checks import version_filter
 from reconciler.migrations.checksum import migration_checksum
 from reconciler.model.catalog import AppVersion, Migration
 from reconciler.model.migrations import Consideration, MigrationLedger, MigrationRecord, to_consider
@@ -105,4 +106,78 @@ def plan_uninstall(
     return UninstallPlan(uninstall, tuple(steps), tuple(errors))
 
 
-__all__ = ["Pending", "UndoStep", "UninstallPlan", "pending", "plan_uninstall"]
+@dataclass(frozen=True)
+class Considered:
+    """A migration an upgrade step would consider, for ``resolve --explain`` (offline)."""
+
+    version: str  # the step that ships it
+    migration: Migration
+    deployed: str | None  # what runs before that step
+    filter_note: str = ""  # the deployedVersion filter's verdict, when it has one
+    filtered_out: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "version": self.version,
+            "name": self.migration.name,
+            "phase": self.migration.phase,
+            "scope": self.migration.scope,
+            "check": self.migration.check.to_dict(),
+        }
+        if self.filter_note:
+            out["filter"] = self.filter_note
+            out["filteredOut"] = self.filtered_out
+        return out
+
+    def describe(self) -> str:
+        m = self.migration
+        parts = []
+        for key, ref in (
+            ("objectMissing", m.check.object_missing),
+            ("objectExists", m.check.object_exists),
+        ):
+            if ref is not None:
+                parts.append(f"{key} {ref.kind}/{ref.name}")
+        if m.check.field_equals is not None:
+            fe = m.check.field_equals
+            parts.append(f"fieldEquals {fe.ref.kind}/{fe.ref.name} {fe.path}={fe.value!r}")
+        if self.filter_note:
+            parts.append(self.filter_note + (" (skipped)" if self.filtered_out else ""))
+        check = "; ".join(parts) or "no check: runs once"
+        return f"{self.version:<10} {m.phase:<5} {m.scope:<6} {m.name}  {check}"
+
+
+def upgrade_migrations(steps: list[AppVersion], deployed: str | None) -> list[Considered]:
+    """The pre/post migrations each step of an upgrade ships, in the order they would run.
+
+    Offline: object checks need the cluster and the ledger decides once-only, so
+    this lists what a change *considers*; only a ``deployedVersion`` filter can be
+    judged here.
+    """
+    out: list[Considered] = []
+    before = deployed
+    for version in steps:
+        for m in version.migrations:
+            if m.phase == "uninstall":
+                continue
+            note, filtered_out = "", False
+            if m.check.deployed_version is not None:
+                try:
+                    ok, note = version_filter(m.check.deployed_version, before)
+                    filtered_out = not ok
+                except ValueError as e:
+                    note = str(e)
+            out.append(Considered(version.key, m, before, note, filtered_out))
+        before = version.key
+    return out
+
+
+__all__ = [
+    "Considered",
+    "Pending",
+    "UndoStep",
+    "UninstallPlan",
+    "pending",
+    "plan_uninstall",
+    "upgrade_migrations",
+]
