@@ -78,7 +78,7 @@ def test_bad_migrations_are_errors_with_file_and_line(tmp_path: Path) -> None:
             f: version_file(
                 "6.6.0",
                 """\
-                - {name: unknown-code, phase: pre, python: nobody}
+                - {name: unknown-code, phase: pre, python: "nobody.module:function"}
                 - {name: not-a-job, phase: pre, job: migrations/cm.yaml}
                 - {name: dup, phase: pre, python: mark}
                 - {name: dup, phase: post, python: mark}
@@ -100,7 +100,7 @@ def test_bad_migrations_are_errors_with_file_and_line(tmp_path: Path) -> None:
         },
     )
     expected = [
-        f'{f}:11: migration "unknown-code": python migration "nobody" is not registered (registered: mark, other)',
+        f'{f}:11: migration "unknown-code": python migration "nobody.module:function" is not registered (registered: mark, other)',
         "apps/podinfo/versions/6.6.0/migrations/cm.yaml:1: a migration job file must hold exactly one batch/v1 Job, found v1 ConfigMap",
         f'{f}:14: migration name "dup" is used twice in this version',
         f'{f}:15: migration "undo-only" needs a job or a python entry point (it has an undo "migrations/m.yaml" without a run)',
