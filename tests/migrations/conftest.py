@@ -1,5 +1,6 @@
-"""Real-Git fixtures (see tests/source/fixtures.py) for the ``migrations`` command."""
+"""Fixtures: real Git (tests/source/fixtures.py) and the sandbox-or-real-cluster backend."""
 
+from tests.kube.conftest import backend  # noqa: F401
 from tests.source.fixtures import (  # noqa: F401
     bare_remote,
     cache_dir,

@@ -1,8 +1,13 @@
-"""State checks against the sandbox: the cluster's state decides, the version filters."""
+"""State checks: the cluster's state decides, the version filters.
+
+Against the sandbox, and against a real cluster in the ``real_cluster`` lane
+(``backend`` from tests/kube/conftest.py: unique namespace, cleaned up after).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,21 +17,31 @@ from reconciler.migrations import evaluate_check, field_at, render_check
 from reconciler.model.catalog import AppVersion, Instance, Parameter
 from reconciler.model.migrations import MigrationCheck
 from reconciler.model.version import parse_version
+from tests.kube.conftest import Backend
+
+
+@dataclass(frozen=True)
+class Live:
+    """The cluster under test and this test's namespace (unique on a real cluster)."""
+
+    client: KubeClient
+    ns: str
 
 
 @pytest.fixture
-def client(sandbox: Any) -> Iterator[KubeClient]:
-    with KubeClient.connect(sandbox.kubeconfig) as kube:
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ledger"}})
-        kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "ledger-schema", "namespace": "ledger"},
-                "data": {"schema": "1"},
-            }
-        )
-        yield kube
+def live(backend: Backend) -> Iterator[Live]:
+    ns = backend.namespace("ledger")
+    kube = backend.client
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "ledger-schema", "namespace": ns},
+            "data": {"schema": "1"},
+        }
+    )
+    yield Live(kube, ns)
 
 
 def cm(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -34,66 +49,66 @@ def cm(name: str, namespace: str | None = None) -> dict[str, Any]:
     return ref if namespace is None else {**ref, "namespace": namespace}
 
 
-def check(client: KubeClient, raw: dict[str, Any], deployed: str | None = "1.5.0") -> Any:
+def check(live: Live, raw: dict[str, Any], deployed: str | None = "1.5.0") -> Any:
     return evaluate_check(
-        MigrationCheck.from_dict(raw), client, namespace="ledger", deployed_version=deployed
+        MigrationCheck.from_dict(raw), live.client, namespace=live.ns, deployed_version=deployed
     )
 
 
-def test_object_missing_and_exists(client: KubeClient) -> None:
-    assert check(client, {"objectMissing": cm("ledger-schema-v2")}).needed
-    result = check(client, {"objectMissing": cm("ledger-schema")})
+def test_object_missing_and_exists(live: Live) -> None:
+    assert check(live, {"objectMissing": cm("ledger-schema-v2")}).needed
+    result = check(live, {"objectMissing": cm("ledger-schema")})
     assert not result.needed
-    assert result.reason == "ConfigMap/ledger/ledger-schema exists"
-    assert check(client, {"objectExists": cm("ledger-schema", "ledger")}).needed
-    assert not check(client, {"objectExists": cm("ledger-schema", "other")}).needed
+    assert result.reason == f"ConfigMap/{live.ns}/ledger-schema exists"
+    assert check(live, {"objectExists": cm("ledger-schema", live.ns)}).needed
+    assert not check(live, {"objectExists": cm("ledger-schema", "other")}).needed
 
 
-def test_field_equals_compares_the_live_field(client: KubeClient) -> None:
+def test_field_equals_compares_the_live_field(live: Live) -> None:
     def fe(path: str, value: Any, name: str = "ledger-schema") -> Any:
-        return check(client, {"fieldEquals": {"ref": cm(name), "path": path, "value": value}})
+        return check(live, {"fieldEquals": {"ref": cm(name), "path": path, "value": value}})
 
     assert fe("data.schema", "1").needed
     assert fe("data.schema", 1).needed  # ConfigMap data are strings
     result = fe("data.schema", "2")
     assert not result.needed
-    assert result.reason == "ConfigMap/ledger/ledger-schema data.schema is '1' (wanted '2')"
+    assert result.reason == f"ConfigMap/{live.ns}/ledger-schema data.schema is '1' (wanted '2')"
     assert not fe("data.absent", "1").needed
-    assert fe("data.schema", "1", name="nope").reason == "ConfigMap/ledger/nope is missing"
+    assert fe("data.schema", "1", name="nope").reason == f"ConfigMap/{live.ns}/nope is missing"
 
 
-def test_deployed_version_is_a_filter_on_top_of_the_state(client: KubeClient) -> None:
+def test_deployed_version_is_a_filter_on_top_of_the_state(live: Live) -> None:
     raw = {"objectMissing": cm("ledger-schema-v2"), "deployedVersion": "<2.0.0"}
-    assert check(client, raw, deployed="1.5.0").needed
-    assert not check(client, raw, deployed="2.0.0").needed
-    first_install = check(client, raw, deployed=None)
+    assert check(live, raw, deployed="1.5.0").needed
+    assert not check(live, raw, deployed="2.0.0").needed
+    first_install = check(live, raw, deployed=None)
     assert not first_install.needed
     assert "nothing deployed yet" in first_install.reason
 
 
-def test_all_conditions_must_hold_and_an_empty_check_runs_once(client: KubeClient) -> None:
+def test_all_conditions_must_hold_and_an_empty_check_runs_once(live: Live) -> None:
     raw = {"objectMissing": cm("ledger-schema-v2"), "objectExists": cm("nothing")}
-    assert not check(client, raw).needed
-    empty = check(client, {})
+    assert not check(live, raw).needed
+    empty = check(live, {})
     assert empty.needed and empty.reason == "no check: runs once"
 
 
-def test_a_check_that_cannot_read_the_cluster_is_an_error(client: KubeClient) -> None:
+def test_a_check_that_cannot_read_the_cluster_is_an_error(live: Live) -> None:
     result = check(
-        client, {"objectMissing": {"apiVersion": "example.com/v1", "kind": "Nope", "name": "x"}}
+        live, {"objectMissing": {"apiVersion": "example.com/v1", "kind": "Nope", "name": "x"}}
     )
     assert not result.needed
     assert result.error is not None and result.error.startswith("check failed: ")
-    bad_range = check(client, {"objectMissing": cm("x"), "deployedVersion": ">>1"})
+    bad_range = check(live, {"objectMissing": cm("x"), "deployedVersion": ">>1"})
     assert bad_range.error is not None and bad_range.error.startswith("deployedVersion >>1:")
 
 
-def test_a_slow_check_is_a_warning(client: KubeClient) -> None:
+def test_a_slow_check_is_a_warning(live: Live) -> None:
     ticks = iter([10.0, 11.5])
     result = evaluate_check(
         MigrationCheck.from_dict({"objectMissing": cm("x")}),
-        client,
-        namespace="ledger",
+        live.client,
+        namespace=live.ns,
         deployed_version=None,
         clock=lambda: next(ticks),
     )
@@ -101,7 +116,7 @@ def test_a_slow_check_is_a_warning(client: KubeClient) -> None:
     assert result.warning == (
         "check took 1.5s (over 1s): a migrated cluster should pass its hooks in no time"
     )
-    fast = check(client, {"objectMissing": cm("x")})
+    fast = check(live, {"objectMissing": cm("x")})
     assert not fast.slow and fast.warning is None
 
 
