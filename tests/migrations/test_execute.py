@@ -215,3 +215,24 @@ def test_undo_uses_the_job_or_the_python_undo(client: KubeClient) -> None:
         runtime=Runtime(client, REGISTRY, runner),
     )
     assert ok and len(runner.jobs) == 1
+
+
+def test_a_slow_check_is_recorded_with_its_duration_and_a_warning(client: KubeClient) -> None:
+    ticks = iter([0.0, 2.5, 2.5, 2.5, 2.5, 2.5])
+    check = MigrationCheck.from_dict(
+        {"objectExists": {"apiVersion": "v1", "kind": "ConfigMap", "name": "absent"}}
+    )
+    m = Migration("slow", "pre", check=check, python="marker")
+    result = execute_migration(
+        m,
+        version(m),
+        INSTANCE,
+        ctx(client, "slow"),
+        checksum="sha256:c",
+        deployed_version=None,
+        runtime=Runtime(client, REGISTRY, clock=lambda: next(ticks)),
+    )
+    assert (result.record.outcome, result.record.check_duration) == ("notNeeded", 2.5)
+    assert result.warnings == (
+        "check took 2.5s (over 1s): a migrated cluster should pass its hooks in no time",
+    )
