@@ -7,11 +7,15 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint typecheck unit bench install clean
 
-$(STAMP): pyproject.toml
+# The template's example Python migrations (catalog-repo-template/migrations-example) are
+# installed too: validating the template needs their registered names.
+EXAMPLE := catalog-repo-template/migrations-example
+
+$(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reconciler needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e $(EXAMPLE)
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -194,6 +194,7 @@ COMMANDS: dict[str, str] = {
     "run": "daemon:run_command",
     "status": "ledger:status_command",
     "history": "ledger:history_command",
+    "migrations": "ledger:migrations_command",
     "channel set": "ledger:channel_set_command",
     "sandbox": "sandbox:sandbox_command",
     "demo": "demo:demo_command",
@@ -348,6 +349,19 @@ def build_parser() -> argparse.ArgumentParser:
     _repo_args(p)
     p.add_argument("instance", nargs="?", help="only this instance")
     p.add_argument("--limit", type=int, default=0, help="show at most N entries (0: all)")
+    _output(p)
+
+    p = _subcommand(
+        sub,
+        "migrations",
+        help="the migration ledger from the status branch",
+        description=(
+            "List each instance's recorded migration runs (name, version that shipped it, "
+            "phase, outcome, run and check durations) from the status branch."
+        ),
+    )
+    _repo_args(p)
+    p.add_argument("instance", nargs="?", help="only this instance")
     _output(p)
 
     p = _subcommand(

@@ -37,6 +37,7 @@ from reconciler.model.catalog import (
 )
 from reconciler.model.errors import UsageError
 from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
+from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.names import DNS_LABEL
 from reconciler.model.version import VersionSyntaxError, parse_version
 
@@ -276,7 +277,10 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
         images=images,
         parameters=parameters,
         rollout=_rollout(d.get("rollout")),
-        migrations=tuple(_migration(m) for m in d.get("migrations", ())),
+        migrations=tuple(
+            _migration(m, doc.line_of(["migrations", i]))
+            for i, m in enumerate(d.get("migrations", ()))
+        ),
         origin=_origin(ctx, path, doc),
     )
     version = load_templates(ctx, version_dir, version, doc)
@@ -330,15 +334,19 @@ def _rollout(raw: Any) -> RolloutPlan | None:
     )
 
 
-def _migration(raw: dict[str, Any]) -> Migration:
+def _migration(raw: dict[str, Any], line: int | None) -> Migration:
+    deprecated = raw.get("deprecated")
     return Migration(
         name=raw["name"],
         phase=raw["phase"],
         scope=raw.get("scope", "app"),
-        check=raw.get("check", {}),
+        check=MigrationCheck.from_dict(raw.get("check")),
         job=raw.get("job"),
         python=raw.get("python"),
+        undo=raw.get("undo"),
         timeout_seconds=int(raw.get("timeoutSeconds", 600)),
+        deprecated=Deprecation.from_dict(deprecated) if isinstance(deprecated, dict) else None,
+        line=line,
     )
 
 

@@ -49,22 +49,39 @@ def load_templates(
     if not templates:
         # an emptied manifests/ would otherwise read as "delete everything"
         ctx.error(version.directory, None, "version has no manifests (manifests/*.yaml)")
-    jobs = {}
+    jobs: dict[str, Template] = {}
+    undo_jobs: dict[str, Template] = {}
     for index, migration in enumerate(version.migrations):
         line = version_doc.line_of(["migrations", index])
         if migration.job is None and migration.python is None:
+            message = f'migration "{migration.name}" needs a job or a python entry point'
+            if migration.undo is not None:
+                message += f' (it has an undo "{migration.undo}" without a run)'
+            ctx.error(version.origin.file, line, message)
+            continue
+        if migration.job is not None and migration.python is not None:
             ctx.error(
                 version.origin.file,
                 line,
-                f'migration "{migration.name}" needs a job or a python entry point',
+                f'migration "{migration.name}" names both a job and a python migration; choose one',
             )
-            continue
         if migration.job is not None:
             job = _read_job(ctx, version_dir, version, migration.job, line)
             if job is not None:
                 jobs[migration.name] = job
+        if migration.undo is not None:
+            undo_line = version_doc.line_of(["migrations", index, "undo"])
+            undo = _read_job(ctx, version_dir, version, migration.undo, undo_line)
+            if undo is not None:
+                undo_jobs[migration.name] = undo
     _check_migration_names(ctx, version, version_doc)
-    return replace(version, manifests=tuple(files), templates=tuple(templates), migration_jobs=jobs)
+    return replace(
+        version,
+        manifests=tuple(files),
+        templates=tuple(templates),
+        migration_jobs=jobs,
+        undo_jobs=undo_jobs,
+    )
 
 
 def _manifest_files(directory: Path) -> list[Path]:
@@ -112,8 +129,13 @@ def _read_job(
         ctx.error(version.origin.file, line, f'migration job "{job}" does not exist')
         return None
     docs = _read_manifest(ctx, path, version)
-    if len(docs) != 1 or docs[0].kind != "Job":
-        ctx.error(ctx.rel(path), None, "a migration job file must hold exactly one kind: Job")
+    if len(docs) != 1 or docs[0].kind != "Job" or docs[0].data.get("apiVersion") != "batch/v1":
+        found = ", ".join(f"{d.data.get('apiVersion')} {d.kind}" for d in docs) or "nothing"
+        ctx.error(
+            ctx.rel(path),
+            1,
+            "a migration job file must hold exactly one batch/v1 Job, found " + found,
+        )
         return None
     return docs[0]
 

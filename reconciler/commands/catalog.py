@@ -9,8 +9,11 @@ from typing import Any
 from reconciler.catalog import load_catalog
 from reconciler.commands.output import dump_yaml, eprint, print_json
 from reconciler.daemon.plan import check_catalog, plan_cluster, require_cluster
+from reconciler.migrations import Considered, upgrade_migrations
+from reconciler.model.catalog import Catalog
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.problems import Severity
+from reconciler.model.resolution import Resolution
 from reconciler.model.secrets import mask_secret
 from reconciler.resolve import format_resolutions
 
@@ -62,11 +65,49 @@ def resolve_command(args: argparse.Namespace) -> int:
     _warn_if_invalid(sum(1 for p in catalog.problems if p.is_error))
     plans = plan_cluster(catalog, args.cluster, _deployed(args.deployed), render=False)
     resolutions = [p.resolution for p in plans]
+    migrations = {r.instance: _considered(catalog, r) for r in resolutions} if args.explain else {}
     if args.output == "json":
-        print_json([r.to_dict(explain=args.explain) for r in resolutions])
+        out = [r.to_dict(explain=args.explain) for r in resolutions]
+        if args.explain:
+            for item in out:
+                item["migrations"] = [c.to_dict() for c in migrations[item["instance"]]]
+        print_json(out)
     else:
         sys.stdout.write(format_resolutions(resolutions, explain=args.explain))
+        if args.explain:
+            sys.stdout.write(_format_migrations(resolutions, migrations))
     return EXIT_OK if all(p.ok for p in plans) else EXIT_PROBLEMS
+
+
+def _considered(catalog: Catalog, res: Resolution) -> list[Considered]:
+    """Migrations the change from ``res.deployed`` to ``res.version`` would consider."""
+    entry = catalog.apps.get(res.app)
+    if entry is None or not res.ok or res.blocked or res.version is None:
+        return []
+    keys = list(res.upgrade_path) if res.upgrade_path else [res.version]
+    if keys == [res.deployed]:
+        return []
+    steps = [entry.versions[k] for k in keys if k in entry.versions]
+    return upgrade_migrations(steps, res.deployed)
+
+
+def _format_migrations(
+    resolutions: list[Resolution], migrations: dict[str, list[Considered]]
+) -> str:
+    lines = []
+    for res in resolutions:
+        found = migrations.get(res.instance) or []
+        if found:
+            path = " -> ".join(res.upgrade_path or (res.version or "",))
+            lines.append(f"  {res.instance}: {res.deployed or 'install'} -> {path}")
+            lines += [f"    {c.describe()}" for c in found]
+    if not lines:
+        return ""
+    head = (
+        "\nmigrations to consider (once per instance, or per cluster if global; "
+        "only while the check holds):"
+    )
+    return "\n".join([head, *lines]) + "\n"
 
 
 def render_command(args: argparse.Namespace) -> int:

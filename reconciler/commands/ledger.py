@@ -1,4 +1,4 @@
-"""``reconciler status``, ``history`` and ``channel set``: Git as the user interface.
+"""``reconciler status``, ``history``, ``migrations`` and ``channel set``: Git as the UI.
 
 Thin commands over ``reconciler.source``: read the status branch of a catalog
 (path or URL, no manual clone needed) and print it as a table or JSON, or move a
@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from reconciler.migrations import LedgerRow, ledger_rows, ledger_table
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.status import Phase
 from reconciler.source.channels import set_channel
@@ -59,6 +60,33 @@ def history_command(args: argparse.Namespace) -> int:
     else:
         print(_no_status(ledger))
     return EXIT_OK
+
+
+def migrations_command(args: argparse.Namespace) -> int:
+    """Print the migration ledger each instance's status records on the status branch."""
+    ledger = _ledger(args)
+    snap = ledger.snapshot()
+    rows: list[LedgerRow] = []
+    problems = [str(p) for p in snap.problems]
+    for name in sorted(snap.statuses):
+        if args.instance and name != args.instance:
+            continue
+        found, bad = ledger_rows(name, snap.statuses[name].migrations)
+        rows += found
+        problems += bad
+    if args.output == "json":
+        _print_json([r.to_dict() for r in rows])
+    elif not snap.exists:
+        print(_no_status(ledger))
+    elif args.instance and args.instance not in snap.statuses:
+        print(f"no status recorded for instance {args.instance} on {ledger.branch}")
+    elif not rows:
+        print(f"no migration recorded yet on {ledger.branch} in {ledger.display}")
+    else:
+        print(ledger_table(rows))
+    for problem in problems:
+        print(f"reconciler: unreadable migration record {problem}", file=sys.stderr)
+    return EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def channel_set_command(args: argparse.Namespace) -> int:

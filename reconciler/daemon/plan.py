@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reconciler.migrations import Registry, check_migrations
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
@@ -230,10 +231,16 @@ class _Problems:
             self.items.append(problem)
 
 
-def check_catalog(catalog: Catalog) -> list[Problem]:
-    """Every problem of the catalog: loading, ranges, resolution and rendering of all instances."""
+def check_catalog(catalog: Catalog, registry: Registry | None = None) -> list[Problem]:
+    """Every problem of the catalog: loading, ranges, migrations, resolution and rendering.
+
+    ``registry`` holds the Python migrations a catalog may name (default: the
+    installed ones).
+    """
     out = _Problems()
     for problem in catalog.problems:
+        out.add(problem)
+    for problem in check_migrations(catalog, registry or Registry.installed()):
         out.add(problem)
     for entry in catalog.apps.values():
         for version in entry.versions.values():

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.problems import Problem
 from reconciler.model.version import Version
 
@@ -74,10 +75,26 @@ class Migration:
     name: str
     phase: str  # "pre" | "post" | "uninstall"
     scope: str = "app"  # "app" | "global"
-    check: Mapping[str, Any] = field(default_factory=dict)
-    job: str | None = None  # manifest path relative to the version directory
-    python: str | None = None  # "module:function" of a registered Python migration
+    check: MigrationCheck = field(default_factory=MigrationCheck)
+    job: str | None = None  # Job manifest path relative to the version directory
+    python: str | None = None  # the name a Python migration is registered under
+    undo: str | None = None  # Job manifest (or, with ``python``, true) that reverses it
     timeout_seconds: int = 600
+    deprecated: Deprecation | None = None
+    line: int | None = field(default=None, compare=False)  # of the entry in version.yaml
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as written (defaults filled in): part of its checksum."""
+        out: dict[str, Any] = {"name": self.name, "phase": self.phase, "scope": self.scope}
+        if not self.check.empty:
+            out["check"] = self.check.to_dict()
+        for key, value in (("job", self.job), ("python", self.python), ("undo", self.undo)):
+            if value is not None:
+                out[key] = value
+        out["timeoutSeconds"] = self.timeout_seconds
+        if self.deprecated is not None:
+            out["deprecated"] = self.deprecated.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,7 @@ class AppVersion:
     manifests: tuple[str, ...] = ()  # files relative to the catalog root, sorted
     templates: tuple[Template, ...] = ()  # parsed documents of ``manifests``
     migration_jobs: Mapping[str, Template] = field(default_factory=dict)  # migration name -> Job
+    undo_jobs: Mapping[str, Template] = field(default_factory=dict)  # migration name -> undo Job
     origin: Origin = field(default_factory=lambda: Origin(""))
     valid: bool = True  # False when any file of this version has an error
 

@@ -10,6 +10,7 @@ from reconciler.render.render import (
     namespace_allowed,
     object_ref,
     render_instance,
+    render_template,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "namespace_allowed",
     "object_ref",
     "render_instance",
+    "render_template",
 ]

@@ -62,12 +62,7 @@ def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -
     params = _parameters(instance, version, problems)
     if any(p.is_error for p in problems):
         return RenderResult((), tuple(problems))
-    scope = {
-        "params": params,
-        "images": dict(version.images),
-        "instance": {"name": instance.name, "namespace": instance.namespace},
-        "app": {"name": version.app, "version": version.key},
-    }
+    scope = _scope(instance, version, params)
     objects = [_substitute(t.data, scope) for t in version.templates]
     problems.extend(_check_names(instance, version, objects))
     if any(p.is_error for p in problems):
@@ -160,6 +155,33 @@ def _name_problem(kind: str, name: Any) -> str | None:
             'letters, digits, "-" and ".", at most 253 characters)'
         )
     return None
+
+
+def render_template(
+    value: Any, instance: Instance, version: AppVersion
+) -> tuple[Any, tuple[Problem, ...]]:
+    """``value`` (a migration Job, a check's object reference) with placeholders replaced.
+
+    The same placeholders and rules as manifests, so a migration names objects
+    exactly the way the manifests that create them do. Labels and namespaces are
+    the caller's business: a Job and a check reference are not applied objects.
+    """
+    problems: list[Problem] = []
+    params = _parameters(instance, version, problems)
+    if any(p.is_error for p in problems):
+        return None, tuple(problems)
+    return _substitute(value, _scope(instance, version, params)), ()
+
+
+def _scope(
+    instance: Instance, version: AppVersion, params: dict[str, Any]
+) -> dict[str, Mapping[str, Any]]:
+    return {
+        "params": params,
+        "images": dict(version.images),
+        "instance": {"name": instance.name, "namespace": instance.namespace},
+        "app": {"name": version.app, "version": version.key},
+    }
 
 
 def _parameters(instance: Instance, version: AppVersion, problems: list[Problem]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import fnmatch
 import json
 import re
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +215,15 @@ def test_manifests_use_only_declared_placeholders(app_dir: Path) -> None:
 
 @pytest.mark.parametrize("app_dir", _apps(), ids=lambda p: p.name)
 def test_migrations_name_their_job_files(app_dir: Path) -> None:
+    registered = {ep.name for ep in entry_points(group="reconciler.migrations")}
     for version_dir in sorted((app_dir / "versions").iterdir()):
         migrations = _load(version_dir / "version.yaml").get("migrations") or []
         names = [m["name"] for m in migrations]
         assert len(names) == len(set(names))
         for m in migrations:
+            if "python" in m:
+                assert m["python"] in registered, f"{m['python']} is not installed (make install)"
+                continue
             job = version_dir / m["job"]
             assert job.resolve().is_relative_to(version_dir.resolve())
             assert _load(job)["kind"] == "Job", _rel(job)
@@ -230,6 +235,11 @@ def test_some_version_shows_migrations_and_rollout() -> None:
     assert {m["phase"] for m in migrations} == {"pre", "post", "uninstall"}
     assert {m["scope"] for m in migrations} == {"app", "global"}
     assert any("deployedVersion" in m.get("check", {}) for m in migrations)
+    assert any("python" in m for m in migrations)
+    state_keys = {"objectMissing", "objectExists", "fieldEquals"}
+    for m in migrations:  # SPEC: the cluster's state decides, the version only filters
+        check = m.get("check", {})
+        assert not check or state_keys & set(check), f"{m['name']}: version-only check"
     assert any(d.get("rollout", {}).get("batches") == [1, "50%", "50%"] for d in docs)
 
 

@@ -1,0 +1,1 @@
+"""Example Python migrations for the template's ledger app (see ``totals``)."""

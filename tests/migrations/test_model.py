@@ -1,0 +1,129 @@
+"""Ledger records, the ledger value and the once-only rule (pure, SPEC section 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.model.migrations import (
+    LedgerFormatError,
+    MigrationCheck,
+    MigrationLedger,
+    MigrationRecord,
+    to_consider,
+)
+
+
+def record(
+    name: str, outcome: str, version: str = "2.0.0", checksum: str = "sha256:a"
+) -> MigrationRecord:
+    return MigrationRecord(
+        name=name,
+        version=version,
+        checksum=checksum,
+        phase="pre",
+        scope="app",
+        started_at="2026-01-01T00:00:00Z",
+        duration=41.25,
+        check_duration=0.004,
+        outcome=outcome,
+        message="" if outcome != "failed" else "boom",
+    )
+
+
+def test_record_round_trips_through_dict() -> None:
+    rec = record("add-orders-index", "failed")
+    data = rec.to_dict()
+    assert data == {
+        "name": "add-orders-index",
+        "version": "2.0.0",
+        "checksum": "sha256:a",
+        "phase": "pre",
+        "scope": "app",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "duration": 41.25,
+        "checkDuration": 0.004,
+        "outcome": "failed",
+        "message": "boom",
+    }
+    assert MigrationRecord.from_dict(data) == rec
+
+
+def test_record_rejects_unknown_outcome_and_missing_fields() -> None:
+    with pytest.raises(
+        LedgerFormatError, match='outcome "done" is not one of succeeded, notNeeded, failed'
+    ):
+        record("x", "done")
+    data = record("x", "succeeded").to_dict()
+    del data["checksum"]
+    with pytest.raises(LedgerFormatError, match='needs a string "checksum"'):
+        MigrationRecord.from_dict(data)
+    with pytest.raises(LedgerFormatError, match="must be a mapping"):
+        MigrationRecord.from_dict(["x"])  # type: ignore[arg-type]
+    bad = {**record("x", "succeeded").to_dict(), "duration": "long"}
+    with pytest.raises(LedgerFormatError, match="migration record 'x'"):
+        MigrationRecord.from_dict(bad)
+
+
+def test_ledger_round_trips_and_keeps_order() -> None:
+    ledger = MigrationLedger("app", "ledger")
+    ledger = ledger.with_record(record("a", "succeeded", "1.5.0"))
+    ledger = ledger.with_record(record("b", "notNeeded", "2.0.0"))
+    ledger = ledger.with_record(record("c", "succeeded", "2.1.0"))
+    assert MigrationLedger.from_dict(ledger.to_dict()) == ledger
+    assert [r.name for r in ledger.applied()] == ["c", "a"]  # newest first, only real runs
+    assert ledger.latest("b") is not None and ledger.settled("b")
+    with pytest.raises(LedgerFormatError, match='"records" must be a list'):
+        MigrationLedger.from_dict({"scope": "app", "owner": "x", "records": "nope"})
+
+
+def test_once_only_rule() -> None:
+    ledger = MigrationLedger(
+        "app",
+        "ledger",
+        (
+            record("ran", "succeeded", "1.5.0"),
+            record("skipped", "notNeeded", "2.0.0"),
+            record("broke", "failed", "2.0.0"),
+            record("retried", "failed", "2.0.0"),
+            record("retried", "succeeded", "2.0.1"),
+        ),
+    )
+    verdicts = {
+        c.name: c
+        for c in to_consider(
+            [
+                ("ran", "sha256:a"),
+                ("skipped", "sha256:a"),
+                ("broke", "sha256:a"),
+                ("retried", "sha256:a"),
+                ("new", "sha256:n"),
+                ("changed", "sha256:z"),
+            ],
+            ledger.with_record(record("changed", "succeeded", "2.0.0")),
+        )
+    }
+    assert {n for n, c in verdicts.items() if c.consider} == {"broke", "new"}
+    assert verdicts["ran"].reason == "already succeeded in 1.5.0"
+    assert verdicts["skipped"].reason == "already notNeeded in 2.0.0"
+    assert verdicts["broke"].reason == "last run failed (2.0.0)"
+    assert verdicts["new"].reason == "never run"
+    assert verdicts["changed"].checksum_changed and not verdicts["changed"].consider
+    assert not verdicts["ran"].checksum_changed
+
+
+def test_check_knows_whether_state_decides() -> None:
+    version_only = MigrationCheck.from_dict({"deployedVersion": "<2.0.0"})
+    assert not version_only.has_state_condition and not version_only.empty
+    full = {
+        "objectMissing": {"apiVersion": "v1", "kind": "ConfigMap", "name": "a"},
+        "fieldEquals": {
+            "ref": {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "namespace": "x"},
+            "path": "data.schema",
+            "value": "1",
+        },
+        "deployedVersion": "<2.0.0",
+    }
+    check = MigrationCheck.from_dict(full)
+    assert check.has_state_condition
+    assert check.to_dict() == full
+    assert MigrationCheck.from_dict(None).empty
