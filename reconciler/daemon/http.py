@@ -27,8 +27,10 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
+from reconciler.daemon.logs_limit import RateLimitedLog
 from reconciler.daemon.metrics import CONTENT_TYPE, DaemonMetrics
 from reconciler.daemon.triggers import Trigger, TriggerQueue
 from reconciler.daemon.webhook import PROVIDERS, WebhookRejected, parse_webhook
@@ -132,6 +134,7 @@ class DaemonHttpServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
+        self.rejections = RateLimitedLog(log, "webhook rejected")
 
     def __repr__(self) -> str:  # keeps the secret out of any accidental log line
         return f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r})"
@@ -225,6 +228,10 @@ class DaemonHttpServer:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._reject(provider, 413, f"body larger than {self.max_body} bytes")
+        except (ConnectionError, asyncio.IncompleteReadError, aiohttp.ClientError) as e:
+            # a client that goes away mid-body is not our error: no traceback, no flood
+            log.debug("webhook %s: client disconnected while sending: %s", provider, e)
+            return web.json_response({"accepted": False, "error": "incomplete body"}, status=400)
         try:
             event = parse_webhook(provider, request.headers, body, self._secret)
         except WebhookRejected as e:
@@ -251,7 +258,7 @@ class DaemonHttpServer:
 
     def _reject(self, provider: str, status: int, reason: str) -> web.Response:
         self.metrics.count_webhook(provider, "rejected")
-        log.warning("webhook %s rejected (%d): %s", provider, status, reason)
+        self.rejections.note(f"{provider} ({status})", reason)
         return web.json_response({"accepted": False, "error": reason}, status=status)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -207,10 +207,9 @@ class Daemon:
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields."""
         for status in report.statuses:
+            # log on change: a Stalled instance must not repeat its warning every pass
             touched = ChangeSet.of(
-                e
-                for e in report.changes.for_instance(status.instance).entries
-                if e.changed or e.action is Action.FAILED
+                e for e in report.changes.for_instance(status.instance).entries if e.changed
             )
             if status.instance not in changed and not touched.entries:
                 continue

@@ -183,6 +183,8 @@ def _json_object(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise WebhookRejected(400, f"body is not valid JSON: {e}") from e
+    except RecursionError as e:  # a validly signed but absurdly nested body
+        raise WebhookRejected(400, "body is nested too deeply to be a webhook") from e
     if not isinstance(data, dict):
         raise WebhookRejected(400, f"body must be a JSON object, got {type(data).__name__}")
     return data

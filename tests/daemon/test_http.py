@@ -6,7 +6,9 @@ import hashlib
 import hmac
 import http.client
 import json
+import logging
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.logs_limit import RateLimitedLog
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.triggers import TriggerQueue
 from reconciler.model.errors import UsageError
@@ -344,3 +347,55 @@ def test_stop_closes_the_port_and_is_idempotent() -> None:
 
 def test_repr_hides_the_secret(daemon: Daemon) -> None:
     assert SECRET not in repr(daemon.server)
+
+
+def test_a_deeply_nested_signed_body_is_a_json_400(daemon: Daemon) -> None:
+    # issue 8: this used to be a plain-text 500 from a RecursionError
+    body = b"[" * 2000 + b"]" * 2000  # within the 4096-byte limit of this test server
+    status, answer = daemon.post_json(
+        "/hooks/generic", body, {"X-Reconciler-Signature": signed(body)}
+    )
+    assert (status, answer) == (
+        400,
+        {"accepted": False, "error": "body is nested too deeply to be a webhook"},
+    )
+
+
+def test_rejections_are_summarised_not_logged_one_by_one(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for _ in range(50):
+        daemon.post_json("/hooks/generic", push(), {"X-Reconciler-Signature": "sha256=00"})
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert webhook_count(daemon.metrics, "generic", "rejected") == 50
+
+
+def test_summary_line_counts_what_was_suppressed(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    limited = RateLimitedLog(logging.getLogger("test.limit"), "webhook rejected", clock=clock)
+    with caplog.at_level(logging.WARNING, logger="test.limit"):
+        for _ in range(5):
+            limited.note("generic (401)", "bad signature")
+        clock.now += 61
+        limited.note("generic (401)", "bad signature")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "webhook rejected generic (401): bad signature (similar ones are summarised)",
+        "4 more webhook rejected in the last 61s (generic (401): 4)",
+        "webhook rejected generic (401): bad signature (similar ones are summarised)",
+    ]
+
+
+def test_a_client_that_disconnects_mid_body_logs_no_error(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with socket.create_connection(("127.0.0.1", daemon.server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /hooks/generic HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+            b'X-Reconciler-Signature: sha256=00\r\n\r\n{"partial": '
+        )
+    time.sleep(0.5)
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -9,6 +9,7 @@ the pass writes nothing, deletes nothing.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,21 @@ def test_daemon_writes_nothing_to_a_cluster_whose_limits_are_broken(
     assert statuses["web"].phase is Phase.STALLED
     assert statuses["web"].reason == "CatalogInvalid"
     assert "clusters/prod/cluster.yaml" in statuses["web"].message
+
+
+def test_a_stalled_instance_warns_once_not_every_pass(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 8: log on change; a Stalled instance repeated its warning every pass."""
+    assert world.daemon.run_pass().ok
+    world.commit(
+        "clusters/prod/instances/api.yaml", "apiVersion: reconciler/v1\nkind: [\n", "break"
+    )
+    with caplog.at_level(logging.WARNING, logger="reconciler.daemon"):
+        world.daemon.run_pass()
+        first = [r for r in caplog.records if "Stalled" in r.getMessage()]
+        caplog.clear()
+        world.daemon.run_pass()
+        world.daemon.run_pass()
+        again = [r for r in caplog.records if "Stalled" in r.getMessage()]
+    assert len(first) == 1 and again == []
