@@ -105,6 +105,14 @@ class RolloutRecord:
     reason: str = ""
     instance_digest: str = ""
 
+    def commit_key(self) -> tuple[object, ...]:
+        """What a status commit is about: equal keys mean no step a person cares about.
+
+        Versions and start time (a new rollout), the state with the moving states
+        folded together, the gate ``paused``, and the number of batches ready.
+        """
+        return _commit_key(self)
+
     @property
     def label(self) -> str:
         """``6.5.0 -> 6.6.0``, the value of the ``Reconciler-Rollout`` trailer."""
@@ -181,22 +189,21 @@ def noteworthy(previous: RolloutRecord | None, current: RolloutRecord | None) ->
     """
     if current is None:
         return False
-    if previous is None or (previous.from_version, previous.to_version) != (
-        current.from_version,
-        current.to_version,
-    ):
-        return True
-    if previous.started_at != current.started_at:
-        return True  # the same versions rolled again after a change of the instance file
-    if previous.state != current.state:
-        return current.state not in (RollingState.ROLLING, RollingState.FINALISING) or (
-            previous.state is RollingState.WAITING
-        )
-    if previous.paused != current.paused:
-        return True
-    return current.batch_state is BatchState.READY and (
-        previous.batch != current.batch or previous.batch_state is not BatchState.READY
-    )
+    return previous is None or previous.commit_key() != current.commit_key()
+
+
+_ACTIVE = frozenset({RollingState.INITIALIZING, RollingState.ROLLING, RollingState.FINALISING})
+
+
+def _commit_key(record: RolloutRecord) -> tuple[object, ...]:
+    state = "active" if record.state in _ACTIVE else str(record.state)
+    if record.state is RollingState.INITIALIZING:
+        done = 0
+    elif record.batch_state is BatchState.READY:
+        done = record.batch
+    else:
+        done = record.batch - 1
+    return (record.from_version, record.to_version, record.started_at, state, record.paused, done)
 
 
 def describe(record: RolloutRecord, app: str = "") -> str:
