@@ -8,7 +8,8 @@ round-trips through ``to_dict``/``from_dict`` with the exact keys SPEC names
 ``partition``, ``paused``, ``startedAt``, ``updatedAt``, ``message``) plus three the
 machine needs to survive a restart without guessing: ``batchStartedAt`` (the health
 timeout counts from it), ``instanceDigest`` (a failed ``to`` is not retried until
-the instance file changes) and ``reason``.
+the instance file changes), ``reason``, and ``targets`` (replicas on ``to`` after
+each batch, for the progress view of ``reconciler rollout status``).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class RolloutRecord:
     message: str = ""
     reason: str = ""
     instance_digest: str = ""
+    targets: tuple[int, ...] = ()  # replicas running ``to`` after each batch, all workloads
 
     def commit_key(self) -> tuple[object, ...]:
         """What a status commit is about: equal keys mean no step a person cares about.
@@ -139,6 +141,8 @@ class RolloutRecord:
             data["reason"] = self.reason
         if self.instance_digest:
             data["instanceDigest"] = self.instance_digest
+        if self.targets:
+            data["targets"] = list(self.targets)
         return data
 
     @classmethod
@@ -157,6 +161,11 @@ class RolloutRecord:
         if not isinstance(paused, bool):
             raise RolloutFormatError(f"rollout.paused must be true or false, got {paused!r}")
         batches = _int(data, "batches")
+        targets = data.get("targets", [])
+        if not isinstance(targets, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in targets
+        ):
+            raise RolloutFormatError(f"rollout.targets must be a list of counts, got {targets!r}")
         batch = _int(data, "batch")
         if batch > batches:
             raise RolloutFormatError(f"rollout.batch {batch} is beyond batches {batches}")
@@ -176,6 +185,7 @@ class RolloutRecord:
             message=_str(data, "message"),
             reason=_str(data, "reason"),
             instance_digest=_str(data, "instanceDigest"),
+            targets=tuple(targets),
         )
 
 

@@ -147,8 +147,16 @@ def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Ob
         updated_at=stamp,
         message=f"{len(settings.batches)} batches over {obs.replicas.desired} replicas",
         instance_digest=obs.instance_digest,
+        targets=_summed_targets(settings, obs),
     )
     return Step(record, (), 0)
+
+
+def _summed_targets(settings: RolloutSettings, obs: Observation) -> tuple[int, ...]:
+    per_workload = [settings.targets(w.desired) for w in obs.workloads]
+    return tuple(
+        sum(t[k] if k < len(t) else 0 for t in per_workload) for k in range(len(settings.batches))
+    )
 
 
 def step(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
