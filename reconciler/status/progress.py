@@ -37,13 +37,19 @@ def _batch_state(record: RolloutRecord, number: int) -> str:
     if state is RollingState.SUCCEEDED or state is RollingState.FINALISING:
         return DONE
     if state is RollingState.INITIALIZING:
-        return PAUSED if record.paused and number == 1 else PENDING
+        if number > 1:
+            return PENDING
+        return PAUSED if record.paused else IN_FLIGHT
     ready = record.batch_state is BatchState.READY
     done = record.batch if ready else record.batch - 1
     if number <= done:
         return DONE
     if number == done + 1 and state is RollingState.WAITING:
         return WAITING
+    if number == done + 1 and ready and state is RollingState.ROLLING and not record.paused:
+        # the status branch records batches ready, not batches started: with no gate
+        # in the way the daemon starts the next one at once
+        return IN_FLIGHT
     if number == record.batch and not ready:
         ending = {
             RollingState.FAILED: FAILED,
@@ -90,9 +96,13 @@ def progress_text(status: InstanceStatus) -> str:
     lines.append(f"  partition: {gate}")
     width = len(str(record.batches))
     for row in batch_rows(record):
-        target = "" if row["target"] is None else f"{row['target']} replicas"
+        target = "" if row["target"] is None else _replicas(row["target"])
         detail = row["state"]
-        if detail == IN_FLIGHT:
+        if (
+            detail == IN_FLIGHT
+            and row["batch"] == record.batch
+            and record.state is (RollingState.ROLLING)
+        ):
             detail = f"{IN_FLIGHT} ({record.batch_state})"
         mark = {DONE: "[x]", IN_FLIGHT: "[>]", WAITING: "[=]", PAUSED: "[=]"}.get(row["state"])
         lines.append(
@@ -104,3 +114,7 @@ def progress_text(status: InstanceStatus) -> str:
     if record.message:
         lines.append(f"  {record.message}")
     return "\n".join(lines) + "\n"
+
+
+def _replicas(count: int) -> str:
+    return f"{count} replica" if count == 1 else f"{count} replicas"

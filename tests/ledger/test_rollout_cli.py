@@ -180,7 +180,7 @@ def test_status_draws_batches_from_the_status_branch(
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "prod/web: podinfo 6.5.0 -> 6.6.0  rollingInBatches"
-    assert "[x] batch 1/3  1 replicas" in out
+    assert "[x] batch 1/3  1 replica " in out
     assert "[>] batch 2/3  3 replicas" in out and "in flight (batchVerifying)" in out
     assert "[ ] batch 3/3  5 replicas" in out
     assert "replicas: 3/5 updated, 5/5 ready" in out

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.catalog import load_catalog
 from reconciler.model.catalog import Batch, RolloutPlan
 from reconciler.rollout import PlanError, RolloutSettings, merge_plans, plan_batches
+from tests.factories import write_catalog
 
 
 def plan(*items: int | str) -> tuple[Batch, ...]:
@@ -101,3 +104,50 @@ def test_bad_on_failure_is_an_error() -> None:
     )
     with pytest.raises(PlanError, match="retry"):
         merge_plans(bad, None)
+
+
+def test_settings_merge_from_catalog_files(tmp_path: Path) -> None:
+    write_catalog(
+        tmp_path,
+        {
+            "clusters/prod/instances/web.yaml": """\
+                apiVersion: reconciler/v1
+                kind: Instance
+                name: web
+                app: podinfo
+                channel: fast
+                namespace: web
+                rollout: {partition: 1, pauseSeconds: 30, analysis: checks/smoke.yaml}
+                """
+        },
+    )
+    catalog = load_catalog(tmp_path)
+    assert not [p for p in catalog.problems if p.is_error]
+    version = catalog.apps["podinfo"].versions["6.6.0"]
+    instance = catalog.clusters["prod"].instances["web"]
+    merged = merge_plans(version.rollout, instance.rollout)
+    assert merged == RolloutSettings(
+        batches=plan(1, "50%", "50%"),
+        partition=1,
+        pause_seconds=30,
+        analysis="checks/smoke.yaml",
+    )
+
+
+def test_unknown_rollout_keys_are_still_validation_errors(tmp_path: Path) -> None:
+    write_catalog(
+        tmp_path,
+        {
+            "clusters/prod/instances/web.yaml": """\
+                apiVersion: reconciler/v1
+                kind: Instance
+                name: web
+                app: podinfo
+                channel: fast
+                namespace: web
+                rollout: {pauseSeconds: -1}
+                """
+        },
+    )
+    errors = [p for p in load_catalog(tmp_path).problems if p.is_error]
+    assert errors and "pauseSeconds" in str(errors[0])
