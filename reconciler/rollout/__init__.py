@@ -13,6 +13,7 @@ from reconciler.model.rollout import (
     describe,
     noteworthy,
 )
+from reconciler.rollout.driver import RolloutDriver, drive_once
 from reconciler.rollout.machine import (
     POLL_SECONDS,
     Action,
@@ -45,6 +46,7 @@ __all__ = [
     "RetireOld",
     "Rollback",
     "RollingState",
+    "RolloutDriver",
     "RolloutFormatError",
     "RolloutRecord",
     "RolloutSettings",
@@ -54,6 +56,7 @@ __all__ = [
     "Workload",
     "begin",
     "describe",
+    "drive_once",
     "merge_plans",
     "noteworthy",
     "plan_batches",

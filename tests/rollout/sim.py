@@ -59,8 +59,7 @@ class Cluster:
 
     def apply(self, action: Action) -> None:
         if isinstance(action, Prepare):
-            if self.copy_replicas is None:
-                self.copy_replicas = self.desired
+            self.copy_replicas = self.desired  # absolute: every from replica
         elif isinstance(action, ScaleBatch):
             if not self._web_is_to() or action.target != self.web_replicas:
                 self.analysis = None  # a new batch runs its own analysis Job
