@@ -301,19 +301,25 @@ def _finalising(record: RolloutRecord, settings: RolloutSettings, obs: Observati
 
 
 def _abandon(record: RolloutRecord, obs: Observation) -> Step:
-    r = obs.replicas
-    keep = record.to_version if r.updated * 2 > r.desired else record.from_version
+    keep = _majority(record, obs)
     why = f"new desired version {obs.desired_version}; every replica returns to {keep}"
     step_ = _moved(record, obs, state=RollingState.ABANDONED, message=why)
     return replace(step_, actions=(Consolidate(keep),), next_look=0)
+
+
+def _majority(record: RolloutRecord, obs: Observation) -> str:
+    """The version most replicas run (``from`` on a tie: it is the one known to work)."""
+    r = obs.replicas
+    return record.to_version if r.updated * 2 > r.desired else record.from_version
 
 
 def _end(
     record: RolloutRecord, obs: Observation, state: RollingState, why: str, *, rollback: bool
 ) -> Step:
     step_ = _moved(record, obs, state=state, message=why, reason=_REASONS[state])
-    actions: tuple[Action, ...] = (Rollback(why),) if rollback else ()
-    return replace(step_, actions=actions, next_look=None)
+    if not rollback:
+        return replace(step_, actions=(), next_look=None)
+    return replace(step_, actions=(Rollback(why),), next_look=POLL_SECONDS)  # to clean up
 
 
 _REASONS = {
@@ -335,6 +341,9 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
         return Step(record, (Finalize(),), POLL_SECONDS)
     if obs.helpers_left and record.state is RollingState.ROLLED_BACK:
         return Step(record, (Rollback(record.message),), POLL_SECONDS)
+    if obs.helpers_left and record.state is RollingState.ABANDONED:
+        # consolidating moves replicas towards the majority, so it stays the majority
+        return Step(record, (Consolidate(_majority(record, obs)),), POLL_SECONDS)
     return Step(record, (), None)
 
 

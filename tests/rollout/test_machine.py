@@ -303,3 +303,29 @@ def test_prepare_repeats_until_the_copy_is_ready() -> None:
     out = begin("1.0.0", "2.0.0", plan, cluster.observe(T0, "2.0.0"))
     out = step(out.record, plan, cluster.observe(T0, "2.0.0"))
     assert out.actions == (Prepare(),) and out.record.state is RollingState.INITIALIZING
+
+
+def test_an_abandoned_rollout_consolidates_until_no_helper_is_left() -> None:
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    records = run(cluster, settings_(partition=2))  # 3 of 5 run 2.0.0
+    out = step(records[-1], settings_(partition=2), cluster.observe(T0, "3.0.0"))
+    assert out.actions == (Consolidate("2.0.0"),)
+    now = T0
+    for _ in range(30):
+        for action in out.actions:
+            cluster.apply(action)
+        cluster.tick(5)
+        now += timedelta(seconds=1)
+        out = step(out.record, settings_(partition=2), cluster.observe(now, "3.0.0"))
+        if not out.actions:
+            break
+    assert out.record.state is RollingState.ABANDONED and out.actions == ()
+    assert cluster.versions() == {"2.0.0"} and cluster.copy_replicas is None
+
+
+def test_a_rollback_looks_again_soon_to_clean_up() -> None:
+    cluster = Cluster(5, "1.0.0", "2.0.0", bad=True)
+    seen: list[Step] = []
+    run(cluster, settings_(on_failure="rollback"), on_step=seen.append)
+    back = next(s for s in seen if s.record.state is RollingState.ROLLED_BACK)
+    assert back.next_look is not None and back.record.reason == "RolledBack"
