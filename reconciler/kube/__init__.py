@@ -13,6 +13,7 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
   instance deleted from Git.
 - ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
 - ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
+- ``set_partition``/``release_partition``: a StatefulSet's batch during a rollout.
 
 Only this package imports ``kubernetes``; its errors become ``reconciler.kube.errors``.
 """
@@ -32,9 +33,16 @@ from reconciler.kube.inventory import Inventory, read_deployed_versions, read_in
 from reconciler.kube.limits import Limits
 from reconciler.kube.live import LiveState
 from reconciler.kube.prune import remove_instance
+from reconciler.kube.rollout import (
+    ROLLOUT_FIELD_MANAGER,
+    partition_for,
+    release_partition,
+    set_partition,
+)
 
 __all__ = [
     "FIELD_MANAGER",
+    "ROLLOUT_FIELD_MANAGER",
     "ApplyOptions",
     "ClusterUnreachable",
     "ConflictError",
@@ -53,9 +61,12 @@ __all__ = [
     "apply_instance",
     "diff_instance",
     "evaluate",
+    "partition_for",
     "place_objects",
     "read_deployed_versions",
     "read_inventories",
+    "release_partition",
     "remove_instance",
+    "set_partition",
     "wait_healthy",
 ]
