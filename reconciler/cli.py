@@ -196,6 +196,10 @@ COMMANDS: dict[str, str] = {
     "history": "ledger:history_command",
     "migrations": "ledger:migrations_command",
     "channel set": "ledger:channel_set_command",
+    "rollout promote": "rollout:rollout_gate_command",
+    "rollout pause": "rollout:rollout_gate_command",
+    "rollout resume": "rollout:rollout_gate_command",
+    "rollout status": "rollout:rollout_status_command",
     "sandbox": "sandbox:sandbox_command",
     "demo": "demo:demo_command",
 }
@@ -385,6 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
     _output(cs)
 
+    _rollout_parser(sub)
+
     p = _subcommand(
         sub,
         "sandbox",
@@ -423,8 +429,70 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _rollout_parser(sub: Any) -> None:
+    """``rollout promote|pause|resume|status`` (SPEC section 4, "Gates are commits")."""
+    p = _subcommand(
+        sub,
+        "rollout",
+        help="batch rollout gates and progress",
+        description=(
+            "Gate a batch rollout with one-line commits to the instance file, "
+            "and follow its progress on the status branch."
+        ),
+    )
+    rsub = p.add_subparsers(dest="rollout_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    gates = {
+        "promote": "raise rollout.partition by one batch (remove it at the last batch)",
+        "pause": "set rollout.paused: true (no further batch starts)",
+        "resume": "remove rollout.paused (the rollout continues)",
+    }
+    for action, text in gates.items():
+        g = _subcommand(
+            rsub,
+            action,
+            help=text,
+            description=(
+                f"Edit clusters/CLUSTER/instances/INSTANCE.yaml to {text.split(' (')[0]}, "
+                "as a one-line commit with trailers Reconciler-Instance and "
+                "Reconciler-Rollout-Action. The daemon's next pass picks it up."
+            ),
+        )
+        g.add_argument("instance")
+        g.add_argument("--cluster", required=True, help="cluster of the instance")
+        g.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+        g.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
+        _output(g)
+    st = _subcommand(
+        rsub,
+        "status",
+        help="show a rollout's batches from the status branch",
+        description=(
+            "Draw INSTANCE's rollout plan as a progress view (batches done, in flight, "
+            "waiting for promotion; replicas updated/ready), read from Git only. "
+            "Exit 1 when the rollout failed or rolled back."
+        ),
+    )
+    st.add_argument("instance")
+    _repo_args(st)
+    st.add_argument(
+        "--watch", action="store_true", help="follow the rollout until it ends (Ctrl-C stops)"
+    )
+    st.add_argument(
+        "--interval",
+        type=duration,
+        default=2.0,
+        metavar="DURATION",
+        help="how often --watch re-reads the status branch (default 2s)",
+    )
+    _output(st)
+
+
 def _handler(args: argparse.Namespace) -> Handler:
     name = args.command
+    if name == "rollout":
+        if args.rollout_command is None:
+            raise UsageError("rollout: missing subcommand (try: reconciler rollout --help)")
+        name = f"rollout {args.rollout_command}"
     if name == "channel":
         if args.channel_command is None:
             raise UsageError("channel: missing subcommand (try: reconciler channel set --help)")

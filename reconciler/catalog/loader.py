@@ -331,6 +331,9 @@ def _rollout(raw: Any) -> RolloutPlan | None:
         paused=bool(raw.get("paused", False)),
         on_failure=raw.get("onFailure", "hold"),
         health_timeout_seconds=int(raw.get("healthTimeoutSeconds", 300)),
+        pause_seconds=int(raw.get("pauseSeconds", 0)),
+        analysis=raw.get("analysis"),
+        given=frozenset(str(k) for k in raw),
     )
 
 

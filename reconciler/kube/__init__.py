@@ -13,6 +13,7 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
   instance deleted from Git.
 - ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
 - ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
+- ``set_partition``/``release_partition``: a StatefulSet's batch during a rollout.
 
 Only this package imports ``kubernetes``; its errors become ``reconciler.kube.errors``.
 """
@@ -32,11 +33,18 @@ from reconciler.kube.inventory import Inventory, read_deployed_versions, read_in
 from reconciler.kube.limits import Limits
 from reconciler.kube.live import LiveState
 from reconciler.kube.prune import EMPTY_RENDER, PRUNE_REFUSED, remove_instance
+from reconciler.kube.rollout import (
+    ROLLOUT_FIELD_MANAGER,
+    partition_for,
+    release_partition,
+    set_partition,
+)
 
 __all__ = [
     "EMPTY_RENDER",
     "FIELD_MANAGER",
     "PRUNE_REFUSED",
+    "ROLLOUT_FIELD_MANAGER",
     "ApplyOptions",
     "ClusterUnreachable",
     "ConflictError",
@@ -55,9 +63,12 @@ __all__ = [
     "apply_instance",
     "diff_instance",
     "evaluate",
+    "partition_for",
     "place_objects",
     "read_deployed_versions",
     "read_inventories",
+    "release_partition",
     "remove_instance",
+    "set_partition",
     "wait_healthy",
 ]

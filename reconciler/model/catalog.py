@@ -49,13 +49,21 @@ class Batch:
 
 @dataclass(frozen=True)
 class RolloutPlan:
-    """A batch plan (SPEC section 4): batches, an optional partition and a pause."""
+    """A batch plan (SPEC section 4): batches, an optional partition and a pause.
+
+    ``given`` names the keys the file actually set (``batches``, ``onFailure``...), so
+    ``reconciler.rollout.merge_plans`` can let an instance file override a version's
+    plan key by key without a default hiding the version's value.
+    """
 
     batches: tuple[Batch, ...] = ()
     partition: int | None = None
     paused: bool = False
     on_failure: str = "hold"  # "hold" | "rollback"
     health_timeout_seconds: int = 300
+    pause_seconds: int = 0
+    analysis: str | None = None  # Job manifest path relative to the version directory
+    given: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.model.catalog import API_VERSION
+from reconciler.model.rollout import RolloutFormatError, RolloutRecord
 
 STATUS_KIND = "InstanceStatus"
 
@@ -133,7 +134,7 @@ class InstanceStatus:
     objects: int = 0
     reason: str = ""
     message: str = ""
-    rollout: Mapping[str, Any] | None = None
+    rollout: RolloutRecord | None = None
     migrations: tuple[Mapping[str, Any], ...] | None = None
     updated_at: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -151,6 +152,8 @@ class InstanceStatus:
         """``to_dict`` without the volatile timestamps: equal keys mean nothing changed."""
         data = self.to_dict()
         data.pop("updatedAt", None)
+        if self.rollout is not None:
+            data["rollout"] = list(self.rollout.commit_key())  # not every pod moving
         for cond in data.get("conditions", []):
             cond.pop("lastTransitionTime", None)
         return data
@@ -175,7 +178,7 @@ class InstanceStatus:
         data["conditions"] = [c.to_dict() for c in self.conditions]
         data["objects"] = self.objects
         if self.rollout is not None:
-            data["rollout"] = dict(self.rollout)
+            data["rollout"] = self.rollout.to_dict()
         if self.migrations is not None:
             data["migrations"] = [dict(m) for m in self.migrations]
         if self.updated_at:
@@ -220,7 +223,7 @@ class InstanceStatus:
             objects=objects,
             reason=_text(data, "reason"),
             message=_text(data, "message"),
-            rollout=_optional_mapping(data, "rollout"),
+            rollout=_rollout(data),
             migrations=_optional_list(data, "migrations"),
             updated_at=_text(data, "updatedAt"),
             extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS},
@@ -276,6 +279,16 @@ def _optional_mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | 
     if not isinstance(value, Mapping):
         raise StatusFormatError(f"{key} must be a mapping, got {_kind(value)}")
     return dict(value)
+
+
+def _rollout(data: Mapping[str, Any]) -> RolloutRecord | None:
+    value = data.get("rollout")
+    if value is None:
+        return None
+    try:
+        return RolloutRecord.from_dict(value)
+    except RolloutFormatError as e:
+        raise StatusFormatError(str(e)) from e
 
 
 def _optional_list(data: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...] | None:

@@ -29,7 +29,7 @@ NAME_LABEL = "app.kubernetes.io/name"
 VERSION_LABEL = "app.kubernetes.io/version"
 MANAGER = "reconciler"
 
-RESERVED_NAME_PREFIXES = ("reconciler-inventory-", "reconciler-migrations-")
+RESERVED_NAME_PREFIXES = ("reconciler-inventory-", "reconciler-migrations-", "reconciler-rollout-")
 RESERVED_LABEL_PREFIX = "reconciler.dev/"
 # RBAC objects only need to be valid path segments ("system:aggregate-to-view")
 PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})

@@ -1,1 +1,65 @@
-"""rollout stage (see ARCHITECTURE.md)."""
+"""Batch rollouts (SPEC section 4): batch targets, effective settings, the state machine.
+
+Pure: records and observations in, a new record and actions for the kube driver
+out. See docs/ROLLOUTS.md for how the actions move replicas per workload kind.
+"""
+
+from reconciler.model.rollout import (
+    BatchState,
+    Replicas,
+    RollingState,
+    RolloutFormatError,
+    RolloutRecord,
+    describe,
+    noteworthy,
+)
+from reconciler.rollout.driver import RolloutDriver, drive_once
+from reconciler.rollout.machine import (
+    POLL_SECONDS,
+    Action,
+    Consolidate,
+    Finalize,
+    Observation,
+    Prepare,
+    RetireOld,
+    Rollback,
+    RunAnalysis,
+    ScaleBatch,
+    Step,
+    Workload,
+    begin,
+    retry_allowed,
+    step,
+)
+from reconciler.rollout.plan import PlanError, RolloutSettings, merge_plans, plan_batches
+
+__all__ = [
+    "POLL_SECONDS",
+    "Action",
+    "BatchState",
+    "Consolidate",
+    "Finalize",
+    "Observation",
+    "PlanError",
+    "Prepare",
+    "Replicas",
+    "RetireOld",
+    "Rollback",
+    "RollingState",
+    "RolloutDriver",
+    "RolloutFormatError",
+    "RolloutRecord",
+    "RolloutSettings",
+    "RunAnalysis",
+    "ScaleBatch",
+    "Step",
+    "Workload",
+    "begin",
+    "describe",
+    "drive_once",
+    "merge_plans",
+    "noteworthy",
+    "plan_batches",
+    "retry_allowed",
+    "step",
+]

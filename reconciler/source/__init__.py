@@ -10,6 +10,7 @@ logged, raised or recorded.
 
 from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
 from reconciler.source.checkout import CatalogSource, SyncResult
+from reconciler.source.gates import GateChange, GateRefused, change_gate
 from reconciler.source.ledger import CommitInfo, StatusLedger, StatusSnapshot
 from reconciler.source.redact import redact_text, redact_url
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
@@ -22,6 +23,8 @@ __all__ = [
     "ChannelMoveRefused",
     "CommitInfo",
     "Credentials",
+    "GateChange",
+    "GateRefused",
     "GitFailed",
     "MissingRemoteBranch",
     "NetworkPolicy",
@@ -33,6 +36,7 @@ __all__ = [
     "SyncResult",
     "Verdict",
     "cache_root",
+    "change_gate",
     "redact_text",
     "redact_url",
     "set_channel",

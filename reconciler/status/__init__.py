@@ -7,14 +7,20 @@ ledger in ``reconciler.source`` stores what these functions produce.
 """
 
 from reconciler.status.messages import (
+    ROLLOUT_TRAILER_KEYS,
+    TRAILER_BATCH,
     TRAILER_CLUSTER,
     TRAILER_INSTANCE,
     TRAILER_PHASE,
+    TRAILER_REPLICAS,
+    TRAILER_ROLLOUT,
+    TRAILER_ROLLOUT_STATE,
     TRAILER_SOURCE_COMMIT,
     TRAILER_VERSION,
     commit_message,
     describe_change,
     parse_trailers,
+    rollout_trailers,
     summary_of,
 )
 from reconciler.status.records import (
@@ -30,9 +36,14 @@ from reconciler.status.views import HistoryEntry, UnreadableStatus, history_tabl
 
 __all__ = [
     "INSTANCES_DIR",
+    "ROLLOUT_TRAILER_KEYS",
+    "TRAILER_BATCH",
     "TRAILER_CLUSTER",
     "TRAILER_INSTANCE",
     "TRAILER_PHASE",
+    "TRAILER_REPLICAS",
+    "TRAILER_ROLLOUT",
+    "TRAILER_ROLLOUT_STATE",
     "TRAILER_SOURCE_COMMIT",
     "TRAILER_VERSION",
     "HistoryEntry",
@@ -46,6 +57,7 @@ __all__ = [
     "parse_status",
     "parse_trailers",
     "prepare_record",
+    "rollout_trailers",
     "status_path",
     "status_table",
     "summary_of",

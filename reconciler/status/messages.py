@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reconciler.model.rollout import RolloutRecord, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.model.version import VersionSyntaxError, parse_version
 
@@ -18,6 +19,10 @@ TRAILER_INSTANCE = "Reconciler-Instance"
 TRAILER_PHASE = "Reconciler-Phase"
 TRAILER_VERSION = "Reconciler-Version"
 TRAILER_SOURCE_COMMIT = "Reconciler-Source-Commit"
+TRAILER_ROLLOUT = "Reconciler-Rollout"
+TRAILER_ROLLOUT_STATE = "Reconciler-Rollout-State"
+TRAILER_BATCH = "Reconciler-Batch"
+TRAILER_REPLICAS = "Reconciler-Replicas"
 TRAILER_KEYS = (
     TRAILER_CLUSTER,
     TRAILER_INSTANCE,
@@ -25,6 +30,7 @@ TRAILER_KEYS = (
     TRAILER_VERSION,
     TRAILER_SOURCE_COMMIT,
 )
+ROLLOUT_TRAILER_KEYS = (TRAILER_ROLLOUT, TRAILER_ROLLOUT_STATE, TRAILER_BATCH, TRAILER_REPLICAS)
 
 _SUBJECT_LIMIT = 120
 
@@ -37,26 +43,55 @@ def commit_message(
     if len(subject) > _SUBJECT_LIMIT:
         subject = subject[: _SUBJECT_LIMIT - 3].rstrip() + "..."
     body = _body(status, previous, note)
-    trailers = "\n".join(f"{key}: {value}" for key, value in trailers_for(status).items())
+    pairs = trailers_for(status, previous).items()
+    trailers = "\n".join(f"{key}: {value}" for key, value in pairs)
     return f"{subject}\n\n{body}\n\n{trailers}\n"
 
 
-def trailers_for(status: InstanceStatus) -> dict[str, str]:
-    return {
+def trailers_for(status: InstanceStatus, previous: InstanceStatus | None = None) -> dict[str, str]:
+    """Section 3's trailers, plus section 4's when this commit records a rollout step."""
+    out = {
         TRAILER_CLUSTER: _one_line(status.cluster),
         TRAILER_INSTANCE: _one_line(status.instance),
         TRAILER_PHASE: str(status.phase),
         TRAILER_VERSION: _one_line(status.version or "none"),
         TRAILER_SOURCE_COMMIT: _one_line(status.source_commit or "none"),
     }
+    rollout = _rollout_step(status, previous)
+    if rollout is not None:
+        out.update(rollout_trailers(rollout))
+    return out
+
+
+def rollout_trailers(record: RolloutRecord) -> dict[str, str]:
+    """``Reconciler-Rollout: 6.5.0 -> 6.6.0``, its state, ``Batch: 2/3``, ``Replicas: 3/5``."""
+    return {
+        TRAILER_ROLLOUT: _one_line(record.label),
+        TRAILER_ROLLOUT_STATE: str(record.state),
+        TRAILER_BATCH: f"{record.batch}/{record.batches}",
+        TRAILER_REPLICAS: f"{record.replicas.updated}/{record.replicas.desired}",
+    }
+
+
+def _rollout_step(status: InstanceStatus, previous: InstanceStatus | None) -> RolloutRecord | None:
+    """The rollout record when this commit is about a step of it (SPEC section 4)."""
+    before = previous.rollout if previous is not None else None
+    return status.rollout if noteworthy(before, status.rollout) else None
 
 
 def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> str:
-    """What happened, in a few words, ending with the phase (and reason when not Ready)."""
+    """What happened, in a few words, ending with the phase (and reason when not Ready).
+
+    A rollout step is told in SPEC section 4's words and without the phase:
+    ``rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)``.
+    """
     if status.phase is Phase.REMOVED:
         return status.message or "removed"
-    outcome = _outcome(status)
     app = status.app or "app"
+    rollout = _rollout_step(status, previous)
+    if rollout is not None:
+        return describe(rollout, app)
+    outcome = _outcome(status)
     if previous is None or previous.version is None:
         if status.version is None:
             target = status.desired_version or "?"

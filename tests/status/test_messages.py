@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.status import commit_message, describe_change, parse_trailers
 from reconciler.status.messages import summary_of
@@ -19,6 +20,17 @@ READY = InstanceStatus(
     source="channel:stable",
     source_commit="1a2b3c4d5e6f7a8b",
     objects=7,
+)
+
+ROLLING = RolloutRecord(
+    from_version="6.5.0",
+    to_version="6.6.0",
+    state=RollingState.ROLLING,
+    batches=3,
+    batch=2,
+    batch_state=BatchState.ROLLING,
+    replicas=Replicas(desired=5, updated=3, ready=5),
+    started_at="2026-01-01T00:00:00Z",
 )
 
 
@@ -54,8 +66,10 @@ def test_what_happened_in_words() -> None:
     assert describe_change(moving, READY) == "moving podinfo 6.5.0 -> 6.6.0 (Progressing)"
     more = replace(READY, objects=8)
     assert describe_change(more, READY) == "podinfo 6.5.0 objects 7 -> 8 (Ready)"
-    rollout = replace(READY, rollout={"batch": 2})
-    assert describe_change(rollout, READY) == "podinfo 6.5.0 rollout updated (Ready)"
+    rollout = replace(READY, rollout=replace(ROLLING, batch_state=BatchState.VERIFYING))
+    assert describe_change(rollout, replace(READY, rollout=ROLLING)) == (
+        "podinfo 6.5.0 rollout updated (Ready)"
+    )
 
 
 def test_long_and_multiline_messages_stay_one_subject_line() -> None:
@@ -94,3 +108,52 @@ def test_status_table_and_age() -> None:
     assert age("2026-01-01T00:00:00Z", now=1767225600 + 5 * 3600) == "5h"
     assert age("garbage") == "-"
     assert format_table(("A", "B"), [("x", "y")]) == "A   B\nx   y"
+
+
+def test_a_ready_batch_is_told_as_spec_section_4_shows() -> None:
+    before = replace(READY, phase=Phase.PROGRESSING, rollout=ROLLING)
+    ready = replace(before, rollout=replace(ROLLING, batch_state=BatchState.READY))
+    message = commit_message(ready, before)
+    subject = message.partition("\n")[0]
+    assert subject == "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)"
+    trailers = parse_trailers(message.rstrip().rsplit("\n\n", 1)[1])
+    assert trailers["Reconciler-Rollout"] == "6.5.0 -> 6.6.0"
+    assert trailers["Reconciler-Rollout-State"] == "rollingInBatches"
+    assert trailers["Reconciler-Batch"] == "2/3"
+    assert trailers["Reconciler-Replicas"] == "3/5"
+    assert trailers["Reconciler-Phase"] == "Progressing"
+
+
+def test_each_noteworthy_rollout_step_has_its_words() -> None:
+    def told(record: RolloutRecord) -> str:
+        return describe_change(replace(READY, rollout=record), READY)
+
+    start = replace(ROLLING, state=RollingState.INITIALIZING, batch=0)
+    assert told(start) == "rollout podinfo 6.5.0 -> 6.6.0: started, 3 batches"
+    waiting = replace(ROLLING, state=RollingState.WAITING, batch=1, batch_state=BatchState.READY)
+    assert told(replace(waiting, replicas=Replicas(5, 1, 5))) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: batch 1/3 ready, waiting for promotion (1/5 replicas)"
+    )
+    assert told(replace(ROLLING, paused=True)) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: paused at batch 2/3 (3/5 replicas)"
+    )
+    failed = replace(ROLLING, state=RollingState.FAILED, message="batch 2 pods failing: x")
+    assert told(failed) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: failed at batch 2/3 (3/5 replicas): batch 2 pods failing: x"
+    )
+    assert told(replace(ROLLING, state=RollingState.ROLLED_BACK)) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: rolled back at batch 2/3"
+    )
+    assert told(replace(ROLLING, state=RollingState.SUCCEEDED, replicas=Replicas(5, 5, 5))) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: succeeded (5/5 replicas)"
+    )
+    assert told(replace(ROLLING, state=RollingState.ABANDONED)) == (
+        "rollout podinfo 6.5.0 -> 6.6.0: abandoned at batch 2/3 (3/5 replicas)"
+    )
+
+
+def test_an_unchanged_rollout_adds_no_rollout_trailers() -> None:
+    before = replace(READY, rollout=ROLLING)
+    after = replace(READY, rollout=ROLLING, objects=8)
+    assert "Reconciler-Rollout" not in commit_message(after, before)
+    assert "objects 7 -> 8" in commit_message(after, before)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
 from reconciler.model.status import (
     Condition,
     InstanceStatus,
@@ -25,7 +26,19 @@ WEB = InstanceStatus(
     source="channel:stable",
     source_commit="1a2b3c",
     objects=7,
-    rollout={"batch": 1, "batches": 3},
+    rollout=RolloutRecord(
+        from_version="6.5.0",
+        to_version="6.6.0",
+        state=RollingState.ROLLING,
+        batches=3,
+        batch=2,
+        batch_state=BatchState.VERIFYING,
+        replicas=Replicas(desired=5, updated=3, ready=5),
+        partition=2,
+        started_at="2026-01-01T00:00:00Z",
+        updated_at="2026-01-01T00:01:00Z",
+        batch_started_at="2026-01-01T00:00:40Z",
+    ),
     migrations=({"name": "add-index", "outcome": "Succeeded"},),
 )
 
@@ -90,6 +103,30 @@ def test_unknown_keys_survive_a_round_trip() -> None:
             b"phase: Ready\nrollout: [1]\n",
             "rollout must be a mapping",
         ),
+        (
+            b"apiVersion: reconciler/v1\nkind: InstanceStatus\ncluster: p\ninstance: web\n"
+            b"phase: Ready\nrollout: {from: 1.0.0, to: 2.0.0, state: flying, batches: 3,"
+            b" batchState: batchReady}\n",
+            "rollout.state must be one of initializing",
+        ),
+        (
+            b"apiVersion: reconciler/v1\nkind: InstanceStatus\ncluster: p\ninstance: web\n"
+            b"phase: Ready\nrollout: {from: 1.0.0, to: 2.0.0, state: rolloutSucceed,"
+            b" batches: 3, batch: 4, batchState: batchReady}\n",
+            "rollout.batch 4 is beyond batches 3",
+        ),
+        (
+            b"apiVersion: reconciler/v1\nkind: InstanceStatus\ncluster: p\ninstance: web\n"
+            b"phase: Ready\nrollout: {from: 1.0.0, to: 2.0.0, state: rolloutSucceed,"
+            b" batches: 3, batchState: batchReady, replicas: {desired: -1}}\n",
+            "rollout.replicas.desired must be a count",
+        ),
+        (
+            b"apiVersion: reconciler/v1\nkind: InstanceStatus\ncluster: p\ninstance: web\n"
+            b"phase: Ready\nrollout: {to: 2.0.0, state: rolloutSucceed,"
+            b" batches: 3, batchState: batchReady}\n",
+            "rollout.from is required",
+        ),
     ],
 )
 def test_bad_files_are_reported_with_the_file_name(content: bytes, message: str) -> None:
@@ -153,3 +190,26 @@ def test_a_new_source_commit_alone_is_not_a_change() -> None:
         replace(WEB, source_commit="9f9f9f", version="6.6.0"), before, now="2026-02-01T00:00:00Z"
     )
     assert moved.changed and moved.status.source_commit == "9f9f9f"
+
+
+def test_rollout_round_trips_with_the_keys_of_section_4() -> None:
+    text = dump_status(WEB).decode()
+    parsed = parse_status(text.encode(), "instances/web.yaml")
+    assert parsed.rollout == WEB.rollout
+    data = WEB.to_dict()["rollout"]
+    spec_keys = {"from", "to", "state", "batch", "batches", "batchState", "replicas"}
+    spec_keys |= {"partition", "paused", "startedAt", "updatedAt", "message"}
+    assert spec_keys <= set(data)
+    assert data["replicas"] == {"desired": 5, "updated": 3, "ready": 5}
+    assert data["state"] == "rollingInBatches" and data["batchState"] == "batchVerifying"
+
+
+def test_pods_moving_within_a_batch_is_not_a_change_but_a_ready_batch_is() -> None:
+    assert WEB.rollout is not None
+    first = prepare_record(WEB, None, now="2026-01-01T00:00:00Z").status
+    moving = replace(
+        WEB, rollout=replace(WEB.rollout, replicas=Replicas(5, 4, 5), updated_at="later")
+    )
+    assert not prepare_record(moving, first, now="2026-01-01T00:00:05Z").changed
+    ready = replace(WEB, rollout=replace(WEB.rollout, batch_state=BatchState.READY))
+    assert prepare_record(ready, first, now="2026-01-01T00:00:05Z").changed

@@ -1,0 +1,112 @@
+"""``reconciler rollout promote|pause|resume|status``: gates as commits, progress from Git."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from reconciler.catalog import load_catalog
+from reconciler.commands.output import print_json
+from reconciler.daemon.plan import plan_cluster, require_cluster
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.model.rollout import RollingState
+from reconciler.model.status import InstanceStatus
+from reconciler.rollout import PlanError, merge_plans
+from reconciler.source import StatusLedger, change_gate
+from reconciler.status.progress import progress_dict, progress_text
+
+
+def rollout_gate_command(args: argparse.Namespace) -> int:
+    """Promote, pause or resume INSTANCE's rollout with a one-line commit."""
+    change = change_gate(
+        args.repo,
+        args.cluster,
+        args.instance,
+        args.rollout_command,
+        batches=_batches(args.repo, args.cluster, args.instance),
+        push=args.push,
+    )
+    if args.output == "json":
+        print_json(change.to_dict())
+    else:
+        print(
+            f"{change.cluster}/{change.instance}: rollout {change.action}: "
+            f"{change.before} -> {change.after} ({change.file}, commit {change.commit[:12]})"
+        )
+        if change.pushed_to:
+            print(f"pushed to {change.pushed_to}")
+    return EXIT_OK
+
+
+def _batches(repo: str, cluster: str, instance: str) -> int | None:
+    """How many batches the instance's effective plan has (None: it has no plan).
+
+    The version's plan counts, so it resolves the version the instance would move
+    to now; an instance the catalog cannot resolve counts its own file's plan.
+    """
+    catalog = load_catalog(repo)
+    require_cluster(catalog, cluster)
+    entry = catalog.clusters[cluster].instances.get(instance)
+    if entry is None:
+        return None  # change_gate names the missing file
+    plans = [p for p in plan_cluster(catalog, cluster, render=False) if p.name == instance]
+    version = plans[0].version if plans else None
+    try:
+        settings = merge_plans(version.rollout if version else None, entry.rollout)
+    except PlanError as e:
+        raise UsageError(f"{cluster}/{instance}: {e}") from e
+    return None if settings is None else len(settings.batches)
+
+
+def rollout_status_command(args: argparse.Namespace) -> int:
+    """Draw INSTANCE's rollout from the status branch; ``--watch`` follows it."""
+    if args.interval <= 0:
+        raise UsageError("--interval must be a positive duration")
+    ledger = StatusLedger(args.repo, args.cluster, branch=args.status_branch)
+    last: str | None = None
+    while True:
+        status = _read(ledger, args.instance)
+        shown = _show(status, args.output)
+        if shown != last:
+            sys.stdout.write(shown)
+            sys.stdout.flush()
+            last = shown
+        if not args.watch or _finished(status):
+            return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
+        time.sleep(args.interval)
+
+
+def _read(ledger: StatusLedger, instance: str) -> InstanceStatus:
+    snap = ledger.snapshot()
+    if not snap.exists:
+        raise UsageError(
+            f"no status recorded yet for cluster {ledger.cluster}: "
+            f"branch {ledger.branch} does not exist in {ledger.display}"
+        )
+    status = snap.statuses.get(instance)
+    if status is None:
+        for problem in snap.problems:
+            if problem.file.endswith(f"/{instance}.yaml"):
+                raise UsageError(f"unreadable status file {problem}")
+        known = ", ".join(sorted(snap.statuses)) or "none"
+        raise UsageError(
+            f'instance "{instance}" has no status on {ledger.branch} (recorded: {known})'
+        )
+    return status
+
+
+def _show(status: InstanceStatus, output: str) -> str:
+    if output == "json":
+        return json.dumps(progress_dict(status), indent=2) + "\n"
+    return progress_text(status)
+
+
+def _finished(status: InstanceStatus) -> bool:
+    return status.rollout is None or status.rollout.state.terminal
+
+
+def _healthy(status: InstanceStatus) -> bool:
+    assert status.rollout is not None
+    return status.rollout.state not in (RollingState.FAILED, RollingState.ROLLED_BACK)

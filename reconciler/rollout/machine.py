@@ -1,0 +1,399 @@
+"""The rollout state machine: (record, settings, observation) -> (record, actions, next look).
+
+Pure: no clock, no cluster, no Git. The daemon observes the cluster (counting pods,
+not reading spec), calls ``step`` once per instance per pass, hands the actions to
+the kube driver and schedules the next look. One call makes at most one transition,
+so the daemon never waits on health (SPEC section 4, "the daemon never waits").
+
+Restart safety rests on two rules: every action carries an absolute target (scale
+to N, never "add a batch"), so repeating one is harmless; and a target is never
+below what the cluster already runs (``max(planned, observed)``), so a record that
+is older than the cluster never moves a replica back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
+from reconciler.rollout.plan import RolloutSettings
+
+# How soon to look again while something moves: pods become ready in seconds.
+POLL_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload's pods as observed: ``updated`` run ``to``, ``old`` run ``from``."""
+
+    name: str  # "Deployment/web"
+    desired: int
+    updated: int = 0
+    ready: int = 0  # ready pods of either version
+    updated_ready: int = 0
+    old: int = 0
+    failing: tuple[str, ...] = ()  # "web-7d9-x: CrashLoopBackOff" for moved pods
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the daemon saw this pass; ``analysis`` is the current batch's Job state."""
+
+    now: datetime
+    desired_version: str
+    workloads: tuple[Workload, ...] = ()
+    analysis: str | None = None  # None (no Job) | "running" | "succeeded" | "failed"
+    helpers_left: bool = False  # the temporary Deployment copy or an OnDelete strategy
+    prepared: bool = False  # copies ready with every ``from`` replica, partitions set
+    instance_digest: str = ""
+
+    @property
+    def replicas(self) -> Replicas:
+        return Replicas(
+            desired=sum(w.desired for w in self.workloads),
+            updated=sum(w.updated for w in self.workloads),
+            ready=sum(w.ready for w in self.workloads),
+        )
+
+
+# ---------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """Before batch 1: apply non-workload objects, create the Deployment copy, set
+    StatefulSet partitions to ``desired``, DaemonSets to ``OnDelete``. Idempotent."""
+
+
+@dataclass(frozen=True)
+class ScaleBatch:
+    """Make ``target`` replicas of ``workload`` run ``to`` (absolute, idempotent).
+
+    Deployment: scale the rendered Deployment up to ``target`` (the copy is not
+    touched yet, so ready replicas never drop). StatefulSet: partition =
+    desired - target. DaemonSet: delete ``from`` pods until ``target`` run ``to``.
+    """
+
+    batch: int
+    workload: str
+    target: int
+
+
+@dataclass(frozen=True)
+class RetireOld:
+    """Deployment copy down to ``desired - target`` once the batch is verified."""
+
+    batch: int
+    workload: str
+    keep: int
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Create the batch's analysis Job if it does not exist (idempotent by name)."""
+
+    batch: int
+    manifest: str
+
+
+@dataclass(frozen=True)
+class Finalize:
+    """Apply the plain render of ``to``, delete helpers, prune objects ``to`` drops."""
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Return every replica to ``from`` at once: plain render of ``from``, no helpers."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Consolidate:
+    """Abandon: bring every replica to ``version`` (the one most run) at once."""
+
+    version: str
+
+
+Action = Prepare | ScaleBatch | RetireOld | RunAnalysis | Finalize | Rollback | Consolidate
+
+
+@dataclass(frozen=True)
+class Step:
+    """A transition: the new record, what the driver must do, when to look again.
+
+    ``next_look`` is seconds, ``0`` for "at once", ``None`` for "only on a new commit"
+    (a gate or a terminal state: nothing in the cluster will change by itself).
+    """
+
+    record: RolloutRecord
+    actions: tuple[Action, ...] = ()
+    next_look: float | None = None
+
+
+def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Observation) -> Step:
+    """A new rollout in ``initializing``; the next ``step`` prepares the workloads."""
+    stamp = _stamp(obs.now)
+    record = RolloutRecord(
+        from_version=from_version,
+        to_version=to_version,
+        state=RollingState.INITIALIZING,
+        batches=len(settings.batches),
+        replicas=obs.replicas,
+        partition=settings.partition,
+        paused=settings.paused,
+        started_at=stamp,
+        updated_at=stamp,
+        message=f"{len(settings.batches)} batches over {obs.replicas.desired} replicas",
+        instance_digest=obs.instance_digest,
+        targets=_summed_targets(settings, obs),
+    )
+    return Step(record, (), 0)
+
+
+def _summed_targets(settings: RolloutSettings, obs: Observation) -> tuple[int, ...]:
+    per_workload = [settings.targets(w.desired) for w in obs.workloads]
+    return tuple(
+        sum(t[k] if k < len(t) else 0 for t in per_workload) for k in range(len(settings.batches))
+    )
+
+
+def step(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+    """One transition of ``record`` given what the cluster shows now."""
+    record = replace(record, replicas=obs.replicas)
+    if record.state.terminal:
+        return _after_end(record, settings, obs)
+    if obs.desired_version == record.from_version:
+        why = "desired version reverted"
+        return _end(record, obs, RollingState.ROLLED_BACK, why, rollback=True)
+    if obs.desired_version != record.to_version:
+        return _abandon(record, obs)
+    gates = _gates(record, settings, obs)
+    if gates is not None:
+        return gates
+    if record.state is RollingState.INITIALIZING:
+        return _initializing(record, settings, obs)
+    if record.state is RollingState.FINALISING:
+        return _finalising(record, settings, obs)
+    if record.state is RollingState.WAITING:
+        return Step(record, (), None)
+    failed = _failure(record, settings, obs)
+    if failed is not None:
+        return failed
+    return _batch(record, settings, obs)
+
+
+def _initializing(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+    """Prepare until the cluster shows it prepared (the copy ready), then batch 1.
+
+    The copy serves every replica of ``from`` before the rendered Deployment
+    changes, so no batch ever lowers the ready count.
+    """
+    if obs.prepared:
+        return _moved(record, obs, state=RollingState.ROLLING, batch=1)
+    if _elapsed(record.started_at, obs.now) > settings.health_timeout_seconds:
+        why = f"preparing did not become ready within {settings.health_timeout_seconds}s"
+        return _fail(record, settings, obs, why)
+    return Step(record, (Prepare(),), POLL_SECONDS)
+
+
+def _gates(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step | None:
+    """Pause, resume and promotion: read from the instance file on every call."""
+    if settings.paused != record.paused:
+        return _moved(record, obs, paused=settings.paused, partition=settings.partition)
+    if record.state is RollingState.WAITING:
+        if record.paused:
+            if settings.partition != record.partition:
+                return _moved(record, obs, partition=settings.partition)
+            return Step(record, (), None)
+        if settings.partition is None or settings.partition > record.batch:
+            part = settings.partition
+            if record.batch >= record.batches:
+                return _moved(record, obs, state=RollingState.FINALISING, partition=part)
+            nxt = record.batch + 1
+            return _moved(record, obs, state=RollingState.ROLLING, batch=nxt, partition=part)
+        if settings.partition != record.partition:
+            return _moved(record, obs, partition=settings.partition)
+        return Step(record, (), None)
+    if settings.partition != record.partition:
+        return _moved(record, obs, partition=settings.partition)
+    if record.paused and record.batch_state in (BatchState.INITIALIZING, BatchState.READY):
+        return Step(record, (), None)  # paused: start no further batch
+    return None
+
+
+def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+    k = record.batch
+    bs = record.batch_state
+    if bs is BatchState.INITIALIZING:
+        actions = tuple(
+            ScaleBatch(k, w.name, max(_target(settings, w, k), w.updated)) for w in obs.workloads
+        )
+        return _moved(record, obs, batch_state=BatchState.ROLLING, actions=actions, new_batch=True)
+    if bs is BatchState.ROLLING:
+        if all(w.updated_ready >= _target(settings, w, k) for w in obs.workloads):
+            return _moved(record, obs, batch_state=BatchState.VERIFYING)
+        return Step(record, (), _until_timeout(record, settings, obs))
+    if bs is BatchState.VERIFYING:
+        if not all(w.updated_ready >= _target(settings, w, k) for w in obs.workloads):
+            return _moved(record, obs, batch_state=BatchState.ROLLING)  # bake restarts
+        baked = _elapsed(record.updated_at, obs.now)
+        if baked < settings.pause_seconds:
+            return Step(record, (), min(settings.pause_seconds - baked, POLL_SECONDS * 5))
+        if settings.analysis:
+            if obs.analysis is None:
+                return Step(record, (RunAnalysis(k, settings.analysis),), POLL_SECONDS)
+            if obs.analysis != "succeeded":
+                return Step(record, (), POLL_SECONDS)
+        retire = tuple(
+            RetireOld(k, w.name, w.desired - _target(settings, w, k))
+            for w in obs.workloads
+            if w.old > w.desired - _target(settings, w, k)
+        )
+        return _moved(record, obs, batch_state=BatchState.FINALIZING, actions=retire)
+    if bs is BatchState.FINALIZING:
+        if all(w.old <= w.desired - _target(settings, w, k) for w in obs.workloads):
+            return _moved(record, obs, batch_state=BatchState.READY)
+        return Step(record, (), _until_timeout(record, settings, obs))
+    # batchReady: the next batch, a promotion gate, or the end
+    if k >= record.batches:
+        return _moved(record, obs, state=RollingState.FINALISING)
+    if settings.partition is not None and k >= settings.partition:
+        return _moved(record, obs, state=RollingState.WAITING)
+    return _moved(record, obs, batch=k + 1)
+
+
+def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step | None:
+    """Failing moved pods fail at once; otherwise the batch's health timeout."""
+    if record.state is not RollingState.ROLLING or record.batch_state is BatchState.READY:
+        return None
+    if record.batch_state is BatchState.INITIALIZING:
+        return None
+    failing = [f for w in obs.workloads for f in w.failing]
+    if failing:
+        why = f"batch {record.batch} pods failing: " + ", ".join(failing[:3])
+        return _fail(record, settings, obs, why)
+    if settings.analysis and obs.analysis == "failed":
+        return _fail(record, settings, obs, f"batch {record.batch} analysis Job failed")
+    if _elapsed(record.batch_started_at, obs.now) > settings.health_timeout_seconds:
+        why = (
+            f"batch {record.batch} not verified within {settings.health_timeout_seconds}s "
+            f"({record.replicas.ready}/{record.replicas.desired} ready)"
+        )
+        return _fail(record, settings, obs, why)
+    return None
+
+
+def _fail(record: RolloutRecord, settings: RolloutSettings, obs: Observation, why: str) -> Step:
+    if settings.on_failure == "rollback":
+        return _end(record, obs, RollingState.ROLLED_BACK, why, rollback=True)
+    return _end(record, obs, RollingState.FAILED, why, rollback=False)
+
+
+def _finalising(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+    r = obs.replicas
+    if not obs.helpers_left and r.updated == r.desired and r.ready >= r.desired:
+        return _moved(record, obs, state=RollingState.SUCCEEDED, message="every replica runs to")
+    if _elapsed(record.updated_at, obs.now) > settings.health_timeout_seconds:
+        return _fail(record, settings, obs, "finalising did not converge")
+    return Step(record, (Finalize(),), POLL_SECONDS)
+
+
+def _abandon(record: RolloutRecord, obs: Observation) -> Step:
+    keep = _majority(record, obs)
+    why = f"new desired version {obs.desired_version}; every replica returns to {keep}"
+    step_ = _moved(record, obs, state=RollingState.ABANDONED, message=why)
+    return replace(step_, actions=(Consolidate(keep),), next_look=0)
+
+
+def _majority(record: RolloutRecord, obs: Observation) -> str:
+    """The version most replicas run (``from`` on a tie: it is the one known to work)."""
+    r = obs.replicas
+    return record.to_version if r.updated * 2 > r.desired else record.from_version
+
+
+def _end(
+    record: RolloutRecord, obs: Observation, state: RollingState, why: str, *, rollback: bool
+) -> Step:
+    step_ = _moved(record, obs, state=state, message=why, reason=_REASONS[state])
+    if not rollback:
+        return replace(step_, actions=(), next_look=None)
+    return replace(step_, actions=(Rollback(why),), next_look=POLL_SECONDS)  # to clean up
+
+
+_REASONS = {
+    RollingState.ROLLED_BACK: "RolledBack",
+    RollingState.FAILED: "RolloutFailed",
+}
+
+
+def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+    """A finished rollout stays finished; a failed ``to`` waits for a change of the file.
+
+    ``rolloutFailed``/``rolledBack`` with the same desired version and instance file
+    stay put (SPEC: not retried until either changes); the daemon starts a new
+    rollout (``begin``) when ``retry_allowed`` says so.
+    A succeeded or rolled back rollout whose helpers are still there (a restart
+    between the action and its cleanup) repeats its idempotent final action.
+    """
+    if obs.helpers_left and record.state is RollingState.SUCCEEDED:
+        return Step(record, (Finalize(),), POLL_SECONDS)
+    if obs.helpers_left and record.state is RollingState.ROLLED_BACK:
+        return Step(record, (Rollback(record.message),), POLL_SECONDS)
+    if obs.helpers_left and record.state is RollingState.ABANDONED:
+        # consolidating moves replicas towards the majority, so it stays the majority
+        return Step(record, (Consolidate(_majority(record, obs)),), POLL_SECONDS)
+    return Step(record, (), None)
+
+
+def retry_allowed(record: RolloutRecord, obs: Observation) -> bool:
+    """Whether a new rollout may start over a finished ``record``."""
+    if record.state in (RollingState.FAILED, RollingState.ROLLED_BACK):
+        return (
+            obs.desired_version != record.to_version
+            or obs.instance_digest != record.instance_digest
+        )
+    return True
+
+
+def _target(settings: RolloutSettings, workload: Workload, batch: int) -> int:
+    targets = settings.targets(workload.desired)
+    if not targets:
+        return 0
+    return targets[min(batch, len(targets)) - 1] if batch > 0 else 0
+
+
+def _moved(
+    record: RolloutRecord,
+    obs: Observation,
+    *,
+    actions: tuple[Action, ...] = (),
+    new_batch: bool = False,
+    **changes: object,
+) -> Step:
+    """A transition: stamp ``updatedAt`` (and ``batchStartedAt`` when a batch scales)."""
+    stamp = _stamp(obs.now)
+    if "batch" in changes:
+        changes.setdefault("batch_state", BatchState.INITIALIZING)
+    if new_batch:
+        changes["batch_started_at"] = stamp
+    if "state" in changes and "message" not in changes:
+        changes["message"] = ""
+    new = replace(record, updated_at=stamp, **changes)  # type: ignore[arg-type]
+    return Step(new, actions, POLL_SECONDS if actions else 0)
+
+
+def _until_timeout(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> float:
+    left = settings.health_timeout_seconds - _elapsed(record.batch_started_at, obs.now)
+    return max(0.0, min(POLL_SECONDS, left + 0.001))
+
+
+def _elapsed(stamp: str, now: datetime) -> float:
+    if not stamp:
+        return 0.0
+    return (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
+
+
+def _stamp(now: datetime) -> str:
+    return now.isoformat().replace("+00:00", "Z")
