@@ -25,6 +25,7 @@ from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.gc import Lifecycle
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.namespaces import DefaultServiceAccounts
 from reconciler.sandbox.patch import APPLY_PATCH, apply_patch
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
@@ -67,6 +68,7 @@ class SandboxServer:
     ) -> None:
         self.api = SandboxApi(history_limit)
         self.lifecycle = Lifecycle(self.api)
+        self.service_accounts = DefaultServiceAccounts(self.api)
         self.controllers = Controllers(self.api, delay=controller_delay, fail_images=fail_images)
         self.requests = RequestLog()
 
