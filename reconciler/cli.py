@@ -413,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-image",
         action="append",
         metavar="GLOB",
-        help="containers whose image matches GLOB never become ready (repeatable)",
+        help="containers whose image matches GLOB crash (CrashLoopBackOff) and never become ready "
+        "(repeatable)",
     )
 
     p = _subcommand(

@@ -9,7 +9,8 @@ and the StatefulSet partitioned rolling update.
 
 A workload fails (never ready; a Job gets ``Failed``; a Deployment's Progressing
 turns ``ProgressDeadlineExceeded``) when it or its pod template carries the
-annotation ``sandbox.reconciler.dev/fail: "true"``, or when a container image
+annotation ``sandbox.reconciler.dev/fail`` (``"true"``, ``CrashLoopBackOff`` or
+``ImagePullBackOff``; see ``pods.py`` for what a pod shows), or when a container image
 matches one of the server's ``fail_images`` glob patterns. The status computation
 is pure (:func:`desired_status`); :class:`Controllers` schedules and writes it.
 """
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from reconciler.sandbox import pods
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.store import Resource, StoredEvent
@@ -31,14 +33,14 @@ from reconciler.sandbox.workload_status import (
     daemonset_status,
     deployment_status,
     job_status,
-    pod_status,
     replicaset_status,
     statefulset_status,
 )
 
-FAIL_ANNOTATION = "sandbox.reconciler.dev/fail"
+FAIL_ANNOTATION = pods.FAIL_ANNOTATION
 CONTROLLER_MANAGER = "kube-controller-manager"
 DEFAULT_DELAY = 0.2
+_FAIL_MARKS = {"true", pods.CRASH_LOOP.lower(), pods.IMAGE_PULL.lower()}
 
 WORKLOADS: frozenset[Resource] = frozenset(
     {
@@ -54,7 +56,7 @@ WORKLOADS: frozenset[Resource] = frozenset(
 
 def _fail_marked(meta: Any) -> bool:
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return str((annotations or {}).get(FAIL_ANNOTATION, "")).lower() == "true"
+    return str((annotations or {}).get(FAIL_ANNOTATION, "")).lower() in _FAIL_MARKS
 
 
 def template_fails(template: Mapping[str, Any], fail_images: Sequence[str]) -> bool:
@@ -95,7 +97,7 @@ def desired_status(
         return replicaset_status(spec, generation, fails), []
     if resource == ("batch", "jobs"):
         return job_status(spec, fails, old), []
-    return pod_status(fails, old), []
+    return pods.pod_status(obj, pods.pod_failure(obj, fail_images), old), []
 
 
 class Controllers:

@@ -19,6 +19,7 @@ from reconciler.sandbox.api import SandboxApi, WriteOptions, present
 from reconciler.sandbox.apierrors import conflict
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import Resource, StoredEvent
 
@@ -44,6 +45,7 @@ class Lifecycle:
         preconditions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         obj = self.api.read(kind, namespace, name)
+        check_deletable(kind.resource, name)
         self._check_preconditions(kind, obj, preconditions or {})
         if opts.dry_run:
             return present(kind, obj)

@@ -25,7 +25,9 @@ from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.gc import Lifecycle
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.namespaces import DefaultServiceAccounts
 from reconciler.sandbox.patch import APPLY_PATCH, apply_patch
+from reconciler.sandbox.pods import pod_log_of
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
 from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
@@ -67,6 +69,7 @@ class SandboxServer:
     ) -> None:
         self.api = SandboxApi(history_limit)
         self.lifecycle = Lifecycle(self.api)
+        self.service_accounts = DefaultServiceAccounts(self.api)
         self.controllers = Controllers(self.api, delay=controller_delay, fail_images=fail_images)
         self.requests = RequestLog()
 
@@ -184,7 +187,9 @@ class SandboxServer:
         name = rest[1] if len(rest) > 1 else None
         subresource = rest[2] if len(rest) > 2 else ""
         if subresource and not (
-            (subresource == "status" and kind.status) or (subresource == "scale" and kind.scale)
+            (subresource == "status" and kind.status)
+            or (subresource == "scale" and kind.scale)
+            or (subresource == "log" and kind.resource == ("", "pods"))
         ):
             raise ApiError(404, "the server could not find the requested resource")
         if kind.namespaced and name is not None and namespace is None:
@@ -257,6 +262,8 @@ class SandboxServer:
         obj = self.api.get(target.kind, target.namespace or "", target.name)
         if target.subresource == "scale":
             return json_response(scale_of(target.kind, obj))
+        if target.subresource == "log":
+            return web.Response(text=pod_log_of(obj, request.query), content_type="text/plain")
         return json_response(obj)
 
     async def _replace(self, request: web.Request, target: Target) -> web.Response:

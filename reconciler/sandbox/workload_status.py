@@ -190,13 +190,3 @@ def job_status(spec: Mapping[str, Any], fails: bool, old: Mapping[str, Any]) -> 
             _condition(old, "Complete", "True", "", ""),
         ],
     }
-
-
-def pod_status(fails: bool, old: Mapping[str, Any]) -> dict[str, Any]:
-    ready = "False" if fails else "True"
-    reason = "ContainersNotReady" if fails else ""
-    return {
-        "phase": "Running",
-        "conditions": [_condition(old, "Ready", ready, reason, "")],
-        "startTime": old.get("startTime") or now(),
-    }
