@@ -130,10 +130,16 @@ def test_list_items_merge_by_key_and_dropped_items_go(sandbox: SandboxHandle) ->
     }
     status, obj = apply(sandbox, sidecar, manager="bob", path=path)
     assert status == 200
-    _, obj = apply(sandbox, deployment("web"), path=path)  # alice drops "side"; bob keeps env
-    names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
-    assert names == ["app", "side"]
+    # alice drops "side"; bob keeps its env, which would leave a container without an
+    # image: a real server refuses that merged object (422), so nothing changes
+    status, error = apply(sandbox, deployment("web"), path=path)
+    assert status == 422
+    fields = [c["field"] for c in error["details"]["causes"]]
+    assert fields == ["spec.template.spec.containers[1].image"]
     _, obj = apply(sandbox, {**sidecar, "spec": {}}, manager="bob", path=path)
+    names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
+    assert names == ["app", "side"]  # alice still applies "side"
+    _, obj = apply(sandbox, deployment("web"), path=path)
     names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
     assert names == ["app"]
 
