@@ -8,6 +8,8 @@ the API conventions describe. Immutable fields are checked against the stored ob
 https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#label-selector-updates,
 https://kubernetes.io/docs/concepts/configuration/configmap/#configmap-immutable,
 https://kubernetes.io/docs/concepts/services-networking/service/ (clusterIP).
+No finalizer may be added to an object being deleted:
+https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/.
 ``api.py`` calls :func:`check_rules` on every create and update of the main resource.
 """
 
@@ -196,6 +198,22 @@ def _immutable(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> li
     return causes
 
 
+def _finalizers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    """No new finalizers on an object being deleted (any kind, custom resources too)."""
+    before = _map(old.get("metadata"))
+    if not before.get("deletionTimestamp"):
+        return []
+    had = set(_list(before.get("finalizers")))
+    added = [f for f in _list(_map(new.get("metadata")).get("finalizers")) if f not in had]
+    if not added:
+        return []
+    message = (
+        "Forbidden: no new finalizers can be added if the object is being deleted, "
+        f"found new finalizers {json.dumps(added)}"
+    )
+    return [_cause("FieldValueForbidden", "metadata.finalizers", message)]
+
+
 def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
     """Raise one 422 listing every rule ``obj`` breaks (``old``: the stored object)."""
     causes = _labels(_map(obj.get("metadata")).get("labels"), "metadata.labels")
@@ -220,6 +238,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             causes += _secret(obj)
         if old is not None:
             causes += _immutable(kind, old, obj)
+    if old is not None:
+        causes += _finalizers(old, obj)
     if causes:
         name = str(obj.get("metadata", {}).get("name", ""))
         qualified = f"{kind.kind}.{kind.group}" if kind.group else kind.kind

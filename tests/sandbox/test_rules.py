@@ -146,3 +146,21 @@ def test_immutable_data_cannot_change(sandbox: SandboxHandle, plural: str) -> No
         sandbox, "PATCH", f"{NS}/{plural}/c", {"immutable": False}, "application/merge-patch+json"
     )
     assert status == 422 and causes(error) == ["immutable"]
+
+
+def test_no_new_finalizers_while_deleting(sandbox: SandboxHandle) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/"""
+    merge = "application/merge-patch+json"
+    body = {"metadata": {"name": "c", "finalizers": ["example.com/a"]}}
+    http(sandbox, "POST", f"{NS}/configmaps", body)
+    status, _ = http(sandbox, "DELETE", f"{NS}/configmaps/c")
+    assert status in (200, 202)
+    more = {"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}
+    status, error = http(sandbox, "PATCH", f"{NS}/configmaps/c", more, merge)
+    assert status == 422 and causes(error) == ["metadata.finalizers"]
+    status, _ = http(
+        sandbox, "PATCH", f"{NS}/configmaps/c", {"metadata": {"finalizers": []}}, merge
+    )
+    assert status == 200
+    status, _ = http(sandbox, "GET", f"{NS}/configmaps/c")
+    assert status == 404
