@@ -24,6 +24,7 @@ from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, inv
 from reconciler.sandbox.apply import now, server_side_apply, track_update
 from reconciler.sandbox.kinds import Kind, KindRegistry
 from reconciler.sandbox.patch import apply_patch
+from reconciler.sandbox.rules import check_rules
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, Store
 from reconciler.sandbox.validation import check_object
@@ -167,6 +168,7 @@ class SandboxApi:
                 None, obj, manager=opts.field_manager, subresource="", has_status=kind.status
             )
         self._default(kind, obj)
+        check_rules(kind, obj, None)
         if opts.dry_run:
             return present(kind, obj)
         return present(kind, self.store.put(kind.resource, obj))
@@ -325,6 +327,8 @@ class SandboxApi:
                 "to the latest version and try again",
             )
         new = self._scope_write(kind, old, body, subresource)
+        if not subresource:
+            check_rules(kind, new, old)
         if not tracked:
             track_update(
                 old,

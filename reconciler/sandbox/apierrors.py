@@ -56,6 +56,7 @@ class ApiError(Exception):
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = self.causes
+        # Field order of metav1.Status as the server serialises it: details before code.
         status: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -63,10 +64,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if details:
             status["details"] = details
+        status["code"] = self.code
         return status
 
 

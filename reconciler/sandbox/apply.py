@@ -267,9 +267,18 @@ def server_side_apply(
 def _remove_dropped(
     obj: dict[str, Any], dropped: FieldSet, new: FieldSet, others: list[ManagedEntry]
 ) -> None:
-    """Delete fields no longer applied that no other manager owns (leaves, then items)."""
+    """Delete fields no longer applied that no other manager owns (leaves, then items).
+
+    A dropped leaf that is a prefix of an owned path is kept: a manager that applied
+    ``data: {}`` (the leaf ``f:data``) and now applies ``data: {k: v}`` still wants
+    ``data``, it only owns it through ``f:data.f:k`` now.
+    """
     owned = set(new).union(*(e.fields for e in others)) if others else set(new)
-    leaves = [p for p in dropped if p[-1] != "." and p not in owned and not _is_key_field(p)]
+    leaves = [
+        p
+        for p in dropped
+        if p[-1] != "." and not _is_key_field(p) and not any(o[: len(p)] == p for o in owned)
+    ]
     items = [p for p in dropped if p[-1] == "." and p not in owned]
     for path in sorted(leaves, key=len, reverse=True):
         remove_path(obj, path)

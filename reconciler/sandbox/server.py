@@ -52,8 +52,11 @@ TARGET = web.RequestKey("target", Target)
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
+    """Compact JSON, as the API server's encoder writes it (no spaces after separators)."""
     return web.Response(
-        body=json.dumps(body).encode(), status=status, content_type="application/json"
+        body=json.dumps(body, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
     )
 
 

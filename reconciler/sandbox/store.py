@@ -37,6 +37,9 @@ class StoredEvent:
     resource: Resource
     namespace: str
     obj: dict[str, Any]
+    # The object before a MODIFIED change: selector watches need it to report an
+    # object that starts (ADDED) or stops (DELETED) matching.
+    old: dict[str, Any] | None = None
 
 
 @dataclass(eq=False)
@@ -97,11 +100,12 @@ class Store:
         key = (meta.get("namespace", ""), meta["name"])
         items = self._objects.setdefault(resource, {})
         event_type = "MODIFIED" if key in items else "ADDED"
+        previous = items.get(key)
         self._rv += 1
         stored = copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self._rv)
         items[key] = stored
-        self._record(StoredEvent(self._rv, event_type, resource, key[0], stored))
+        self._record(StoredEvent(self._rv, event_type, resource, key[0], stored, previous))
         return copy.deepcopy(stored)
 
     def remove(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:

@@ -5,13 +5,16 @@ without a resourceVersion (or with ``0``) the stream starts with an ADDED event 
 existing object; with one it replays the history after it, and when that history
 was compacted it sends a single ERROR event holding a ``410 Expired`` Status.
 ``timeoutSeconds`` ends the stream; so does the client going away. Only events of
-objects that match the selectors are sent (an object that stops matching is not
-reported as DELETED, unlike a real API server). ``server.py`` calls :func:`serve_watch`.
+objects that match the selectors are sent; as on a real API server, a change that
+makes an object start matching is sent as ADDED and one that makes it stop matching
+as DELETED (carrying the object as it was, at the event's resourceVersion).
+``server.py`` calls :func:`serve_watch`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from typing import Any
 
@@ -96,8 +99,18 @@ async def _open(request: web.Request) -> web.StreamResponse:
 async def _send(
     response: web.StreamResponse, kind: Kind, event: StoredEvent, labels: Matcher, fields: Matcher
 ) -> None:
-    if labels(event.obj) and fields(event.obj):
-        await response.write(_line(event.type, present(kind, event.obj)))
+    matches = labels(event.obj) and fields(event.obj)
+    if event.type != "MODIFIED" or event.old is None:
+        if matches:
+            await response.write(_line(event.type, present(kind, event.obj)))
+        return
+    matched = labels(event.old) and fields(event.old)
+    if matches:
+        await response.write(_line("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
+    elif matched:
+        gone = copy.deepcopy(event.old)
+        gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
+        await response.write(_line("DELETED", present(kind, gone)))
 
 
 async def _follow(

@@ -130,10 +130,16 @@ def test_list_items_merge_by_key_and_dropped_items_go(sandbox: SandboxHandle) ->
     }
     status, obj = apply(sandbox, sidecar, manager="bob", path=path)
     assert status == 200
-    _, obj = apply(sandbox, deployment("web"), path=path)  # alice drops "side"; bob keeps env
-    names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
-    assert names == ["app", "side"]
+    # alice drops "side"; bob keeps its env, which would leave a container without an
+    # image: a real server refuses that merged object (422), so nothing changes
+    status, error = apply(sandbox, deployment("web"), path=path)
+    assert status == 422
+    fields = [c["field"] for c in error["details"]["causes"]]
+    assert fields == ["spec.template.spec.containers[1].image"]
     _, obj = apply(sandbox, {**sidecar, "spec": {}}, manager="bob", path=path)
+    names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
+    assert names == ["app", "side"]  # alice still applies "side"
+    _, obj = apply(sandbox, deployment("web"), path=path)
     names = [c["name"] for c in obj["spec"]["template"]["spec"]["containers"]]
     assert names == ["app"]
 
@@ -174,3 +180,45 @@ def test_typed_client_apply(api_client: client.ApiClient, core: client.CoreV1Api
         "cfg", "default", cfg(z="2"), field_manager="other", force=True, _content_type=APPLY
     )
     assert core.read_namespaced_config_map("cfg", "default").data == {"z": "2"}
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (cfg(), cfg(k="v")),
+        (
+            {**cfg(), "metadata": {"name": "cfg", "labels": {}}},
+            {**cfg(), "metadata": {"name": "cfg", "labels": {"app": "web"}}},
+        ),
+    ],
+)
+def test_empty_map_then_filled_map_keeps_the_map(
+    sandbox: SandboxHandle, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """An applied ``{}`` that later gains keys keeps them (the map is still applied).
+
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management:
+    only fields the manager stopped applying are removed.
+    """
+    apply(sandbox, before)
+    _, obj = apply(sandbox, after)
+    assert obj.get("data", {}) == after.get("data", {})
+    assert obj["metadata"].get("labels", {}) == after["metadata"].get("labels", {})
+    _, again = apply(sandbox, before)
+    assert again.get("data", {}) == {} and not again["metadata"].get("labels")
+
+
+def test_empty_resources_then_limits_keeps_limits(sandbox: SandboxHandle) -> None:
+    """``resources: {}`` changed to limits in a template is applied in the same pass.
+
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management
+    """
+    path = "/apis/apps/v1/namespaces/default/deployments/web"
+    body = deployment("web")
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {}
+    apply(sandbox, body, path=path)
+    limits = {"limits": {"memory": "64Mi"}}
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = limits
+    status, obj = apply(sandbox, body, path=path)
+    assert status == 200
+    assert obj["spec"]["template"]["spec"]["containers"][0]["resources"] == limits

@@ -310,3 +310,25 @@ def test_arbitrary_bodies_never_crash_the_server(
             sandbox, "PATCH", base + "/f", {"spec": spec}, "application/merge-patch+json"
         )
     assert status < 500
+
+
+def test_error_status_is_compact_json_in_server_field_order(sandbox: SandboxHandle) -> None:
+    """A failure body is a ``Status`` as the API server encodes it: compact JSON with the
+    fields in metav1.Status order (kind, apiVersion, metadata, status, message, reason,
+    details, code).
+
+    https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/
+    """
+    import urllib.error
+    import urllib.request
+
+    url = sandbox.url + "/api/v1/namespaces/default/configmaps/missing"
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(url, timeout=10)
+    raw = caught.value.read().decode()
+    assert caught.value.code == 404
+    assert raw == (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        '"message":"configmaps \\"missing\\" not found","reason":"NotFound",'
+        '"details":{"name":"missing","kind":"configmaps"},"code":404}'
+    )

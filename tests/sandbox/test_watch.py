@@ -115,3 +115,26 @@ def test_bad_watch_parameters(sandbox: SandboxHandle, query: str) -> None:
 
     status, body = http(sandbox, "GET", f"/api/v1/configmaps?watch=true&{query}")
     assert status == 400 and body["kind"] == "Status"
+
+
+def test_selector_watch_reports_objects_entering_and_leaving_the_selection(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """With a label selector, an object that starts matching is ADDED and one that stops
+    matching is DELETED (carrying its last matching state).
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#watches-with-selectors
+    """
+    first = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "a", "labels": {"x": "n"}}}
+    )
+    core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"x": "y"}}})
+    core.patch_namespaced_config_map("a", "default", {"data": {"k": "v"}})
+    core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"x": "n"}}})
+    last = core.patch_namespaced_config_map("a", "default", {"data": {"k": "w"}})
+    rv = first.metadata.resource_version
+    events = raw_watch(sandbox, f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=0.2")
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+    deleted = events[-1]["object"]
+    assert deleted["metadata"]["labels"] == {"x": "y"} and deleted["data"] == {"k": "v"}
+    assert int(deleted["metadata"]["resourceVersion"]) < int(last.metadata.resource_version)

@@ -1,0 +1,166 @@
+"""Semantic validation: what a real API server rejects with 422 Invalid and field paths.
+
+https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation,
+https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set,
+https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#label-selector-updates,
+https://kubernetes.io/docs/concepts/services-networking/service/#multi-port-services,
+https://kubernetes.io/docs/concepts/configuration/secret/#restriction-names-data,
+https://kubernetes.io/docs/concepts/configuration/configmap/#configmap-immutable.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from reconciler.sandbox.rules import label_key_errors
+from reconciler.sandbox.testing import SandboxHandle
+from tests.sandbox.helpers import deployment, http
+
+NS = "/api/v1/namespaces/default"
+APPS = "/apis/apps/v1/namespaces/default"
+
+
+def causes(body: Any) -> list[str]:
+    return [c["field"] for c in body["details"]["causes"]]
+
+
+def service(ports: list[dict[str, Any]], cluster_ip: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"app": "web"}, "ports": ports}
+    if cluster_ip:
+        spec["clusterIP"] = cluster_ip
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}, "spec": spec}
+
+
+def test_deployment_selector_must_match_template_labels(sandbox: SandboxHandle) -> None:
+    body = deployment("web")
+    body["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    status, error = http(sandbox, "POST", f"{APPS}/deployments", body)
+    assert status == 422 and error["reason"] == "Invalid"
+    assert causes(error) == ["spec.template.metadata.labels"]
+    assert error["message"].startswith('Deployment.apps "web" is invalid: ')
+
+
+def test_every_violation_is_listed(sandbox: SandboxHandle) -> None:
+    body = deployment("web")
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    del container["image"]
+    container["ports"] = [{"containerPort": 70000}]
+    status, error = http(sandbox, "POST", f"{APPS}/deployments", body)
+    assert status == 422
+    assert causes(error) == [
+        "spec.template.spec.containers[0].image",
+        "spec.template.spec.containers[0].ports[0].containerPort",
+    ]
+    assert [c["reason"] for c in error["details"]["causes"]] == [
+        "FieldValueRequired",
+        "FieldValueInvalid",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ports", "fields"),
+    [
+        ([{"port": 0}], ["spec.ports[0].port"]),
+        ([{"port": 80}, {"port": 81}], ["spec.ports[0].name", "spec.ports[1].name"]),
+        ([{"name": "a", "port": 80}, {"name": "a", "port": 81}], ["spec.ports[1].name"]),
+        ([{"name": "a", "port": 80}, {"name": "b", "port": 80}], ["spec.ports[1]"]),
+        ([{"port": 80, "targetPort": 99999}], ["spec.ports[0].targetPort"]),
+    ],
+)
+def test_service_ports(sandbox: SandboxHandle, ports: list[Any], fields: list[str]) -> None:
+    status, error = http(sandbox, "POST", f"{NS}/services", service(ports))
+    assert status == 422 and causes(error) == fields
+
+
+def test_valid_multi_port_service_is_accepted(sandbox: SandboxHandle) -> None:
+    ports = [{"name": "a", "port": 80}, {"name": "b", "port": 80, "protocol": "UDP"}]
+    status, _ = http(sandbox, "POST", f"{NS}/services", service(ports))
+    assert status == 201
+
+
+@pytest.mark.parametrize(
+    "labels", [{"bad key": "v"}, {"-x": "v"}, {"UPPER.example/x": "v"}, {"k": "bad value"}]
+)
+def test_invalid_labels(sandbox: SandboxHandle, labels: dict[str, str]) -> None:
+    body = {"metadata": {"name": "cfg", "labels": labels}}
+    status, error = http(sandbox, "POST", f"{NS}/configmaps", body)
+    assert status == 422 and causes(error) == ["metadata.labels"]
+
+
+@pytest.mark.parametrize("key", ["app", "example.com/app", "a.b-c_d", "x" * 63])
+def test_valid_label_keys(key: str) -> None:
+    assert label_key_errors(key) == []
+
+
+def test_secret_data_must_be_base64(sandbox: SandboxHandle) -> None:
+    body = {"metadata": {"name": "s"}, "data": {"ok": "dmFsdWU=", "bad": "not base64!"}}
+    status, error = http(sandbox, "POST", f"{NS}/secrets", body)
+    assert status == 422 and causes(error) == ["data[bad]"]
+
+
+def test_deployment_selector_is_immutable(sandbox: SandboxHandle) -> None:
+    body = deployment("web")
+    _, created = http(sandbox, "POST", f"{APPS}/deployments", body)
+    changed = copy.deepcopy(created)
+    changed["spec"]["selector"] = {"matchLabels": {"app": "web", "tier": "x"}}
+    changed["spec"]["template"]["metadata"]["labels"]["tier"] = "x"
+    status, error = http(sandbox, "PUT", f"{APPS}/deployments/web", changed)
+    assert status == 422 and causes(error) == ["spec.selector"]
+
+
+def test_service_cluster_ip_is_immutable(sandbox: SandboxHandle) -> None:
+    _, created = http(sandbox, "POST", f"{NS}/services", service([{"port": 80}], "10.0.0.9"))
+    changed = copy.deepcopy(created)
+    changed["spec"]["clusterIP"] = "10.0.0.10"
+    status, error = http(sandbox, "PUT", f"{NS}/services/svc", changed)
+    assert status == 422 and causes(error) == ["spec.clusterIP"]
+
+
+def test_job_template_is_immutable(sandbox: SandboxHandle) -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "j", "image": "a"}]}}
+    job = {"metadata": {"name": "j"}, "spec": {"template": template}}
+    status, created = http(sandbox, "POST", "/apis/batch/v1/namespaces/default/jobs", job)
+    assert status == 201
+    changed = copy.deepcopy(created)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "b"
+    status, error = http(sandbox, "PUT", "/apis/batch/v1/namespaces/default/jobs/j", changed)
+    assert status == 422 and causes(error) == ["spec.template"]
+
+
+@pytest.mark.parametrize("plural", ["configmaps", "secrets"])
+def test_immutable_data_cannot_change(sandbox: SandboxHandle, plural: str) -> None:
+    body = {"metadata": {"name": "c"}, "immutable": True, "data": {"k": "dg=="}}
+    http(sandbox, "POST", f"{NS}/{plural}", body)
+    status, error = http(
+        sandbox,
+        "PATCH",
+        f"{NS}/{plural}/c",
+        {"data": {"k": "dw=="}},
+        "application/merge-patch+json",
+    )
+    assert status == 422 and causes(error) == ["data"]
+    status, error = http(
+        sandbox, "PATCH", f"{NS}/{plural}/c", {"immutable": False}, "application/merge-patch+json"
+    )
+    assert status == 422 and causes(error) == ["immutable"]
+
+
+def test_no_new_finalizers_while_deleting(sandbox: SandboxHandle) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/"""
+    merge = "application/merge-patch+json"
+    body = {"metadata": {"name": "c", "finalizers": ["example.com/a"]}}
+    http(sandbox, "POST", f"{NS}/configmaps", body)
+    status, _ = http(sandbox, "DELETE", f"{NS}/configmaps/c")
+    assert status in (200, 202)
+    more = {"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}
+    status, error = http(sandbox, "PATCH", f"{NS}/configmaps/c", more, merge)
+    assert status == 422 and causes(error) == ["metadata.finalizers"]
+    status, _ = http(
+        sandbox, "PATCH", f"{NS}/configmaps/c", {"metadata": {"finalizers": []}}, merge
+    )
+    assert status == 200
+    status, _ = http(sandbox, "GET", f"{NS}/configmaps/c")
+    assert status == 404
