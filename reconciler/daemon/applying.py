@@ -5,8 +5,8 @@ For each plan: a suspended instance is skipped, a plan that cannot proceed
 they are (one ``failed`` entry for the instance, ``skipped`` for each object it
 owns), and every other instance is applied with ``reconciler.kube``. An
 instance's engine error fails that instance alone. Instances deleted from Git
-are pruned through ``remove_instance``, which refuses to delete everything an
-instance had unless ``allow_empty_prune`` is set.
+are uninstalled through ``remove_instance`` (no flag needed), unless the commit
+removes more instances than the cluster's ``prune.maxRemovedInstances`` allows.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
-from reconciler.render import render_instance
+from reconciler.render import object_key, render_instance
 from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
 
 CATALOG_INVALID = "CatalogInvalid"
@@ -111,7 +111,7 @@ def _one_owner_per_object(plans: list[InstancePlan]) -> list[InstancePlan]:
     owners: dict[tuple[str, str, str, str], list[str]] = {}
     for plan in plans:
         for obj in plan.objects:
-            owners.setdefault(_object_key(obj), []).append(plan.name)
+            owners.setdefault(object_key(obj), []).append(plan.name)
     shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
     if not shared:
         return plans
@@ -140,12 +140,6 @@ def _one_owner_per_object(plans: list[InstancePlan]) -> list[InstancePlan]:
             )
         )
     return out
-
-
-def _object_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    meta = obj.get("metadata") or {}
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
-    return (group, str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
 
 def _first_error(catalog: Catalog, *paths: str) -> str:

@@ -334,17 +334,21 @@ def _check_limits(
     return problems
 
 
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(API group, kind, namespace, name): what makes two rendered objects the same object.
+
+    The version is left out: ``apps/v1`` and ``apps/v1beta1`` name one stored object.
+    """
+    meta = obj.get("metadata") or {}
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return (group, str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
 def _check_duplicates(instance: Instance, objects: list[dict[str, Any]]) -> list[Problem]:
     seen: set[tuple[str, str, str, str]] = set()
     problems = []
     for obj in objects:
-        meta = obj["metadata"]
-        key = (
-            str(obj.get("apiVersion")).split("/")[0],
-            str(obj.get("kind")),
-            str(meta.get("namespace", "")),
-            str(meta.get("name")),
-        )
+        key = object_key(obj)
         if key in seen:
             problems.append(
                 Problem(
