@@ -114,6 +114,22 @@ BASE_FILES: dict[str, str] = {
 }
 
 
+# The podinfo Deployment template of the baseline, for tests that add objects next to it.
+DEPLOYMENT_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${instance.name}
+spec:
+  replicas: ${params.replicas}
+  template:
+    spec:
+      containers:
+        - name: podinfo
+          image: ${images.podinfo}
+"""
+
+
 def write_catalog(root: Path, overrides: dict[str, str | bytes | None] | None = None) -> Path:
     """Write the baseline catalog under ``root`` with ``overrides`` applied.
 

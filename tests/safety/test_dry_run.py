@@ -12,19 +12,11 @@ from __future__ import annotations
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from tests.daemon.conftest import World
+from tests.factories import DEPLOYMENT_TEMPLATE
 
-WIDGET = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ${instance.name}
-spec:
-  replicas: ${params.replicas}
-  template:
-    spec:
-      containers:
-        - name: podinfo
-          image: ${images.podinfo}
+WIDGET = (
+    DEPLOYMENT_TEMPLATE
+    + """\
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -37,6 +29,7 @@ kind: Widget
 metadata:
   name: ${instance.name}-widget
 """
+)
 
 
 def test_unknown_kind_applies_nothing_of_the_instance(world: World) -> None:

@@ -20,20 +20,11 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World
-from tests.factories import write_catalog
+from tests.factories import DEPLOYMENT_TEMPLATE, write_catalog
 
-ADMIN_BINDING = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: ${instance.name}
-spec:
-  replicas: ${params.replicas}
-  template:
-    spec:
-      containers:
-        - name: podinfo
-          image: ${images.podinfo}
+ADMIN_BINDING = (
+    DEPLOYMENT_TEMPLATE
+    + """\
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -42,6 +33,7 @@ metadata:
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
 subjects: [{kind: ServiceAccount, name: default, namespace: "${instance.namespace}"}]
 """
+)
 
 BROKEN_CLUSTER_FILES = {
     "unknown key": (
