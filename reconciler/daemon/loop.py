@@ -27,9 +27,10 @@ from reconciler.kube.inventory import inventory_name
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
-from reconciler.model.status import InstanceStatus, Phase
+from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.checkout import CatalogSource
 from reconciler.source.ledger import CommitInfo, StatusLedger
+from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
 
@@ -74,7 +75,19 @@ class DaemonSettings:
             force_conflicts=self.force_conflicts,
             allow_empty_prune=self.allow_empty_prune,
             allow_mass_prune=self.allow_mass_prune,
+            writer=self.writer,
         )
+
+    @property
+    def writer(self) -> str:
+        """Who this daemon is to other reconcilers: what it follows, never a secret.
+
+        Replicas of one Deployment share it (they follow the same source), so only
+        a reconciler with different input counts as another writer. The status
+        branch is left out: two daemons on one catalog branch apply the same objects.
+        """
+        followed = "working tree" if self.watch else self.branch or "default branch"
+        return f"{redact_url(self.repo)} ({followed})"
 
 
 @dataclass(frozen=True)
@@ -245,9 +258,14 @@ class Daemon:
         """
         for status in report.statuses:
             namespace = report.namespaces.get(status.instance, "")
-            if status.instance not in changed or not namespace:
+            if not namespace:
                 continue
             ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
+            writer = status.condition(ConditionType.CONFLICTING_WRITER)
+            if writer is not None:  # every pass it is seen: the Event's count says how often
+                self.events.warning(ref, writer.reason, writer.message)
+            if status.instance not in changed:
+                continue
             message = f"{status.app} {status.version or '-'}: {status.message}"
             if status.phase in (Phase.FAILED, Phase.STALLED):
                 self.events.warning(ref, status.reason or str(status.phase), message)

@@ -45,6 +45,7 @@ class PassSettings:
     force_conflicts: bool = False
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False
+    writer: str = ""  # recorded in every inventory; see ``ApplyOptions.writer``
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def reconcile_checkout(
         force_conflicts=settings.force_conflicts,
         allow_empty_prune=settings.allow_empty_prune,
         allow_mass_prune=settings.allow_mass_prune,
+        writer=settings.writer,
     )
     held = {plan.name for plan in plans if hold(plan)}
     results = [

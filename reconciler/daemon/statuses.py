@@ -12,16 +12,17 @@ and what Git asks for (``desiredVersion``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
-from reconciler.model.status import InstanceStatus, Phase
+from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
 
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
 APPLY_FAILED = "ApplyFailed"
 UPGRADE_IN_PROGRESS = "UpgradeInProgress"
+CONFLICTING_WRITER = "ConflictingWriter"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,28 @@ def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> 
         reason=reason,
         message=message,
     )
-    return status.with_default_conditions()
+    status = status.with_default_conditions()
+    other = outcome.result.other_writer if outcome.result is not None else ""
+    if other:
+        status = replace(status, conditions=(*status.conditions, conflicting_writer(other)))
+    return status
+
+
+def conflicting_writer(other: str) -> Condition:
+    """The condition that says another reconciler applied this instance before this pass.
+
+    Two daemons following different branches for one cluster flip its objects
+    back and forth every pass without an error anywhere; this condition (and its
+    Warning Event) is how the status branch and ``kubectl describe`` tell.
+    """
+    return Condition(
+        ConditionType.CONFLICTING_WRITER,
+        TRUE,
+        CONFLICTING_WRITER,
+        f"the inventory was last written by another reconciler ({other}); two daemons may "
+        "be applying this cluster from different sources (use one, or --leader-elect "
+        "with one source); after a deliberate hand-over this clears at the next pass",
+    )
 
 
 def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:

@@ -64,6 +64,9 @@ class ApplyOptions:
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False  # lift the cluster guard on uninstalling many instances
     prune: bool = True
+    # This reconciler's identity, recorded in each inventory it writes; "" (one-off
+    # ``reconciler apply``) keeps the recorded writer and compares nothing.
+    writer: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class InstanceResult:
     reason: str | None = None
     message: str = ""
     inventory: Inventory | None = None
+    other_writer: str = ""  # another reconciler wrote this instance's inventory last
 
     @property
     def ok(self) -> bool:
@@ -139,12 +143,34 @@ def apply_instance(
         version=target.version if applied_ok or old is None else old.version,
         source_commit=target.source_commit if applied_ok or old is None else old.source_commit,
         objects=kept,
+        writer=options.writer or (old.writer if old is not None else ""),
     )
     try:
         write_inventory(client, live, inventory, old)
     except KubeError as e:
         reason, message = reason or "ApplyFailed", message or str(e)
-    return InstanceResult(target.instance, ChangeSet.of(entries), reason, message, inventory)
+    return InstanceResult(
+        target.instance,
+        ChangeSet.of(entries),
+        reason,
+        message,
+        inventory,
+        other_writer=_other_writer(old, options.writer),
+    )
+
+
+def _other_writer(old: Inventory | None, writer: str) -> str:
+    """The writer recorded by someone else, when this pass found one.
+
+    Two daemons following different branches for one cluster (no leader
+    election between them) undo each other's work every pass, and each sees
+    the other's name in the inventory every pass, since each writes its own.
+    A single sighting is also what a hand-over looks like (a daemon moved to
+    another branch), so it is reported, never acted upon.
+    """
+    if old is None or not writer or not old.writer or old.writer == writer:
+        return ""
+    return old.writer
 
 
 def _apply_objects(

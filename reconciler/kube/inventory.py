@@ -43,6 +43,9 @@ class Inventory:
     version: str = ""
     source_commit: str = ""
     objects: Mapping[ObjectRef, str] = field(default_factory=dict)
+    # Who applied it: the daemon's source ("<repo> (<branch>)"). A different writer
+    # found here means another reconciler writes this cluster (see ``apply_instance``).
+    writer: str = ""
 
     @property
     def refs(self) -> frozenset[ObjectRef]:
@@ -70,6 +73,7 @@ class Inventory:
             "sourceCommit": self.source_commit,
             "checksum": self.checksum,
             "objects": self._object_list(),
+            **({"writer": self.writer} if self.writer else {}),
         }
 
     @classmethod
@@ -87,6 +91,7 @@ class Inventory:
             version=str(data.get("version", "")),
             source_commit=str(data.get("sourceCommit", "")),
             objects=objects,
+            writer=str(data.get("writer", "")),
         )
 
     def same_as(self, other: Inventory | None) -> bool:
@@ -121,6 +126,7 @@ def to_configmap(inv: Inventory) -> dict[str, Any]:
             "sourceCommit": inv.source_commit,
             "checksum": data["checksum"],
             "objects": json.dumps(data["objects"], indent=1, sort_keys=True),
+            **({"writer": inv.writer} if inv.writer else {}),
         },
     }
 
@@ -150,6 +156,7 @@ def from_configmap(cm: Mapping[str, Any]) -> Inventory | None:
             "version": data.get("version", ""),
             "sourceCommit": data.get("sourceCommit", ""),
             "objects": objects,
+            "writer": data.get("writer", ""),
         }
     )
 

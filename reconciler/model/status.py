@@ -37,6 +37,8 @@ class ConditionType(StrEnum):
     READY = "Ready"
     RECONCILING = "Reconciling"
     STALLED = "Stalled"
+    # beside them: another reconciler applied this instance (two daemons, one cluster)
+    CONFLICTING_WRITER = "ConflictingWriter"
 
 
 TRUE = "True"
