@@ -1,159 +1,139 @@
-"""Simulated workload controllers: Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, Pods.
+"""The simulated control plane: a work queue that runs each controller after a delay.
 
-A real cluster's controllers move workloads to ready; here, a short delay after a
-workload changes, its ``status`` is written as the real controller would once the
-pods were up (observedGeneration, replica counts, conditions, StatefulSet
-revisions), so health checks and batch rollouts can be tested without pods. See
-https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#deployment-status
-and the StatefulSet partitioned rolling update.
+A real cluster's controllers watch the API and reconcile each changed object, and the
+objects that own it, again and again until the world matches the spec; each sync may
+ask to be run again later (a pod becoming available after ``minReadySeconds``, a
+rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Controllers`
+does the same on the sandbox's event loop: a store event queues the object's own
+controller and its owner's (through the ControllerRef), ``controller_delay`` later,
+with one pending run per object. The controllers are the Deployment, ReplicaSet,
+StatefulSet, DaemonSet and Job controllers and the kubelet (``kubelet.py``); each
+writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
-A workload fails (never ready; a Job gets ``Failed``; a Deployment's Progressing
-turns ``ProgressDeadlineExceeded``) when it or its pod template carries the
-annotation ``sandbox.reconciler.dev/fail`` (``"true"``, ``CrashLoopBackOff`` or
-``ImagePullBackOff``; see ``pods.py`` for what a pod shows), or when a container image
-matches one of the server's ``fail_images`` glob patterns. The status computation
-is pure (:func:`desired_status`); :class:`Controllers` schedules and writes it.
+Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
+``CrashLoopBackOff`` or ``ImagePullBackOff``) on a pod template, on a pod or on the
+workload itself, or a container image matching one of the server's ``fail_images``
+globs, gives pods that never become Ready (a Job's pods fail); see ``pods.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
-from fnmatch import fnmatchcase
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from reconciler.sandbox import pods
 from reconciler.sandbox.api import SandboxApi, WriteOptions
-from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.controlplane import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    JOBS,
+    NODES,
+    PODS,
+    REPLICASETS,
+    STATEFULSETS,
+    ControlPlane,
+)
+from reconciler.sandbox.daemonsets import DaemonSetController
+from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.jobs import JobController
+from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kubelet import Kubelet, create_nodes
+from reconciler.sandbox.replicasets import ReplicaSetController
+from reconciler.sandbox.statefulsets import StatefulSetController
 from reconciler.sandbox.store import Resource, StoredEvent
-from reconciler.sandbox.workload_status import (
-    daemonset_status,
-    deployment_status,
-    job_status,
-    replicaset_status,
-    statefulset_status,
-)
+from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 
-FAIL_ANNOTATION = pods.FAIL_ANNOTATION
-CONTROLLER_MANAGER = "kube-controller-manager"
-DEFAULT_DELAY = 0.2
-_FAIL_MARKS = {"true", pods.CRASH_LOOP.lower(), pods.IMAGE_PULL.lower()}
+__all__ = ["DEFAULT_DELAY", "Controllers"]
 
-WORKLOADS: frozenset[Resource] = frozenset(
-    {
-        ("apps", "deployments"),
-        ("apps", "statefulsets"),
-        ("apps", "daemonsets"),
-        ("apps", "replicasets"),
-        ("batch", "jobs"),
-        ("", "pods"),
-    }
-)
+Key = tuple[Resource, str, str]
+_OWNER_KINDS: dict[tuple[str, str], Resource] = {
+    ("apps/v1", "ReplicaSet"): REPLICASETS,
+    ("apps/v1", "Deployment"): DEPLOYMENTS,
+    ("apps/v1", "StatefulSet"): STATEFULSETS,
+    ("apps/v1", "DaemonSet"): DAEMONSETS,
+    ("batch/v1", "Job"): JOBS,
+}
 
 
-def _fail_marked(meta: Any) -> bool:
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return str((annotations or {}).get(FAIL_ANNOTATION, "")).lower() in _FAIL_MARKS
-
-
-def template_fails(template: Mapping[str, Any], fail_images: Sequence[str]) -> bool:
-    """Whether pods from ``template`` (a pod template or a Pod) would never get ready."""
-    if _fail_marked(template.get("metadata")):
-        return True
-    spec = template.get("spec") or {}
-    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-    images = [str(c.get("image", "")) for c in containers if isinstance(c, Mapping)]
-    return any(fnmatchcase(image, pattern) for image in images for pattern in fail_images)
-
-
-def revision_of(obj: Mapping[str, Any]) -> str:
-    template = (obj.get("spec") or {}).get("template") or {}
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
-    return f"{obj['metadata']['name']}-{digest[:10]}"
-
-
-def desired_status(
-    resource: Resource,
-    obj: Mapping[str, Any],
-    fail_images: Sequence[str],
-    ordinals: list[tuple[str, bool]],
-) -> tuple[dict[str, Any], list[tuple[str, bool]]]:
-    """The status a controller would report, and the StatefulSet pods' (revision, fails)."""
-    spec = obj.get("spec") or {}
-    template = obj if resource == ("", "pods") else spec.get("template") or {}
-    fails = _fail_marked(obj.get("metadata")) or template_fails(template, fail_images)
-    old = obj.get("status") or {}
-    generation = int(obj["metadata"].get("generation", 1))
-    if resource == ("apps", "statefulsets"):
-        return statefulset_status(obj, generation, revision_of(obj), fails, ordinals)
-    if resource == ("apps", "deployments"):
-        return deployment_status(spec, generation, fails, old), []
-    if resource == ("apps", "daemonsets"):
-        return daemonset_status(generation, fails), []
-    if resource == ("apps", "replicasets"):
-        return replicaset_status(spec, generation, fails), []
-    if resource == ("batch", "jobs"):
-        return job_status(spec, fails, old), []
-    return pods.pod_status(obj, pods.pod_failure(obj, fail_images), old), []
+class Controller(Protocol):
+    def reconcile(self, obj: dict[str, Any]) -> float | None: ...
 
 
 class Controllers:
-    """Watches the store and, ``delay`` seconds after a workload changes, writes its status."""
+    """Runs every simulated controller; one pending sync per object, coalesced."""
 
-    def __init__(self, api: SandboxApi, *, delay: float, fail_images: Sequence[str]) -> None:
+    def __init__(
+        self,
+        api: SandboxApi,
+        *,
+        timing: Timing,
+        fail_images: Sequence[str],
+        delete: Callable[[Kind, str, str, WriteOptions], Any],
+    ) -> None:
         self.api = api
-        self.delay = delay
-        self.fail_images = tuple(fail_images)
-        self._pending: dict[tuple[Resource, str, str], asyncio.TimerHandle] = {}
-        self._ordinals: dict[str, list[tuple[str, bool]]] = {}
+        self.timing = timing
+        self.plane = ControlPlane(api, timing, tuple(fail_images), delete)
+        self.kubelet = Kubelet(self.plane)
+        self.deployments = DeploymentController(self.plane)
+        self.jobs = JobController(self.plane)
+        ready = self.kubelet.ready_since
+        self.handlers: dict[Resource, Controller] = {
+            PODS: self.kubelet,
+            REPLICASETS: ReplicaSetController(self.plane, ready),
+            DEPLOYMENTS: self.deployments,
+            STATEFULSETS: StatefulSetController(self.plane, ready),
+            DAEMONSETS: DaemonSetController(self.plane, ready),
+            JOBS: self.jobs,
+        }
+        self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
+        create_nodes(self.plane)
+
+    @property
+    def delay(self) -> float:
+        return self.timing.controller_delay
 
     def _on_event(self, event: StoredEvent) -> None:
-        if event.resource not in WORKLOADS:
-            return
         meta = event.obj["metadata"]
-        key = (event.resource, event.namespace, meta["name"])
-        if event.type == "DELETED":
-            self._ordinals.pop(meta.get("uid", ""), None)
-            handle = self._pending.pop(key, None)
+        if event.type == "DELETED" and event.resource in self.handlers:
+            uid = str(meta.get("uid", ""))
+            self.kubelet.forget(uid)
+            self.deployments.forget(uid)
+            self.jobs.forget(uid)
+            handle = self._pending.pop((event.resource, event.namespace, meta["name"]), None)
             if handle is not None:
                 handle.cancel()
-            return
-        if key in self._pending or self._settled(event.resource, event.obj):
-            return
+        elif event.resource in self.handlers:
+            self._enqueue((event.resource, event.namespace, meta["name"]), self.delay)
+        for ref in meta.get("ownerReferences") or []:
+            owner = _OWNER_KINDS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+            if ref.get("controller") and owner is not None:
+                self._enqueue((owner, event.namespace, str(ref.get("name"))), self.delay)
+        if event.resource == NODES:
+            for ds in self.api.store.list(DAEMONSETS):
+                key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
+                self._enqueue(key, self.delay)
+
+    def _enqueue(self, key: Key, delay: float) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return
-        self._pending[key] = loop.call_later(self.delay, self._reconcile, key)
+            return  # no loop (a unit test of the API alone): nothing is simulated
+        when = loop.time() + delay
+        pending = self._pending.get(key)
+        if pending is not None:
+            if pending.when() <= when:
+                return
+            pending.cancel()
+        self._pending[key] = loop.call_at(when, self._run, key)
 
-    def _settled(self, resource: Resource, obj: Mapping[str, Any]) -> bool:
-        ordinals = self._ordinals.get(obj["metadata"].get("uid", ""), [])
-        status, _ = desired_status(resource, obj, self.fail_images, ordinals)
-        return status == (obj.get("status") or {})
-
-    def _reconcile(self, key: tuple[Resource, str, str]) -> None:
+    def _run(self, key: Key) -> None:
         self._pending.pop(key, None)
         resource, namespace, name = key
-        kind = self.api.kinds.by_resource(*resource)
         obj = self.api.store.get(resource, namespace, name)
-        if kind is None or obj is None:
+        handler = self.handlers.get(resource)
+        if obj is None or handler is None:
             return
-        uid = obj["metadata"].get("uid", "")
-        status, ordinals = desired_status(
-            resource, obj, self.fail_images, self._ordinals.get(uid, [])
-        )
-        if ordinals:
-            self._ordinals[uid] = ordinals
-        if status == (obj.get("status") or {}):
-            return
-        body = copy.deepcopy(obj)
-        body["status"] = status
-        try:
-            self.api.commit(kind, obj, body, WriteOptions(CONTROLLER_MANAGER), "status")
-        except ApiError:
-            # The object changed or vanished meanwhile; its own event reschedules us.
-            return
+        again = handler.reconcile(obj)
+        if again is not None:
+            self._enqueue(key, max(again, 0.001))

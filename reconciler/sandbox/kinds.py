@@ -84,6 +84,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("v1", "Service", "services", "svc", status=True, all_category=True),
     _k("v1", "ServiceAccount", "serviceaccounts", "sa"),
     _k("v1", "Pod", "pods", "po", status=True, all_category=True),
+    _k("v1", "Node", "nodes", "no", namespaced=False, status=True),
     _k("v1", "Event", "events", "ev"),
     _k("v1", "PersistentVolumeClaim", "persistentvolumeclaims", "pvc", status=True),
     _k(
@@ -92,6 +93,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("apps/v1", "StatefulSet", "statefulsets", "sts", status=True, scale=True, all_category=True),
     _k("apps/v1", "DaemonSet", "daemonsets", "ds", status=True, all_category=True),
     _k("apps/v1", "ReplicaSet", "replicasets", "rs", status=True, scale=True, all_category=True),
+    _k("apps/v1", "ControllerRevision", "controllerrevisions"),
     _k("batch/v1", "Job", "jobs", status=True, all_category=True),
     _k("batch/v1", "CronJob", "cronjobs", "cj", status=True, all_category=True),
     _k("networking.k8s.io/v1", "Ingress", "ingresses", "ing", status=True),

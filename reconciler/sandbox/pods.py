@@ -6,8 +6,11 @@ conditions ``PodScheduled``/``Initialized``/``ContainersReady``/``Ready``
 (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/ and
 https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#PodStatus).
 Health checks, ``kubectl describe`` and migration hooks read exactly those fields, so
-the sandbox writes them with the same shape. Both functions are pure: a settled pod
-computes the same status again (timestamps are carried over) and is not rewritten.
+the sandbox writes them with the same shape. :func:`pod_status_at` is the lifecycle
+over time (bound to a node, containers being created, running, Ready after the image's
+readiness delay; a run-to-completion pod ``Succeeded`` or ``Failed`` after it ran);
+every function is pure: a settled pod computes the same status again (timestamps are
+carried over) and is not rewritten.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` on the pod (or its
 template) set to ``ImagePullBackOff`` keeps the pod ``Pending`` with its containers
@@ -15,13 +18,16 @@ waiting on the image; ``CrashLoopBackOff`` or ``true``, or an image matching one
 server's ``fail_images`` globs, gives a container that keeps crashing. The annotation
 ``sandbox.reconciler.dev/log`` adds its lines to every container's simulated output.
 
-Not simulated: back-off timing (``restartCount`` stays at 1), probes, resource usage.
+Not simulated: back-off timing (``restartCount`` stays at 1), probes, resource usage,
+graceful termination (a deleted pod is gone at once), in-place restarts of
+``restartPolicy: OnFailure`` containers (the pod fails, as with ``Never``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -134,16 +140,25 @@ def _container_status(
     return status
 
 
-def pod_status(pod: Mapping[str, Any], failure: str, old: Mapping[str, Any]) -> dict[str, Any]:
-    """The status a kubelet reports for ``pod`` once it settled (healthy or failing)."""
+def pod_status(
+    pod: Mapping[str, Any], failure: str, old: Mapping[str, Any], *, ready: bool = True
+) -> dict[str, Any]:
+    """The status a kubelet reports for ``pod`` once it runs (healthy or failing).
+
+    ``ready=False``: the containers run but their readiness delay has not passed.
+    """
     containers = _containers(pod)
     statuses = [_container_status(pod, c, failure, old) for c in containers]
+    if not ready:
+        for status in statuses:
+            status["ready"] = False
     unready = [s["name"] for s in statuses if not s["ready"]]
     message = f"containers with unready status: [{' '.join(unready)}]"
     ready = not unready
     ip = pod_ip(pod)
     return {
         "phase": "Pending" if failure == IMAGE_PULL else "Running",
+        **({"hostIP": _host_ip(pod)} if (pod.get("spec") or {}).get("nodeName") else {}),
         "conditions": [
             _pod_condition(old, "Initialized", True),
             _pod_condition(old, "Ready", ready, "ContainersNotReady", message),
@@ -186,8 +201,9 @@ def pod_log(pod: Mapping[str, Any], container: str | None, tail_lines: int | Non
         {},
     )
     waiting = state.get("waiting") or {}
-    if not state or waiting.get("reason") == IMAGE_PULL:
-        why = "trying and failing to pull image" if waiting else "ContainerCreating"
+    if not state or waiting.get("reason") in (IMAGE_PULL, "ContainerCreating"):
+        pulling = waiting.get("reason") == IMAGE_PULL
+        why = "trying and failing to pull image" if pulling else "ContainerCreating"
         raise ApiError(
             400,
             f'container "{container}" in pod "{meta["name"]}" is waiting to start: {why}',
@@ -197,6 +213,10 @@ def pod_log(pod: Mapping[str, Any], container: str | None, tail_lines: int | Non
     lines.extend(line for line in extra.splitlines() if line)
     if waiting.get("reason") == CRASH_LOOP:
         lines.append(f"[sandbox] container {container} exited with code 1 (Error)")
+    terminated = state.get("terminated") or {}
+    if terminated:
+        code, reason = terminated.get("exitCode", 0), terminated.get("reason", "")
+        lines.append(f"[sandbox] container {container} exited with code {code} ({reason})")
     if tail_lines is not None:
         lines = lines[-tail_lines:] if tail_lines > 0 else []
     return "".join(line + "\n" for line in lines)
@@ -214,3 +234,146 @@ def pod_log_of(pod: Mapping[str, Any], query: Mapping[str, str]) -> str:
         if tail < 0:
             raise ApiError(400, "tailLines: Invalid value: must be greater than or equal to 0")
     return pod_log(pod, query.get("container"), tail)
+
+
+@dataclass(frozen=True)
+class PodTimes:
+    """When a pod's stages begin, in seconds after it was bound to a node."""
+
+    start: float  # containers running
+    ready: float  # then Ready this much later (readiness delay of its images)
+    run: float  # a run-to-completion container exits this long after it started
+
+
+def run_to_completion(pod: Mapping[str, Any]) -> bool:
+    """Pods of Jobs (``restartPolicy`` Never or OnFailure) end; others run until deleted."""
+    return bool((pod.get("spec") or {}).get("restartPolicy", "Always") != "Always")
+
+
+def images_of(pod: Mapping[str, Any]) -> list[str]:
+    return [str(c.get("image", "")) for c in _containers(pod)]
+
+
+def pod_status_at(
+    pod: Mapping[str, Any], elapsed: float, times: PodTimes, failure: str, old: Mapping[str, Any]
+) -> tuple[dict[str, Any], float | None]:
+    """The status ``elapsed`` seconds after binding, and the seconds until it changes next.
+
+    ``None`` means settled: nothing changes any more without a write to the pod.
+    """
+    if failure == IMAGE_PULL:
+        return pod_status(pod, failure, old), None
+    if elapsed < times.start:
+        return _creating_status(pod, old), times.start - elapsed
+    if run_to_completion(pod):
+        end = times.start + times.run
+        if elapsed < end:
+            return pod_status(pod, "", old), end - elapsed
+        return _terminated_status(pod, failure, old), None
+    if failure:
+        return pod_status(pod, failure, old), None
+    ready_at = times.start + times.ready
+    if elapsed < ready_at:
+        return pod_status(pod, "", old, ready=False), ready_at - elapsed
+    return pod_status(pod, "", old), None
+
+
+def _base(pod: Mapping[str, Any], old: Mapping[str, Any], phase: str) -> dict[str, Any]:
+    ip = pod_ip(pod)
+    status: dict[str, Any] = {"phase": phase, "hostIP": _host_ip(pod)}
+    status.update(podIP=ip, podIPs=[{"ip": ip}], startTime=old.get("startTime") or now())
+    return status
+
+
+def _host_ip(pod: Mapping[str, Any]) -> str:
+    node = str((pod.get("spec") or {}).get("nodeName", ""))
+    digest = hashlib.sha256(node.encode()).digest()
+    return f"172.18.0.{digest[0] % 250 + 2}"
+
+
+def _creating_status(pod: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """Bound to a node, images being pulled: Pending with containers ``ContainerCreating``."""
+    names = [str(c.get("name", "")) for c in _containers(pod)]
+    message = f"containers with unready status: [{' '.join(names)}]"
+    status = _base(pod, old, "Pending")
+    status.pop("podIP"), status.pop("podIPs")
+    status["conditions"] = [
+        _pod_condition(old, "Initialized", True),
+        _pod_condition(old, "Ready", False, "ContainersNotReady", message),
+        _pod_condition(old, "ContainersReady", False, "ContainersNotReady", message),
+        _pod_condition(old, "PodScheduled", True),
+    ]
+    status["containerStatuses"] = [
+        {
+            "name": str(c.get("name", "")),
+            "image": str(c.get("image", "")),
+            "imageID": "",
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+            "lastState": {},
+        }
+        for c in _containers(pod)
+    ]
+    status["qosClass"] = "BestEffort"
+    return status
+
+
+def _terminated_status(
+    pod: Mapping[str, Any], failure: str, old: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A run-to-completion pod after its containers exited: Succeeded, or Failed with exit 1."""
+    failed = bool(failure)
+    meta = pod["metadata"]
+    statuses = []
+    for c in _containers(pod):
+        name = str(c.get("name", ""))
+        previous: Mapping[str, Any] = next(
+            (s for s in old.get("containerStatuses") or [] if s.get("name") == name), {}
+        )
+        state = previous.get("state") or {}
+        started = (state.get("running") or {}).get("startedAt") or (
+            state.get("terminated") or {}
+        ).get("startedAt")
+        finished = (state.get("terminated") or {}).get("finishedAt") or now()
+        statuses.append(
+            {
+                "name": name,
+                "image": str(c.get("image", "")),
+                "imageID": f"sandbox://{c.get('image', '')}",
+                "containerID": f"sandbox://{meta.get('uid', '')}/{name}",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 1 if failed else 0,
+                        "reason": "Error" if failed else "Completed",
+                        "startedAt": started or finished,
+                        "finishedAt": finished,
+                        "containerID": f"sandbox://{meta.get('uid', '')}/{name}",
+                    }
+                },
+                "lastState": {},
+            }
+        )
+    status = _base(pod, old, "Failed" if failed else "Succeeded")
+    status["conditions"] = [
+        _pod_condition(old, "Initialized", True),
+        _pod_condition(old, "Ready", False, "PodCompleted", ""),
+        _pod_condition(old, "ContainersReady", False, "PodCompleted", ""),
+        _pod_condition(old, "PodScheduled", True),
+    ]
+    status["containerStatuses"] = statuses
+    status["qosClass"] = "BestEffort"
+    return status
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True (what controllers count as ready replicas)."""
+    status = pod.get("status") or {}
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from reconciler.sandbox.server import SandboxServer
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.timing import Timing
 
 # Open watch streams are cut after this long on shutdown instead of aiohttp's 60 s.
 SHUTDOWN_TIMEOUT = 0.5
@@ -41,10 +42,14 @@ async def start_server(
     controller_delay: float,
     fail_images: Sequence[str] = (),
     history_limit: int = DEFAULT_HISTORY_LIMIT,
+    timing: Timing | None = None,
 ) -> RunningServer:
     """Bind ``host:port`` (0: a free port) and serve; raises OSError when the port is taken."""
     server = SandboxServer(
-        controller_delay=controller_delay, fail_images=fail_images, history_limit=history_limit
+        controller_delay=controller_delay,
+        fail_images=fail_images,
+        history_limit=history_limit,
+        timing=timing,
     )
     runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()

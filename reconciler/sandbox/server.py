@@ -32,6 +32,7 @@ from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
 from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.timing import Timing
 from reconciler.sandbox.watch import serve_watch
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,17 @@ class SandboxServer:
         controller_delay: float = DEFAULT_DELAY,
         fail_images: Sequence[str] = (),
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        timing: Timing | None = None,
     ) -> None:
         self.api = SandboxApi(history_limit)
         self.lifecycle = Lifecycle(self.api)
         self.service_accounts = DefaultServiceAccounts(self.api)
-        self.controllers = Controllers(self.api, delay=controller_delay, fail_images=fail_images)
+        self.controllers = Controllers(
+            self.api,
+            timing=timing or Timing(controller_delay=controller_delay),
+            fail_images=fail_images,
+            delete=self.lifecycle.delete,
+        )
         self.requests = RequestLog()
 
     def build_app(self) -> web.Application:

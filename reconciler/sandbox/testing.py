@@ -19,7 +19,8 @@ from typing import TypeVar
 
 from reconciler.sandbox.requestlog import RequestLogEntry
 from reconciler.sandbox.runner import RunningServer, start_server, write_kubeconfig
-from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, StoredEvent
+from reconciler.sandbox.timing import Timing
 
 T = TypeVar("T")
 
@@ -55,6 +56,14 @@ class SandboxHandle:
         self._loop.call_soon_threadsafe(run)
         return result.result(timeout=30)
 
+    def observe(self, listener: Callable[[StoredEvent], None]) -> None:
+        """Call ``listener`` on every write, on the server's loop, as the write happens.
+
+        Invariants of a rollout (never more than maxSurge extra pods) must hold at every
+        write, not only at the moments a poll happens to look.
+        """
+        self.call(lambda: self._running.server.api.store.listeners.append(listener))
+
     def compact_history(self) -> None:
         """Forget watch history: watches from any older resourceVersion now get 410 Gone."""
         self.call(self._running.server.api.store.compact)
@@ -77,6 +86,7 @@ def running_sandbox(
     host: str = "127.0.0.1",
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     kubeconfig: Path | None = None,
+    timing: Timing | None = None,
 ) -> Iterator[SandboxHandle]:
     """A sandbox for the duration of the ``with`` block (stopped on exit)."""
     loop = asyncio.new_event_loop()
@@ -92,6 +102,7 @@ def running_sandbox(
                     controller_delay=controller_delay,
                     fail_images=fail_images,
                     history_limit=history_limit,
+                    timing=timing,
                 )
             )
         except BaseException as e:

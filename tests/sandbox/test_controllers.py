@@ -1,37 +1,28 @@
-"""Simulated controllers: workloads progress to ready after the controller delay.
+"""StatefulSets, DaemonSets, Jobs and bare Pods move over time, with pods, as on a cluster.
 
-Status fields follow https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#deployment-status,
-https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#partitions and
-https://kubernetes.io/docs/concepts/workloads/controllers/job/#terminal-job-conditions.
-Failure injection: the ``sandbox.reconciler.dev/fail`` annotation and ``fail_images``.
+https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/ (ordinal pods,
+OrderedReady, ``controller-revision-hash``, "#partitions": "all Pods with an ordinal that
+is greater than or equal to the partition will be updated", OnDelete),
+https://kubernetes.io/docs/tasks/manage-daemon/update-daemon-set/ (one pod per node,
+``maxUnavailable``), https://kubernetes.io/docs/concepts/workloads/controllers/job/
+(pods run to completion, ``backoffLimit``, ``activeDeadlineSeconds``, "#terminal-job-conditions":
+``SuccessCriteriaMet``/``Complete``, ``FailureTarget``/``Failed``) and
+https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/ (Pending while
+containers are created, then Running; Ready after readiness).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 
-from reconciler.sandbox.testing import running_sandbox
+from reconciler.sandbox.store import StoredEvent
+from reconciler.sandbox.timing import Timing, parse_ready_delay
 from tests.sandbox.helpers import deployment, eventually
+from tests.sandbox.workloads import FAST, conditions, fast_sandbox, pods_of, ready
 
 FAIL = {"sandbox.reconciler.dev/fail": "true"}
-
-
-def conditions(obj: Any) -> dict[str, tuple[str, str]]:
-    return {c.type: (c.status, c.reason) for c in obj.status.conditions or []}
-
-
-def test_deployment_becomes_available(apps: client.AppsV1Api) -> None:
-    apps.create_namespaced_deployment("default", deployment("web", replicas=3))
-    dep = eventually(lambda: _observed(apps.read_namespaced_deployment_status("web", "default")))
-    s = dep.status
-    assert (s.replicas, s.updated_replicas, s.ready_replicas, s.available_replicas) == (3, 3, 3, 3)
-    assert conditions(dep)["Available"] == ("True", "MinimumReplicasAvailable")
-    assert conditions(dep)["Progressing"] == ("True", "NewReplicaSetAvailable")
-    apps.patch_namespaced_deployment("web", "default", {"spec": {"replicas": 1}})
-    dep = eventually(lambda: _observed(apps.read_namespaced_deployment_status("web", "default")))
-    assert dep.status.observed_generation == 2 and dep.status.ready_replicas == 1
 
 
 def _observed(obj: Any) -> Any:
@@ -41,61 +32,7 @@ def _observed(obj: Any) -> Any:
     return None
 
 
-def test_fail_annotation_on_template(apps: client.AppsV1Api) -> None:
-    body = deployment("web")
-    body["spec"]["template"]["metadata"]["annotations"] = FAIL
-    apps.create_namespaced_deployment("default", body)
-    dep = eventually(lambda: _observed(apps.read_namespaced_deployment_status("web", "default")))
-    assert not dep.status.ready_replicas and dep.status.unavailable_replicas == 2
-    assert conditions(dep)["Progressing"] == ("False", "ProgressDeadlineExceeded")
-    assert conditions(dep)["Available"][0] == "False"
-
-
-def test_fail_images_option() -> None:
-    with running_sandbox(fail_images=["*:broken*"]) as sandbox:
-        apps = client.AppsV1Api(config.new_client_from_config(str(sandbox.kubeconfig)))
-        apps.create_namespaced_deployment("default", deployment("bad", image="nginx:broken-1"))
-        apps.create_namespaced_deployment("default", deployment("good", image="nginx:1"))
-        bad = eventually(
-            lambda: _observed(apps.read_namespaced_deployment_status("bad", "default"))
-        )
-        good = eventually(
-            lambda: _observed(apps.read_namespaced_deployment_status("good", "default"))
-        )
-        assert not bad.status.ready_replicas and good.status.ready_replicas == 2
-
-
-def job(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {
-            "backoffLimit": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "m", "image": "busybox"}],
-                }
-            },
-        },
-    }
-
-
-def test_jobs_complete_or_fail(api_client: client.ApiClient) -> None:
-    batch = client.BatchV1Api(api_client)
-    batch.create_namespaced_job("default", job("ok"))
-    batch.create_namespaced_job("default", job("bad", FAIL))
-    ok = eventually(
-        lambda: (j := batch.read_namespaced_job_status("ok", "default")).status.conditions and j
-    )
-    bad = eventually(
-        lambda: (j := batch.read_namespaced_job_status("bad", "default")).status.conditions and j
-    )
-    assert conditions(ok)["Complete"][0] == "True" and ok.status.succeeded == 1
-    assert ok.status.completion_time is not None
-    assert conditions(bad)["Failed"] == ("True", "BackoffLimitExceeded") and bad.status.failed
-
-
-def statefulset(image: str, partition: int, replicas: int = 4) -> dict[str, Any]:
+def statefulset(image: str, partition: int = 0, replicas: int = 4) -> dict[str, Any]:
     body = deployment("db", replicas=replicas, image=image)
     body["kind"] = "StatefulSet"
     body["spec"]["serviceName"] = "db"
@@ -106,63 +43,273 @@ def statefulset(image: str, partition: int, replicas: int = 4) -> dict[str, Any]
     return body
 
 
-def test_statefulset_partitioned_rollout(apps: client.AppsV1Api) -> None:
-    apps.create_namespaced_stateful_set("default", statefulset("db:1", partition=0))
-    first = eventually(lambda: _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-    assert first.status.updated_replicas == 4 and first.status.ready_replicas == 4
-    old_revision = first.status.current_revision
-    assert old_revision == first.status.update_revision
-    apps.replace_namespaced_stateful_set("db", "default", statefulset("db:2", partition=3))
-    sts = eventually(lambda: _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-    assert sts.status.updated_replicas == 1 and sts.status.current_replicas == 3
-    assert sts.status.current_revision == old_revision != sts.status.update_revision
-    apps.patch_namespaced_stateful_set(
-        "db", "default", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 1}}}}
-    )
-    sts = eventually(
-        lambda: (
-            (s := _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-            and s.status.updated_replicas == 3
-            and s
+def _sts_settled(apps: client.AppsV1Api, updated: int) -> Any:
+    def check() -> Any:
+        s = _observed(apps.read_namespaced_stateful_set_status("db", "default"))
+        ok = s and (s.status.updated_replicas or 0) == updated and s.status.ready_replicas == 4
+        return s if ok else None
+
+    return eventually(check)
+
+
+def _revisions(core: client.CoreV1Api) -> dict[str, str]:
+    return {
+        p.metadata.name: p.metadata.labels["controller-revision-hash"]
+        for p in pods_of(core, "app=db")
+    }
+
+
+def test_statefulset_pods_start_in_order_and_partitions_roll_highest_first() -> None:
+    with fast_sandbox() as (sandbox, api):
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        created: list[str] = []
+
+        def on_event(event: StoredEvent) -> None:
+            if event.resource == ("", "pods") and event.type == "ADDED":
+                created.append(event.obj["metadata"]["name"])
+
+        sandbox.observe(on_event)
+        apps.create_namespaced_stateful_set("default", statefulset("db:1"))
+        first = _sts_settled(apps, 4)
+        assert created == ["db-0", "db-1", "db-2", "db-3"]
+        assert first.status.current_revision == first.status.update_revision
+        old = first.status.current_revision
+        assert set(_revisions(core).values()) == {old}
+        revisions = apps.list_namespaced_controller_revision("default").items
+        assert [r.metadata.name for r in revisions] == [old] and revisions[0].revision == 1
+        apps.replace_namespaced_stateful_set("db", "default", statefulset("db:2", partition=2))
+        sts = _sts_settled(apps, 2)
+        new = sts.status.update_revision
+        assert (sts.status.current_replicas, sts.status.current_revision) == (2, old)
+        assert _revisions(core) == {"db-0": old, "db-1": old, "db-2": new, "db-3": new}
+        assert created[4:] == ["db-3", "db-2"]  # replaced highest first
+        pod = core.read_namespaced_pod("db-3", "default")
+        assert pod.spec.containers[0].image == "db:2" and pod.spec.hostname == "db-3"
+        apps.patch_namespaced_stateful_set(
+            "db", "default", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}
         )
-    )
-    apps.patch_namespaced_stateful_set(
-        "db", "default", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}
-    )
-    sts = eventually(
-        lambda: (
-            (s := _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-            and s.status.updated_replicas == 4
-            and s
+        done = _sts_settled(apps, 4)
+        assert done.status.current_revision == new == done.status.update_revision
+        assert len(apps.list_namespaced_controller_revision("default").items) == 2
+
+
+def test_statefulset_failing_revision_stops_at_the_first_pod() -> None:
+    with fast_sandbox() as (_, api):
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        apps.create_namespaced_stateful_set("default", statefulset("db:1"))
+        _sts_settled(apps, 4)
+        body = statefulset("db:2")
+        body["spec"]["template"]["metadata"]["annotations"] = FAIL
+        apps.replace_namespaced_stateful_set("db", "default", body)
+
+        def stuck() -> Any:
+            s = _observed(apps.read_namespaced_stateful_set_status("db", "default"))
+            return s if s and s.status.updated_replicas == 1 else None
+
+        sts = eventually(stuck)
+        assert sts.status.ready_replicas == 3
+        assert not ready(core.read_namespaced_pod("db-3", "default"))
+
+
+def test_statefulset_on_delete_replaces_only_deleted_pods() -> None:
+    with fast_sandbox() as (_, api):
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        body = statefulset("db:1")
+        body["spec"]["updateStrategy"] = {"type": "OnDelete"}
+        apps.create_namespaced_stateful_set("default", body)
+        old = _sts_settled(apps, 4).status.update_revision
+        body["spec"]["template"]["spec"]["containers"][0]["image"] = "db:2"
+        apps.replace_namespaced_stateful_set("db", "default", body)
+        sts = _sts_settled(apps, 0)
+        assert set(_revisions(core).values()) == {old}
+        core.delete_namespaced_pod("db-1", "default")
+        _sts_settled(apps, 1)
+        assert _revisions(core)["db-1"] == sts.status.update_revision
+
+
+def test_daemonset_runs_one_pod_per_node_and_rolls_node_by_node() -> None:
+    with fast_sandbox(Timing(controller_delay=0.01, pod_start=0.03, nodes=4)) as (sandbox, api):
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        nodes = [n.metadata.name for n in core.list_node().items]
+        assert nodes == ["node-1", "node-2", "node-3", "node-4"]
+        body = deployment("agent", image="agent:1")
+        body["kind"] = "DaemonSet"
+        del body["spec"]["replicas"]
+        apps.create_namespaced_daemon_set("default", body)
+
+        def settled(updated: int) -> Any:
+            ds = _observed(apps.read_namespaced_daemon_set_status("agent", "default"))
+            ok = (
+                ds and ds.status.number_ready == 4 and ds.status.updated_number_scheduled == updated
+            )
+            return ds if ok else None
+
+        ds = eventually(lambda: settled(4))
+        assert ds.status.desired_number_scheduled == 4
+        assert sorted(p.spec.node_name for p in pods_of(core, "app=agent")) == nodes
+        unready: list[int] = []
+        seen: dict[str, bool] = {p.metadata.name: True for p in pods_of(core, "app=agent")}
+
+        def on_event(event: StoredEvent) -> None:
+            if event.resource != ("", "pods"):
+                return
+            name = event.obj["metadata"]["name"]
+            if event.type == "DELETED":
+                seen.pop(name, None)
+            else:
+                conds = (event.obj.get("status") or {}).get("conditions") or []
+                seen[name] = any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+            unready.append(4 - sum(seen.values()))
+
+        sandbox.observe(on_event)
+        body["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
+        apps.replace_namespaced_daemon_set("agent", "default", body)
+        eventually(lambda: settled(4) if unready else None)
+        assert max(unready) == 1  # maxUnavailable 1: one node at a time
+        images = {p.spec.containers[0].image for p in pods_of(core, "app=agent")}
+        assert images == {"agent:2"}
+
+
+def job(name: str, annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "backoffLimit": 1,
+            **spec,
+            "template": {
+                "metadata": {"annotations": {"sandbox.reconciler.dev/log": "migrating...\ndone"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "m", "image": "busybox"}],
+                },
+            },
+        },
+    }
+
+
+def _finished(batch: client.BatchV1Api, name: str) -> Any:
+    def check() -> Any:
+        j = batch.read_namespaced_job_status(name, "default")
+        return (
+            j if any(c.type in ("Complete", "Failed") for c in j.status.conditions or []) else None
         )
+
+    return eventually(check)
+
+
+def test_job_runs_a_pod_to_completion_with_its_log() -> None:
+    with fast_sandbox() as (_, api):
+        batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+        batch.create_namespaced_job("default", job("migrate"))
+        running = eventually(
+            lambda: (
+                (j := batch.read_namespaced_job_status("migrate", "default")).status.active and j
+            )
+        )
+        assert running.status.start_time is not None and not running.status.conditions
+        done = _finished(batch, "migrate")
+        assert [c.type for c in done.status.conditions] == ["SuccessCriteriaMet", "Complete"]
+        assert done.status.succeeded == 1 and not done.status.active
+        assert done.status.completion_time is not None
+        (pod,) = pods_of(core, "batch.kubernetes.io/job-name=migrate")
+        assert pod.status.phase == "Succeeded" and pod.metadata.name.startswith("migrate-")
+        terminated = pod.status.container_statuses[0].state.terminated
+        assert (terminated.exit_code, terminated.reason) == (0, "Completed")
+        log = core.read_namespaced_pod_log(pod.metadata.name, "default", tail_lines=2)
+        assert log == "done\n[sandbox] container m exited with code 0 (Completed)\n"
+
+
+def test_job_retries_until_its_backoff_limit() -> None:
+    with fast_sandbox() as (_, api):
+        batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+        batch.create_namespaced_job("default", job("bad", FAIL, backoffLimit=1))
+        failed = _finished(batch, "bad")
+        assert conditions(failed)["Failed"] == ("True", "BackoffLimitExceeded")
+        assert [c.type for c in failed.status.conditions] == ["FailureTarget", "Failed"]
+        assert failed.status.failed == 2 and not failed.status.succeeded
+        pods = pods_of(core, "job-name=bad")
+        assert len(pods) == 2 and {p.status.phase for p in pods} == {"Failed"}
+        terminated = pods[0].status.container_statuses[0].state.terminated
+        assert (terminated.exit_code, terminated.reason) == (1, "Error")
+        log = core.read_namespaced_pod_log(pods[0].metadata.name, "default")
+        assert log.endswith("exited with code 1 (Error)\n")
+
+
+def test_job_that_fails_once_succeeds_on_retry() -> None:
+    with fast_sandbox() as (_, api):
+        batch = client.BatchV1Api(api)
+        flaky = job("flaky", {"sandbox.reconciler.dev/fail-attempts": "1"}, backoffLimit=2)
+        batch.create_namespaced_job("default", flaky)
+        done = _finished(batch, "flaky")
+        assert conditions(done)["Complete"][0] == "True"
+        assert (done.status.failed, done.status.succeeded) == (1, 1)
+
+
+def test_job_past_its_active_deadline_fails_and_stops_its_pods() -> None:
+    slow = Timing(controller_delay=0.01, pod_start=0.02, job_duration=30.0)
+    with fast_sandbox(slow) as (_, api):
+        batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+        batch.create_namespaced_job("default", job("slow", activeDeadlineSeconds=1))
+        failed = _finished(batch, "slow")
+        assert conditions(failed)["Failed"] == ("True", "DeadlineExceeded")
+        eventually(lambda: not pods_of(core, "job-name=slow"))
+
+
+def test_job_parallelism_and_completions() -> None:
+    with fast_sandbox() as (_, api):
+        batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+        batch.create_namespaced_job("default", job("many", completions=3, parallelism=2))
+        done = _finished(batch, "many")
+        assert done.status.succeeded == 3
+        assert len(pods_of(core, "job-name=many")) == 3
+
+
+def test_pod_is_pending_while_containers_are_created_then_ready_after_its_delay() -> None:
+    timing = Timing(
+        controller_delay=0.01, pod_start=0.3, ready_delays=(parse_ready_delay("slow:*=0.5"),)
     )
-    assert sts.status.current_revision == sts.status.update_revision
-    assert sts.status.ready_replicas == 4
+    with fast_sandbox(timing) as (_, api):
+        core = client.CoreV1Api(api)
+        for name, image in (("quick", "quick:1"), ("slow", "slow:1")):
+            body = {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            }
+            core.create_namespaced_pod("default", body)
+        creating = eventually(
+            lambda: (p := core.read_namespaced_pod("slow", "default")).spec.node_name and p
+        )
+        waiting = eventually(
+            lambda: (
+                (p := core.read_namespaced_pod("slow", "default")).status.container_statuses and p
+            )
+        )
+        assert creating.status.phase == "Pending"
+        state = waiting.status.container_statuses[0].state
+        assert waiting.status.phase == "Pending" or state.running is not None
+        eventually(lambda: ready(core.read_namespaced_pod("quick", "default")))
+        slow = core.read_namespaced_pod("slow", "default")
+        assert slow.status.phase == "Running" and not ready(slow)  # running, not yet ready
+        eventually(lambda: ready(core.read_namespaced_pod("slow", "default")))
 
 
-def test_statefulset_failing_revision_stalls(apps: client.AppsV1Api) -> None:
-    apps.create_namespaced_stateful_set("default", statefulset("db:1", partition=0))
-    eventually(lambda: _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-    body = statefulset("db:2", partition=0)
-    body["spec"]["template"]["metadata"]["annotations"] = FAIL
-    apps.replace_namespaced_stateful_set("db", "default", body)
-    sts = eventually(lambda: _observed(apps.read_namespaced_stateful_set_status("db", "default")))
-    assert sts.status.updated_replicas == 1 and sts.status.ready_replicas == 3
-
-
-def test_daemonset_and_pod(api_client: client.ApiClient, apps: client.AppsV1Api) -> None:
-    body = deployment("agent")
-    body["kind"] = "DaemonSet"
-    del body["spec"]["replicas"]
-    apps.create_namespaced_daemon_set("default", body)
-    ds = eventually(lambda: _observed(apps.read_namespaced_daemon_set_status("agent", "default")))
-    assert ds.status.number_ready == 1 and ds.status.updated_number_scheduled == 1
-    core = client.CoreV1Api(api_client)
-    core.create_namespaced_pod(
-        "default",
-        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
-    )
-    pod = eventually(
-        lambda: (p := core.read_namespaced_pod_status("p", "default")).status.conditions and p
-    )
-    assert pod.status.phase == "Running" and conditions(pod)["Ready"][0] == "True"
+def test_fail_images_option_breaks_exactly_the_matching_pods() -> None:
+    with fast_sandbox(FAST, fail_images=["*:broken*"]) as (_, api):
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        apps.create_namespaced_deployment("default", deployment("bad", image="nginx:broken-1"))
+        apps.create_namespaced_deployment("default", deployment("good", image="nginx:1"))
+        eventually(
+            lambda: (
+                apps.read_namespaced_deployment_status("good", "default").status.ready_replicas == 2
+            )
+        )
+        bad_pods = eventually(
+            lambda: (
+                len(p := pods_of(core, "app=bad")) == 2
+                and all(x.status.container_statuses for x in p)
+                and p
+            )
+        )
+        reasons = {p.status.container_statuses[0].state.waiting.reason for p in bad_pods}
+        assert reasons == {"CrashLoopBackOff"}
+        assert not apps.read_namespaced_deployment_status("bad", "default").status.ready_replicas

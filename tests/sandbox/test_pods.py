@@ -30,9 +30,19 @@ def make_pod(name: str, *images: str, annotations: dict[str, str] | None = None)
 
 
 def settled(core: client.CoreV1Api, name: str) -> client.V1Pod:
-    return eventually(
-        lambda: (p := core.read_namespaced_pod(name, "default")).status.container_statuses and p
-    )
+    """The pod once its containers left ``ContainerCreating`` (and, if healthy, are Ready)."""
+
+    def check() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod(name, "default")
+        statuses = pod.status.container_statuses or []
+        waiting = [s.state.waiting.reason for s in statuses if s.state.waiting]
+        if not statuses or "ContainerCreating" in waiting:
+            return None
+        if not waiting and not all(s.ready for s in statuses):
+            return None  # running, readiness not reported yet
+        return pod
+
+    return eventually(check)
 
 
 def conditions(pod: client.V1Pod) -> dict[str, str]:

@@ -46,7 +46,7 @@ def test_main_write_does_not_change_status(apps: client.AppsV1Api) -> None:
     after = apps.read_namespaced_deployment("web", "default")
     assert after.spec.replicas == 3
     assert after.status.observed_generation != 7
-    assert after.status.replicas in (42, 3)  # 42 until the simulated controller catches up
+    assert after.status.replicas != 7  # 42 until the simulated controller writes its own count
     assert before.metadata.generation == 1 and after.metadata.generation == 2
 
 

@@ -1,0 +1,115 @@
+"""The handle every simulated controller gets: reads, writes and the clock.
+
+Controllers write through the same API machinery clients use (validation, field
+managers, resourceVersions, watch events), so what they do is visible exactly as
+on a real cluster: ``kubectl get rs,pods -w`` shows a rollout move. Each write names
+its real field manager (``kube-controller-manager``, ``kube-scheduler``, ``kubelet``).
+A write that loses a race (409, or the object vanished) is dropped: the store event
+of whoever won schedules the controller again, as a real informer resync would.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.sandbox.api import SandboxApi, WriteOptions
+from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.owned import CONTROLLER_MANAGER
+from reconciler.sandbox.store import Resource
+from reconciler.sandbox.timing import Timing
+
+log = logging.getLogger(__name__)
+
+PODS: Resource = ("", "pods")
+NODES: Resource = ("", "nodes")
+REPLICASETS: Resource = ("apps", "replicasets")
+DEPLOYMENTS: Resource = ("apps", "deployments")
+STATEFULSETS: Resource = ("apps", "statefulsets")
+DAEMONSETS: Resource = ("apps", "daemonsets")
+REVISIONS: Resource = ("apps", "controllerrevisions")
+JOBS: Resource = ("batch", "jobs")
+
+Deleter = Callable[[Kind, str, str, WriteOptions], Any]
+
+
+@dataclass
+class ControlPlane:
+    """What a controller may do; ``delete`` goes through the garbage collector."""
+
+    api: SandboxApi
+    timing: Timing
+    fail_images: Sequence[str]
+    delete_object: Deleter
+    clock: Callable[[], float] = time.monotonic
+    manager: str = CONTROLLER_MANAGER
+    _kinds: dict[Resource, Kind] = field(default_factory=dict)
+
+    def kind(self, resource: Resource) -> Kind:
+        found = self._kinds.get(resource) or self.api.kinds.by_resource(*resource)
+        assert found is not None, resource
+        self._kinds[resource] = found
+        return found
+
+    def list(self, resource: Resource, namespace: str | None) -> list[dict[str, Any]]:
+        return self.api.store.list(resource, namespace)
+
+    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.api.store.get(resource, namespace, name)
+
+    def create(
+        self, resource: Resource, namespace: str, body: dict[str, Any], manager: str = ""
+    ) -> dict[str, Any] | None:
+        try:
+            return self.api.create(
+                self.kind(resource), namespace, body, WriteOptions(manager or self.manager)
+            )
+        except ApiError as e:
+            log.debug("sandbox controller: create %s refused: %s", resource, e.message)
+            return None
+
+    def update(
+        self, resource: Resource, old: dict[str, Any], body: dict[str, Any], manager: str = ""
+    ) -> bool:
+        """Write the main resource (``spec``/``metadata``); False when the write lost a race."""
+        body = copy.deepcopy(body)
+        body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        try:
+            self.api.commit(self.kind(resource), old, body, WriteOptions(manager or self.manager))
+        except ApiError as e:
+            log.debug("sandbox controller: update %s refused: %s", resource, e.message)
+            return False
+        return True
+
+    def write_status(
+        self, resource: Resource, old: dict[str, Any], status: dict[str, Any], manager: str = ""
+    ) -> bool:
+        if status == (old.get("status") or {}):
+            return False
+        body = copy.deepcopy(old)
+        body["status"] = status
+        try:
+            self.api.commit(
+                self.kind(resource), old, body, WriteOptions(manager or self.manager), "status"
+            )
+        except ApiError as e:
+            log.debug("sandbox controller: status of %s refused: %s", resource, e.message)
+            return False
+        return True
+
+    def delete(self, resource: Resource, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        try:
+            self.delete_object(
+                self.kind(resource),
+                meta.get("namespace", ""),
+                meta["name"],
+                WriteOptions(self.manager),
+            )
+        except ApiError as e:
+            log.debug("sandbox controller: delete %s refused: %s", meta["name"], e.message)

@@ -1,0 +1,165 @@
+"""Simulated nodes, scheduler and kubelet: pods get bound, start, become Ready, end.
+
+A real pod is bound to a node by the scheduler (``spec.nodeName``), then the node's
+kubelet pulls images, starts containers and reports status until the pod is Running
+and Ready, or, for a Job's pod, until its containers exit
+(https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/). Here ``--nodes``
+Nodes exist from the start (``node-1``...), the scheduler picks the node with the
+fewest pods, and each stage waits for the delays of :class:`~reconciler.sandbox.timing.Timing`.
+The status of each stage is computed by the pure :func:`reconciler.sandbox.pods.pod_status_at`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from reconciler.sandbox.apply import now
+from reconciler.sandbox.controlplane import NODES, PODS, ControlPlane
+from reconciler.sandbox.owned import alive
+from reconciler.sandbox.pods import PodTimes, images_of, is_ready, pod_failure, pod_status_at
+
+SCHEDULER = "default-scheduler"
+KUBELET = "kubelet"
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{i}" for i in range(1, count + 1)]
+
+
+def node_body(name: str) -> dict[str, Any]:
+    """A Ready worker node, with the labels and capacity ``kubectl get nodes`` shows."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{name.rsplit('-', 1)[-1]}.0/24"},
+    }
+
+
+def node_status(name: str) -> dict[str, Any]:
+    stamp = now()
+    capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    return {
+        "capacity": capacity,
+        "allocatable": capacity,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": "172.18.0.2"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "kubeletVersion": "v1.31.0-sandbox",
+            "containerRuntimeVersion": "sandbox://1.0",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "osImage": "reconciler sandbox",
+            "kernelVersion": "",
+            "kubeProxyVersion": "",
+            "machineID": name,
+            "systemUUID": name,
+            "bootID": name,
+        },
+    }
+
+
+def create_nodes(plane: ControlPlane) -> None:
+    for name in node_names(plane.timing.nodes):
+        if plane.get(NODES, "", name) is None:
+            created = plane.create(NODES, "", node_body(name), manager=KUBELET)
+            if created is not None:
+                stored = plane.get(NODES, "", name)
+                if stored is not None:
+                    plane.write_status(NODES, stored, node_status(name), manager=KUBELET)
+
+
+class Kubelet:
+    """Binds unscheduled pods, then moves each through its lifecycle over time."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self._bound: dict[str, float] = {}  # pod uid -> clock when its kubelet first saw it
+        self._ready: dict[str, float] = {}  # pod uid -> clock when it became Ready
+
+    def forget(self, uid: str) -> None:
+        self._bound.pop(uid, None)
+        self._ready.pop(uid, None)
+
+    def ready_since(self, pod: dict[str, Any]) -> float | None:
+        """When the pod became Ready (clock), None when it is not Ready."""
+        if not is_ready(pod):
+            return None
+        return self._ready.get(pod["metadata"]["uid"], float("-inf"))
+
+    def reconcile(self, pod: dict[str, Any]) -> float | None:
+        if not alive(pod):
+            return None
+        spec = pod.get("spec") or {}
+        if not spec.get("nodeName"):
+            self._bind(pod)
+            return None  # the binding's own event brings the pod back
+        uid = pod["metadata"]["uid"]
+        clock = self.plane.clock()
+        born = self._bound.setdefault(uid, clock)
+        times = PodTimes(
+            self.plane.timing.start,
+            self.plane.timing.ready_delay(images_of(pod)),
+            self.plane.timing.run,
+        )
+        failure = pod_failure(pod, self.plane.fail_images)
+        old = pod.get("status") or {}
+        status, wait = pod_status_at(pod, clock - born, times, failure, old)
+        if status != old:
+            self.plane.write_status(PODS, pod, status, manager=KUBELET)
+        if is_ready({"status": status}):
+            self._ready.setdefault(uid, clock)
+        else:
+            self._ready.pop(uid, None)
+        return wait
+
+    def _bind(self, pod: dict[str, Any]) -> None:
+        """The scheduler's choice: the node with the fewest live pods (ties by name)."""
+        nodes = [n["metadata"]["name"] for n in self.plane.list(NODES, None)]
+        if not nodes:
+            return  # unschedulable: stays Pending, as on a cluster without nodes
+        load = Counter(
+            p["spec"].get("nodeName")
+            for p in self.plane.list(PODS, None)
+            if alive(p) and (p.get("spec") or {}).get("nodeName")
+        )
+        node = min(sorted(nodes), key=lambda n: load.get(n, 0))
+        body = {**pod, "spec": {**pod["spec"], "nodeName": node}}
+        if self.plane.update(PODS, pod, body, manager=SCHEDULER):
+            stored = self.plane.get(
+                PODS, pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+            )
+            if stored is not None:
+                scheduled = {
+                    "phase": "Pending",
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": now(),
+                        }
+                    ],
+                    "qosClass": "BestEffort",
+                }
+                self.plane.write_status(PODS, stored, scheduled, manager=SCHEDULER)

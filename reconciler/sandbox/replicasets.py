@@ -1,0 +1,104 @@
+"""The ReplicaSet controller: keep ``spec.replicas`` pods alive, report how many are ready.
+
+As https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/ describes, a
+ReplicaSet owns the pods that carry its ControllerRef, creates pods from its template
+when there are too few, and deletes the least useful ones when there are too many:
+unscheduled before scheduled, pending before running, not ready before ready, newest
+first. A pod counts as available once it has been Ready for ``minReadySeconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
+from reconciler.sandbox.owned import alive, owned, pod_from_template, random_suffix, replicas_of
+
+_PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+def active_pods(plane: ControlPlane, owner: dict[str, Any]) -> list[dict[str, Any]]:
+    """The owner's pods that still count: not being deleted, not finished."""
+    pods = owned(plane.list(PODS, owner["metadata"].get("namespace", "")), owner)
+    return [
+        p
+        for p in pods
+        if alive(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+
+
+def deletion_order(pods: list[dict[str, Any]], ready_since: ReadySince) -> list[dict[str, Any]]:
+    """Pods in the order a ReplicaSet deletes them (``controller.ActivePods`` ranking)."""
+
+    def rank(pod: dict[str, Any]) -> tuple[int, int, int]:
+        status = pod.get("status") or {}
+        scheduled = 1 if (pod.get("spec") or {}).get("nodeName") else 0
+        phase = _PHASE_ORDER.get(str(status.get("phase", "Pending")), 0)
+        return scheduled, phase, 0 if ready_since(pod) is None else 1
+
+    newest_first = sorted(
+        pods, key=lambda p: str(p["metadata"].get("creationTimestamp", "")), reverse=True
+    )
+    return sorted(newest_first, key=rank)  # stable: newest first within a rank
+
+
+ReadySince = Callable[[dict[str, Any]], float | None]
+
+
+class ReplicaSetController:
+    def __init__(self, plane: ControlPlane, ready_since: ReadySince) -> None:
+        self.plane = plane
+        self.ready_since = ready_since
+
+    def reconcile(self, rs: dict[str, Any]) -> float | None:
+        if not alive(rs):
+            return None
+        spec = rs.get("spec") or {}
+        want = replicas_of(spec)
+        pods = active_pods(self.plane, rs)
+        if len(pods) < want:
+            for _ in range(want - len(pods)):
+                name = f"{rs['metadata']['name']}-{random_suffix()}"
+                body = pod_from_template(rs, spec.get("template") or {}, name)
+                self.plane.create(PODS, rs["metadata"].get("namespace", ""), body)
+        elif len(pods) > want:
+            for pod in deletion_order(pods, self.ready_since)[: len(pods) - want]:
+                self.plane.delete(PODS, pod)
+        pods = active_pods(self.plane, rs)
+        status, wait = self._status(rs, pods)
+        self.plane.write_status(REPLICASETS, rs, status)
+        return wait
+
+    def _status(
+        self, rs: dict[str, Any], pods: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], float | None]:
+        spec = rs.get("spec") or {}
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        min_ready = float(spec.get("minReadySeconds") or 0)
+        clock = self.plane.clock()
+        ready = available = 0
+        waits: list[float] = []
+        for pod in pods:
+            since = self.ready_since(pod)
+            if since is None:
+                continue
+            ready += 1
+            if clock - since >= min_ready:
+                available += 1
+            else:
+                waits.append(since + min_ready - clock)
+        labelled = sum(
+            1
+            for p in pods
+            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
+        )
+        status: dict[str, Any] = {"replicas": len(pods)}
+        if labelled:
+            status["fullyLabeledReplicas"] = labelled
+        if ready:
+            status["readyReplicas"] = ready
+        if available:
+            status["availableReplicas"] = available
+        status["observedGeneration"] = int(rs["metadata"].get("generation", 1))
+        return status, min(waits) if waits else None

@@ -1,0 +1,216 @@
+"""The StatefulSet controller: ordinal pods, ControllerRevisions, partitioned rolling updates.
+
+Follows https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/: pods are
+``<name>-<ordinal>``; each template is a ControllerRevision ``<name>-<hash>`` and every
+pod carries the ``controller-revision-hash`` of the revision it was made from. With
+``OrderedReady`` (the default) pods are created lowest ordinal first, each once the one
+before is Ready, and removed highest first; ``Parallel`` does both at once. A
+``RollingUpdate`` replaces pods from the highest ordinal down to
+``rollingUpdate.partition``, one at a time and only while every pod is Ready, so a
+revision that never becomes ready stops at the first pod it reaches; ``OnDelete``
+replaces a pod only when someone deletes it. ``currentRevision`` becomes the update
+revision once every pod runs it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from reconciler.sandbox.controlplane import PODS, REVISIONS, STATEFULSETS, ControlPlane
+from reconciler.sandbox.owned import (
+    alive,
+    owned,
+    owner_reference,
+    pod_from_template,
+    replicas_of,
+    safe_hash,
+    semantic,
+)
+from reconciler.sandbox.replicasets import ReadySince
+
+REVISION_LABEL = "controller-revision-hash"
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+
+def ensure_revision(plane: ControlPlane, owner: dict[str, Any], template: dict[str, Any]) -> str:
+    """The ControllerRevision holding ``template`` for ``owner`` (created when missing)."""
+    meta = owner["metadata"]
+    namespace = meta.get("namespace", "")
+    name = f"{meta['name']}-{safe_hash(semantic(template))}"
+    revisions = owned(plane.list(REVISIONS, namespace), owner)
+    if any(r["metadata"]["name"] == name for r in revisions):
+        return name
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            "ownerReferences": [owner_reference(owner)],
+        },
+        "data": {"spec": {"template": {"$patch": "replace", **copy.deepcopy(template)}}},
+        "revision": max((int(r.get("revision") or 0) for r in revisions), default=0) + 1,
+    }
+    plane.create(REVISIONS, namespace, body)
+    return name
+
+
+def template_of(plane: ControlPlane, owner: dict[str, Any], revision: str) -> dict[str, Any]:
+    """The pod template stored in one of ``owner``'s ControllerRevisions."""
+    found = plane.get(REVISIONS, owner["metadata"].get("namespace", ""), revision)
+    if found is None:
+        return dict(owner["spec"].get("template") or {})
+    stored = dict(((found.get("data") or {}).get("spec") or {}).get("template") or {})
+    stored.pop("$patch", None)
+    return stored
+
+
+def _revision_of(pod: dict[str, Any]) -> str:
+    return str((pod["metadata"].get("labels") or {}).get(REVISION_LABEL, ""))
+
+
+class StatefulSetController:
+    def __init__(self, plane: ControlPlane, ready_since: ReadySince) -> None:
+        self.plane = plane
+        self.ready_since = ready_since
+
+    def reconcile(self, sts: dict[str, Any]) -> float | None:
+        if not alive(sts):
+            return None
+        spec = sts.get("spec") or {}
+        meta = sts["metadata"]
+        namespace = meta.get("namespace", "")
+        replicas = replicas_of(spec)
+        update_revision = ensure_revision(self.plane, sts, spec.get("template") or {})
+        current_revision = str((sts.get("status") or {}).get("currentRevision") or update_revision)
+        strategy = spec.get("updateStrategy") or {}
+        on_delete = strategy.get("type") == "OnDelete"
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+        parallel = spec.get("podManagementPolicy") == "Parallel"
+        pods = {
+            p["metadata"]["name"]: p
+            for p in owned(self.plane.list(PODS, namespace), sts)
+            if alive(p)
+        }
+        by_ordinal = {i: pods.get(f"{meta['name']}-{i}") for i in range(replicas)}
+        acted = self._create_missing(
+            sts, by_ordinal, current_revision, update_revision, partition, on_delete, parallel
+        )
+        if not acted:
+            acted = self._scale_down(sts, pods, replicas, parallel)
+        if not acted and not on_delete:
+            self._replace_one(by_ordinal, update_revision, partition)
+        pods_now = [
+            p
+            for p in owned(self.plane.list(PODS, namespace), sts)
+            if alive(p) and self._ordinal(sts, p) is not None
+        ]
+        self.plane.write_status(
+            STATEFULSETS, sts, self._status(sts, pods_now, current_revision, update_revision)
+        )
+        return None
+
+    @staticmethod
+    def _ordinal(sts: dict[str, Any], pod: dict[str, Any]) -> int | None:
+        prefix = f"{sts['metadata']['name']}-"
+        name = str(pod["metadata"]["name"])
+        suffix = name[len(prefix) :] if name.startswith(prefix) else ""
+        return int(suffix) if suffix.isdigit() else None
+
+    def _create_missing(
+        self,
+        sts: dict[str, Any],
+        by_ordinal: dict[int, dict[str, Any] | None],
+        current: str,
+        update: str,
+        partition: int,
+        on_delete: bool,
+        parallel: bool,
+    ) -> bool:
+        created = False
+        for ordinal in sorted(by_ordinal):
+            pod = by_ordinal[ordinal]
+            if pod is not None:
+                if not parallel and self.ready_since(pod) is None:
+                    return created  # OrderedReady: wait for this one before the next
+                continue
+            revision = current if (on_delete is False and ordinal < partition) else update
+            self._create_pod(sts, ordinal, revision)
+            created = True
+            if not parallel:
+                return True
+        return created
+
+    def _create_pod(self, sts: dict[str, Any], ordinal: int, revision: str) -> None:
+        meta = sts["metadata"]
+        name = f"{meta['name']}-{ordinal}"
+        template = template_of(self.plane, sts, revision)
+        body = pod_from_template(
+            sts,
+            template,
+            name,
+            labels={
+                REVISION_LABEL: revision,
+                POD_NAME_LABEL: name,
+                POD_INDEX_LABEL: str(ordinal),
+            },
+            spec={"hostname": name, "subdomain": str(sts["spec"].get("serviceName", ""))},
+        )
+        self.plane.create(PODS, meta.get("namespace", ""), body)
+
+    def _scale_down(
+        self, sts: dict[str, Any], pods: dict[str, dict[str, Any]], replicas: int, parallel: bool
+    ) -> bool:
+        extra = sorted(
+            (o, p)
+            for p in pods.values()
+            if (o := self._ordinal(sts, p)) is not None and o >= replicas
+        )
+        if not extra:
+            return False
+        if parallel:
+            for _, pod in extra:
+                self.plane.delete(PODS, pod)
+        else:
+            self.plane.delete(PODS, extra[-1][1])  # highest ordinal first, one at a time
+        return True
+
+    def _replace_one(
+        self, by_ordinal: dict[int, dict[str, Any] | None], update: str, partition: int
+    ) -> None:
+        """Delete the highest outdated pod at or above the partition, if all are Ready."""
+        if any(p is None or self.ready_since(p) is None for p in by_ordinal.values()):
+            return
+        for ordinal in sorted(by_ordinal, reverse=True):
+            pod = by_ordinal[ordinal]
+            if ordinal >= partition and pod is not None and _revision_of(pod) != update:
+                self.plane.delete(PODS, pod)  # recreated at the update revision next sync
+                return
+
+    def _status(
+        self, sts: dict[str, Any], pods: list[dict[str, Any]], current: str, update: str
+    ) -> dict[str, Any]:
+        spec = sts.get("spec") or {}
+        replicas = replicas_of(spec)
+        min_ready = float(spec.get("minReadySeconds") or 0)
+        clock = self.plane.clock()
+        updated = sum(1 for p in pods if _revision_of(p) == update)
+        if updated == replicas and len(pods) == replicas:
+            current = update
+        ready = [since for p in pods if (since := self.ready_since(p)) is not None]
+        status: dict[str, Any] = {
+            "observedGeneration": int(sts["metadata"].get("generation", 1)),
+            "replicas": len(pods),
+        }
+        counts = {
+            "readyReplicas": len(ready),
+            "currentReplicas": sum(1 for p in pods if _revision_of(p) == current),
+            "updatedReplicas": updated,
+        }
+        status.update({k: v for k, v in counts.items() if v})
+        status["availableReplicas"] = sum(1 for since in ready if clock - since >= min_ready)
+        status.update(currentRevision=current, updateRevision=update, collisionCount=0)
+        return status

@@ -1,0 +1,73 @@
+"""How fast the sandbox's simulated cluster moves: one settings object for every controller.
+
+A real cluster takes time between a write and its effect: the controller manager
+reacts, the scheduler binds, the kubelet pulls images and starts containers, a
+readiness probe passes, a Job's container runs to its end. Rollouts and migration
+hooks are about exactly those gaps, so the sandbox simulates them with these
+delays (seconds). Tests shrink them to keep the suite fast; ``reconciler sandbox``
+and the demo use slower values so a person can watch pods roll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+DEFAULT_DELAY = 0.2
+DEFAULT_NODES = 3
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Delays of the simulated control plane and kubelet, and the size of the node pool.
+
+    ``pod_start`` (scheduling to containers running) and ``job_duration`` (how long a
+    run-to-completion container runs) default to ``controller_delay``. A container
+    whose image matches a glob of ``ready_delays`` becomes Ready that long after it
+    started (the first matching glob wins; others are Ready at once, as a container
+    without a readiness probe is).
+    """
+
+    controller_delay: float = DEFAULT_DELAY
+    pod_start: float | None = None
+    job_duration: float | None = None
+    ready_delays: tuple[tuple[str, float], ...] = ()
+    nodes: int = DEFAULT_NODES
+
+    def __post_init__(self) -> None:
+        values = [self.controller_delay, self.pod_start or 0.0, self.job_duration or 0.0]
+        if any(v < 0 for v in values) or any(d < 0 for _, d in self.ready_delays):
+            raise ValueError("sandbox delays must not be negative")
+        if self.nodes < 1:
+            raise ValueError("the sandbox needs at least one node")
+
+    @property
+    def start(self) -> float:
+        return self.controller_delay if self.pod_start is None else self.pod_start
+
+    @property
+    def run(self) -> float:
+        return self.controller_delay if self.job_duration is None else self.job_duration
+
+    def ready_delay(self, images: Iterable[str]) -> float:
+        """The longest readiness delay among a pod's container images."""
+        delays = [
+            next((d for glob, d in self.ready_delays if fnmatchcase(image, glob)), 0.0)
+            for image in images
+        ]
+        return max(delays, default=0.0)
+
+
+def parse_ready_delay(text: str) -> tuple[str, float]:
+    """``GLOB=SECONDS`` (the ``--ready-delay`` option) as a pair; ValueError names the fault."""
+    glob, sep, seconds = text.rpartition("=")
+    if not sep or not glob:
+        raise ValueError(f"--ready-delay {text!r}: expected GLOB=SECONDS, e.g. 'app:2.*=5'")
+    try:
+        value = float(seconds)
+    except ValueError:
+        raise ValueError(f"--ready-delay {text!r}: {seconds!r} is not a number") from None
+    if value < 0:
+        raise ValueError(f"--ready-delay {text!r}: seconds must not be negative")
+    return glob, value

@@ -1,0 +1,65 @@
+"""Helpers for the workload contract tests: a fast sandbox, readers and manifests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kubernetes import client, config
+
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.sandbox.timing import Timing
+from tests.sandbox.helpers import deployment, eventually
+
+FAST = Timing(controller_delay=0.01, pod_start=0.03, job_duration=0.05)
+
+
+@contextmanager
+def fast_sandbox(timing: Timing = FAST, **options: Any) -> Iterator[tuple[SandboxHandle, Any]]:
+    with running_sandbox(timing=timing, **options) as sandbox:
+        api = config.new_client_from_config(str(sandbox.kubeconfig))
+        try:
+            yield sandbox, api
+        finally:
+            api.close()
+
+
+def conditions(obj: Any) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status, c.reason) for c in obj.status.conditions or []}
+
+
+def rolled_out(apps: client.AppsV1Api, name: str, timeout: float = 10.0) -> Any:
+    """The Deployment once ``kubectl rollout status`` would say it finished."""
+
+    def done() -> Any:
+        d = apps.read_namespaced_deployment_status(name, "default")
+        s, want = d.status, d.spec.replicas
+        finished = (
+            s.observed_generation == d.metadata.generation
+            and (s.updated_replicas or 0) == want
+            and (s.replicas or 0) == want
+            and (s.available_replicas or 0) == want
+        )
+        return d if finished else None
+
+    return eventually(done, timeout)
+
+
+def pods_of(core: client.CoreV1Api, selector: str) -> list[Any]:
+    return list(core.list_namespaced_pod("default", label_selector=selector).items)
+
+
+def ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def rolling(
+    name: str, replicas: int, image: str, surge: Any = "25%", unavailable: Any = "25%"
+) -> dict[str, Any]:
+    body = deployment(name, replicas=replicas, image=image)
+    body["spec"]["strategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable},
+    }
+    return body
