@@ -407,7 +407,33 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.2,
         metavar="SECONDS",
-        help="seconds before simulated controllers mark workloads ready (default 0.2)",
+        help="seconds a simulated controller takes to react to a change (default 0.2)",
+    )
+    p.add_argument(
+        "--pod-start-delay",
+        type=float,
+        metavar="SECONDS",
+        help="seconds from scheduling until a pod's containers run (default: --controller-delay)",
+    )
+    p.add_argument(
+        "--job-duration",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a Job's container runs before it exits (default: --controller-delay)",
+    )
+    p.add_argument(
+        "--ready-delay",
+        action="append",
+        metavar="GLOB=SECONDS",
+        help="containers whose image matches GLOB become Ready SECONDS after they start "
+        "(repeatable; others are Ready at once)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="simulated nodes (DaemonSets run one pod on each; default 3)",
     )
     p.add_argument(
         "--fail-image",

@@ -15,26 +15,54 @@ from pathlib import Path
 from reconciler.model.errors import UsageError
 from reconciler.sandbox.controllers import DEFAULT_DELAY
 from reconciler.sandbox.runner import start_server, write_kubeconfig
+from reconciler.sandbox.timing import Timing, parse_ready_delay
 
 
 def sandbox_command(args: argparse.Namespace) -> int:
     port = int(getattr(args, "port", 0) or 0)
     if not 0 <= port <= 65535:
         raise UsageError(f"sandbox: --port {port} is not a TCP port (0-65535)")
+    fail_images = tuple(getattr(args, "fail_image", None) or ())
+    kubeconfig = getattr(args, "write_kubeconfig", None)
+    timing = timing_of(args)
+    return asyncio.run(_serve(str(args.host or "127.0.0.1"), port, timing, fail_images, kubeconfig))
+
+
+def timing_of(args: argparse.Namespace) -> Timing:
+    """The simulated cluster's delays from the command line; UsageError names the bad option."""
     delay = float(getattr(args, "controller_delay", DEFAULT_DELAY) or 0.0)
     if delay < 0:
         raise UsageError("sandbox: --controller-delay must not be negative")
-    fail_images = tuple(getattr(args, "fail_image", None) or ())
-    kubeconfig = getattr(args, "write_kubeconfig", None)
-    return asyncio.run(_serve(str(args.host or "127.0.0.1"), port, delay, fail_images, kubeconfig))
+    for option in ("pod_start_delay", "job_duration"):
+        value = getattr(args, option, None)
+        if value is not None and value < 0:
+            raise UsageError(f"sandbox: --{option.replace('_', '-')} must not be negative")
+    nodes = int(getattr(args, "nodes", 3) or 0)
+    if nodes < 1:
+        raise UsageError("sandbox: --nodes must be at least 1")
+    try:
+        ready = tuple(parse_ready_delay(text) for text in getattr(args, "ready_delay", None) or ())
+    except ValueError as e:
+        raise UsageError(f"sandbox: {e}") from None
+    return Timing(
+        controller_delay=delay,
+        pod_start=getattr(args, "pod_start_delay", None),
+        job_duration=getattr(args, "job_duration", None),
+        ready_delays=ready,
+        nodes=nodes,
+    )
 
 
 async def _serve(
-    host: str, port: int, delay: float, fail_images: tuple[str, ...], kubeconfig: str | None
+    host: str, port: int, timing: Timing, fail_images: tuple[str, ...], kubeconfig: str | None
 ) -> int:
     try:
         running = await start_server(
-            host=host, port=port, controller_delay=delay, fail_images=fail_images
+            host=host,
+            port=port,
+            controller_delay=timing.controller_delay,
+            fail_images=fail_images,
+            timing=timing,
         )
     except OSError as e:
         raise UsageError(f"sandbox: cannot listen on {host}:{port}: {e.strerror or e}") from e

@@ -65,3 +65,43 @@ def test_bad_port_and_unwritable_kubeconfig(tmp_path: Path) -> None:
     proc = start("--write-kubeconfig", str(blocker / "config"))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "kubeconfig" in err
+
+
+def test_timing_options_reach_the_simulated_cluster() -> None:
+    from reconciler.cli import build_parser
+    from reconciler.commands.sandbox import timing_of
+
+    args = build_parser().parse_args(
+        [
+            "sandbox",
+            "--controller-delay",
+            "0.5",
+            "--pod-start-delay",
+            "2",
+            "--job-duration",
+            "3",
+            "--ready-delay",
+            "app:2.*=5",
+            "--nodes",
+            "5",
+        ]
+    )
+    timing = timing_of(args)
+    assert (timing.controller_delay, timing.start, timing.run, timing.nodes) == (0.5, 2, 3, 5)
+    assert timing.ready_delay(["app:2.1", "sidecar:1"]) == 5
+    assert timing.ready_delay(["app:1.0"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--ready-delay", "nodelay"], "GLOB=SECONDS"),
+        (["--ready-delay", "app:*=soon"], "is not a number"),
+        (["--nodes", "0"], "--nodes must be at least 1"),
+        (["--pod-start-delay", "-1"], "--pod-start-delay must not be negative"),
+    ],
+)
+def test_bad_timing_options_are_usage_errors(option: list[str], message: str) -> None:
+    proc = start(*option)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and message in err
