@@ -186,7 +186,8 @@ def _immutable(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> li
     if kind.kind == "Service":
         before = _map(old.get("spec")).get("clusterIP")
         after = _map(new.get("spec")).get("clusterIP")
-        if before and after != before:
+        # a change to ExternalName releases the IP (the storage layer drops it)
+        if before and after != before and _map(new.get("spec")).get("type") != "ExternalName":
             causes.append(_invalid("spec.clusterIP", after, frozen))
     if kind.kind in ("ConfigMap", "Secret") and old.get("immutable") is True:
         if new.get("immutable") is not True:
