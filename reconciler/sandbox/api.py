@@ -1,9 +1,10 @@
 """The API machinery behind every route: validation, metadata, writes and reads.
 
 ``server.py`` parses HTTP into calls on :class:`SandboxApi`; this module decides
-what a real API server would: names and namespaces are checked, ``uid``,
-``creationTimestamp``, ``generation`` and ``resourceVersion`` are kept by the
-server (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
+what a real API server would: names and namespaces are checked, bodies are defaulted
+(``defaults.py``) and given what storage assigns (``allocation.py``), ``uid``,
+``creationTimestamp``, ``generation`` (on kinds that have one) and ``resourceVersion``
+are kept by the server (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
 a stale resourceVersion is a 409, ``/status`` writes touch only status and main
 writes never touch it, a no-op write changes nothing, and ``dryRun`` stores
 nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py``.
