@@ -311,7 +311,8 @@ def _pod(obj: Obj) -> None:
 
 def _deployment(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default_none(spec, "replicas", 1)
     strategy = _child(spec, "strategy", create=True)
     if strategy is not None:
@@ -328,7 +329,8 @@ def _deployment(obj: Obj) -> None:
 
 def _statefulset(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default(spec, "podManagementPolicy", "OrderedReady")
     strategy = _child(spec, "updateStrategy", create=True)
     if strategy is not None:
@@ -357,7 +359,8 @@ def _statefulset(obj: Obj) -> None:
 
 def _daemonset(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     strategy = _child(spec, "updateStrategy", create=True)
     if strategy is not None:
         _default(strategy, "type", "RollingUpdate")
@@ -372,14 +375,16 @@ def _daemonset(obj: Obj) -> None:
 
 def _replicaset(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default_none(spec, "replicas", 1)
     _template(spec)
 
 
 def _job(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
     _default_none(spec, "parallelism", 1)
@@ -397,7 +402,8 @@ def _job(obj: Obj) -> None:
 
 def _cronjob(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default(spec, "concurrencyPolicy", "Allow")
     _default_none(spec, "suspend", False)
     _default_none(spec, "successfulJobsHistoryLimit", 3)
@@ -407,7 +413,8 @@ def _cronjob(obj: Obj) -> None:
 
 def _service(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default(spec, "sessionAffinity", "None")
     if spec.get("sessionAffinity") == "None":
         spec.pop("sessionAffinityConfig", None)
@@ -461,7 +468,8 @@ def _namespace(obj: Obj) -> None:
 
 def _network_policy(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     for direction in ("ingress", "egress"):
         for rule in _items(spec, direction):
             for port in _items(rule, "ports"):
@@ -488,7 +496,8 @@ def _crd(obj: Obj) -> None:
 
 def _hpa(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
-    assert spec is not None
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
     _default_none(spec, "minReplicas", 1)
     for metric in _items(spec, "metrics"):
         for source in metric.values():

@@ -19,10 +19,14 @@ import ipaddress
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client
 
+from reconciler.sandbox.allocation import allocate_service, job_selector
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.defaults import apply_defaults
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.quantity import MILLI, canonical
 from reconciler.sandbox.testing import SandboxHandle
@@ -212,11 +216,27 @@ def test_job_defaults_and_generated_selector(api: SandboxApi) -> None:
 
 def test_job_with_manual_selector_and_parallelism(api: SandboxApi) -> None:
     selector = {"matchLabels": {"app": "w"}}
-    spec = {"manualSelector": True, "selector": selector, "parallelism": 3, "template": template()}
+    pods = template(restartPolicy="OnFailure")
+    spec = {"manualSelector": True, "selector": selector, "parallelism": 3, "template": pods}
     created = create(api, workload("Job", spec, "batch/v1"))["spec"]
     assert created["selector"] == selector and "completions" not in created
     assert created["parallelism"] == 3
     assert created["template"]["metadata"]["labels"] == {"app": "w"}
+
+
+@pytest.mark.parametrize("kind", ["Job", "CronJob"])
+def test_job_pods_may_not_restart_always(api: SandboxApi, kind: str) -> None:
+    """https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template: only
+    ``Never`` or ``OnFailure``; an omitted policy defaults to ``Always`` and is refused."""
+    spec: dict[str, Any] = {"template": template()}
+    where = "spec.template.spec.restartPolicy"
+    if kind == "CronJob":
+        spec = {"schedule": "@daily", "jobTemplate": {"spec": spec}}
+        where = "spec.jobTemplate.spec.template.spec.restartPolicy"
+    with pytest.raises(ApiError) as e:
+        create(api, workload(kind, spec, "batch/v1"))
+    assert e.value.code == 422 and [c["field"] for c in e.value.causes] == [where]
+    assert 'Unsupported value: "Always": supported values: "OnFailure", "Never"' in e.value.message
 
 
 def test_cronjob_defaults(api: SandboxApi) -> None:
@@ -617,3 +637,44 @@ def test_official_client_reads_defaults(core: client.CoreV1Api) -> None:
     assert created.spec.cluster_ip and created.spec.cluster_ips == [created.spec.cluster_ip]
     assert created.spec.ports[0].target_port == 80 and created.spec.ports[0].protocol == "TCP"
     assert created.metadata.generation is None
+
+
+# --- malformed bodies ------------------------------------------------------------------------
+
+_VOCABULARY = [
+    "spec", "template", "jobTemplate", "containers", "ports", "port", "nodePort", "resources",
+    "limits", "cpu", "volumes", "configMap", "strategy", "rollingUpdate", "updateStrategy",
+    "type", "stringData", "data", "metadata", "labels", "env", "valueFrom", "fieldRef",
+    "readinessProbe", "httpGet", "volumeClaimTemplates", "status", "subjects", "egress",
+    "metrics", "target", "value", "clusterIP", "clusterIPs", "selector", "name",
+]  # fmt: skip
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 70000) | st.sampled_from(["", "1k", "x", "None"]),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(_VOCABULARY), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_KINDS = SandboxApi().kinds.all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.dictionaries(st.sampled_from(_VOCABULARY), _json, max_size=4), index=st.integers())
+def test_defaults_never_crash_and_are_idempotent(body: dict[str, Any], index: int) -> None:
+    """Odd shapes are the validators' business: defaulting skips them, never crashes,
+    refuses only unparsable quantities (400), and a second pass changes nothing."""
+    kind = _KINDS[index % len(_KINDS)]
+    obj = {**copy.deepcopy(body), "metadata": {"name": "x", "uid": "u"}}
+    try:
+        apply_defaults(kind, obj)
+        if kind.kind == "Service":
+            allocate_service(obj, None, [])
+        if kind.kind == "Job":
+            job_selector(obj)
+    except ApiError as e:
+        assert e.code in (400, 422)
+        return
+    once = copy.deepcopy(obj)
+    apply_defaults(kind, obj)
+    assert obj == once
