@@ -95,7 +95,7 @@ def allocate_service(
         _cluster_ip(spec, name, seed, taken)
     if needs_node_ports(spec):
         taken_ports = {p.get("nodePort") for s in other_specs for p in _ports(s)}
-        _node_ports(spec, name, seed, taken_ports)
+        assign_node_ports(spec, name, seed, taken_ports)
     else:
         for i, port in enumerate(_ports(spec)):
             if port.get("nodePort"):
@@ -178,7 +178,7 @@ def _cluster_ip(spec: Obj, name: str, seed: str, taken: set[str]) -> None:
     elif wanted:
         _check_ip(name, wanted, taken)
     else:
-        wanted = _free_ip(seed, taken)
+        wanted = free_ip(seed, taken)
     spec["clusterIP"], spec["clusterIPs"] = wanted, [wanted]
     families = spec.get("ipFamilies")
     if families and families != ["IPv4"]:
@@ -213,7 +213,7 @@ def _check_ip(name: str, wanted: str, taken: set[str]) -> None:
         raise _invalid(name, field, shown, why)
 
 
-def _free_ip(seed: str, taken: set[str]) -> str:
+def free_ip(seed: str, taken: set[str]) -> str:
     """The first free address from a hash of ``seed``, skipping network, .1 and broadcast."""
     size = SERVICE_RANGE.num_addresses - 3
     start = _hashed(seed, size)
@@ -224,7 +224,7 @@ def _free_ip(seed: str, taken: set[str]) -> str:
     raise ApiError(500, "Internal error: range is full")  # pragma: no cover - 1M addresses
 
 
-def _node_ports(spec: Obj, name: str, seed: str, taken: set[Any]) -> None:
+def assign_node_ports(spec: Obj, name: str, seed: str, taken: set[Any]) -> None:
     ports = _ports(spec)
     for i, port in enumerate(ports):
         wanted = port.get("nodePort")

@@ -171,3 +171,15 @@ def test_string_data_key_removed_from_git_leaves_the_cluster(backend: Backend) -
         "username": base64.b64encode(b"admin").decode(),
         "password": base64.b64encode(b"hunter2").decode(),
     }
+
+
+def test_diff_compares_with_the_servers_dry_run_answer(backend: Backend) -> None:
+    """Without an inventory (objects applied by hand), diff asks the server for a dry-run
+    apply; its defaulted, normalised answer is what the live object already holds."""
+    ns = backend.namespace("web")
+    objects = manifests(ns)
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for obj in objects:
+        backend.client.apply(obj)
+    target = InstanceTarget(backend.cluster, "web", ns, tuple(objects), "demo", "1.0.0")
+    assert diff_instance(backend.client, target) == []

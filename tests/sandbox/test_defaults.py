@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from reconciler.sandbox.allocation import allocate_service, job_selector
+from reconciler.sandbox.allocation import allocate_service, assign_node_ports, free_ip, job_selector
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.defaults import apply_defaults
@@ -335,6 +335,22 @@ def test_cluster_ip_is_stable_per_service_and_unique(api: SandboxApi) -> None:
     assert first != other
     again = SandboxApi()  # another sandbox run gives the same Service the same address
     assert create(again, service("a"))["spec"]["clusterIP"] == first
+
+
+def test_hash_collisions_take_the_next_free_address() -> None:
+    first = free_ip("ns/a", set())
+    second = free_ip("ns/a", {first})
+    assert second == str(ipaddress.ip_address(first) + 1)
+    ports = [{"port": 80}]
+    spec: dict[str, Any] = {"type": "NodePort", "ports": copy.deepcopy(ports)}
+    assign_node_ports(spec, "a", "ns/a", set())
+    taken = spec["ports"][0]["nodePort"]
+    again: dict[str, Any] = {"type": "NodePort", "ports": copy.deepcopy(ports)}
+    assign_node_ports(again, "a", "ns/a", {taken})
+    assert again["ports"][0]["nodePort"] == taken + 1 or (taken, again["ports"][0]["nodePort"]) == (
+        32767,
+        30000,
+    )
 
 
 def test_headless_and_external_name_services(api: SandboxApi) -> None:
