@@ -395,8 +395,8 @@ def _job(obj: Obj) -> None:
         meta["labels"] = dict(labels)
     _default(spec, "completionMode", "NonIndexed")
     _default_none(spec, "suspend", False)
-    failed = "Failed" if spec.get("podFailurePolicy") is not None else "TerminatingOrFailed"
-    _default(spec, "podReplacementPolicy", failed)
+    replacement = "Failed" if spec.get("podFailurePolicy") is not None else "TerminatingOrFailed"
+    _default(spec, "podReplacementPolicy", replacement)
     _template(spec)
 
 
