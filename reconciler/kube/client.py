@@ -25,6 +25,7 @@ from kubernetes import client as _k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.kube.compare import comparable
 from reconciler.kube.discovery import Discovery, ResourceInfo
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError, NotFoundError, api_error
 from reconciler.model.changeset import ObjectRef
@@ -242,7 +243,14 @@ class KubeClient:
     def apply(
         self, obj: Mapping[str, Any], *, force: bool = False, dry_run: bool = False
     ) -> Response:
-        """Server-side apply ``obj`` as field manager ``reconciler``; 201 means created."""
+        """Server-side apply ``obj`` as field manager ``reconciler``; 201 means created.
+
+        What is sent is the object as the server stores it (``compare.comparable``):
+        Secret ``stringData`` goes as base64 ``data``. The server folds ``stringData``
+        into ``data`` after recording ownership of ``stringData``, so nobody would own
+        the ``data`` keys and a key removed from Git would stay forever
+        (kubernetes/kubernetes#108008).
+        """
         ref = ObjectRef.of(obj)
         query = [("fieldManager", FIELD_MANAGER), ("force", "true" if force else "false")]
         if dry_run:
@@ -253,7 +261,7 @@ class KubeClient:
             subject=str(ref),
             verb="dry-run apply" if dry_run else "apply",
             query=query,
-            body=dict(obj),
+            body=comparable(obj),
             content_type=APPLY_PATCH,
         )
 

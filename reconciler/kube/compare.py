@@ -73,7 +73,11 @@ _SUFFIX = {
 
 
 def comparable(desired: Mapping[str, Any]) -> dict[str, Any]:
-    """The desired object as the API server will store it, minus what apply ignores."""
+    """The desired object as the API server will store it, minus what apply ignores.
+
+    Secret ``stringData`` becomes base64 ``data`` (a real server never stores
+    ``stringData``); this is also the form ``KubeClient.apply`` sends.
+    """
     # shallow: nothing below the top level is modified, and this runs for every object
     obj = {k: v for k, v in desired.items() if k != "status"}
     if obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1" and obj.get("stringData"):
@@ -94,12 +98,7 @@ def matches(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
     """True when applying ``desired`` would change nothing we manage in ``live``."""
     if live is None:
         return False
-    normalised = comparable(desired)
-    if is_subset(normalised, live):
-        return True
-    # a server that keeps Secret stringData as sent (not merged into data) also matches
-    raw = {k: v for k, v in desired.items() if k != "status"}
-    return "stringData" in raw and is_subset(raw, live)
+    return is_subset(comparable(desired), live)
 
 
 def is_subset(desired: Any, live: Any) -> bool:

@@ -39,8 +39,8 @@ def release_partition(client: KubeClient, namespace: str, name: str) -> None:
     """Stop owning the partition: apply an empty strategy under the rollout's manager.
 
     Server-side apply removes a field its manager no longer applies when no other
-    manager owns it, so the StatefulSet goes back to the render's partition (none:
-    every pod on the update revision).
+    manager owns it, so the StatefulSet goes back to the render's partition (when the
+    render has none, the API server's default 0: every pod on the update revision).
     """
     _apply_strategy(client, namespace, name, None)
 

@@ -1,9 +1,10 @@
 """The API machinery behind every route: validation, metadata, writes and reads.
 
 ``server.py`` parses HTTP into calls on :class:`SandboxApi`; this module decides
-what a real API server would: names and namespaces are checked, ``uid``,
-``creationTimestamp``, ``generation`` and ``resourceVersion`` are kept by the
-server (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
+what a real API server would: names and namespaces are checked, bodies are defaulted
+(``defaults.py``) and given what storage assigns (``allocation.py``), ``uid``,
+``creationTimestamp``, ``generation`` (on kinds that have one) and ``resourceVersion``
+are kept by the server (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
 a stale resourceVersion is a 409, ``/status`` writes touch only status and main
 writes never touch it, a no-op write changes nothing, and ``dryRun`` stores
 nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py``.
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.sandbox import crds
+from reconciler.sandbox.allocation import allocate_service, job_selector
 from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, invalid, not_found
 from reconciler.sandbox.apply import now, server_side_apply, track_update
+from reconciler.sandbox.defaults import apply_defaults, generation_changes, tracks_generation
 from reconciler.sandbox.kinds import Kind, KindRegistry
 from reconciler.sandbox.patch import apply_patch
 from reconciler.sandbox.rules import check_rules
@@ -63,7 +66,6 @@ _INITIAL_STATUS: dict[str, dict[str, Any]] = {
         "expectedPods": 0,
     },
 }
-_REPLICATED = frozenset({"Deployment", "StatefulSet", "ReplicaSet"})
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,6 @@ def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The object as served at ``kind``'s version: apiVersion and kind first."""
     rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return {"apiVersion": kind.api_version, "kind": kind.kind, **rest}
-
-
-def _body_part(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything generation tracks: not metadata, not status."""
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,12 +159,18 @@ class SandboxApi:
             meta.pop(key, None)
         if kind.status:
             obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(kind.kind, {}))
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=now())
+        if tracks_generation(kind):
+            meta["generation"] = 1
+        # decoding defaults the body before ownership is recorded: a creator owns the
+        # defaults; an applier's fields were computed from its applied config already
+        apply_defaults(kind, obj)
         if not tracked:
             track_update(
                 None, obj, manager=opts.field_manager, subresource="", has_status=kind.status
             )
         self._default(kind, obj)
+        self._allocate(kind, obj, None)
         check_rules(kind, obj, None)
         if opts.dry_run:
             return present(kind, obj)
@@ -226,14 +229,25 @@ class SandboxApi:
             raise invalid(kind.kind, str(name), kind.group, "metadata.name", why + "characters")
 
     def _default(self, kind: Kind, obj: dict[str, Any]) -> None:
-        if kind.kind in _REPLICATED and isinstance(obj.get("spec"), dict):
-            obj["spec"].setdefault("replicas", 1)
         if kind.kind == "Namespace":
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
         if kind.kind == "CustomResourceDefinition":
             crds.validate(obj)
             obj["status"] = crds.established_status(obj)
+
+    def _allocate(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """What the storage layer assigns: Service IPs and node ports, a new Job's selector."""
+        if kind.resource == ("", "services"):
+            key = (obj["metadata"].get("namespace", ""), obj["metadata"].get("name"))
+            others = [
+                s
+                for s in self.store.list(kind.resource, None)
+                if (s["metadata"].get("namespace", ""), s["metadata"]["name"]) != key
+            ]
+            allocate_service(obj, old, others)
+        elif kind.resource == ("batch", "jobs") and old is None:
+            job_selector(obj)
 
     # --- update -----------------------------------------------------------------------
 
@@ -327,6 +341,9 @@ class SandboxApi:
                 "to the latest version and try again",
             )
         new = self._scope_write(kind, old, body, subresource)
+        if subresource != "status":
+            apply_defaults(kind, new)
+            self._allocate(kind, new, old)
         if not subresource:
             check_rules(kind, new, old)
         if not tracked:
@@ -337,7 +354,7 @@ class SandboxApi:
                 subresource=subresource,
                 has_status=kind.status,
             )
-        if _body_part(old) != _body_part(new):
+        if tracks_generation(kind) and generation_changes(kind, old, new):
             new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
         if kind.kind == "CustomResourceDefinition":
             crds.validate(new)

@@ -107,6 +107,18 @@ def _pod_spec(spec: Any, where: str) -> list[Cause]:
     return causes
 
 
+def _job_restart_policy(spec: Any, where: str) -> list[Cause]:
+    """A Job's pods never restart ``Always``; the pod default makes an omitted policy that.
+
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template
+    """
+    policy = _map(spec).get("restartPolicy")
+    if policy in ("OnFailure", "Never"):
+        return []
+    message = f'Unsupported value: {json.dumps(policy)}: supported values: "OnFailure", "Never"'
+    return [_cause("FieldValueNotSupported", f"{where}.restartPolicy", message)]
+
+
 def _service(spec: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     ports = [p for p in _list(spec.get("ports")) if isinstance(p, Mapping)]
@@ -186,7 +198,8 @@ def _immutable(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> li
     if kind.kind == "Service":
         before = _map(old.get("spec")).get("clusterIP")
         after = _map(new.get("spec")).get("clusterIP")
-        if before and after != before:
+        # a change to ExternalName releases the IP (the storage layer drops it)
+        if before and after != before and _map(new.get("spec")).get("type") != "ExternalName":
             causes.append(_invalid("spec.clusterIP", after, frozen))
     if kind.kind in ("ConfigMap", "Secret") and old.get("immutable") is True:
         if new.get("immutable") is not True:
@@ -230,6 +243,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             labels = _map(template.get("metadata")).get("labels")
             causes += _labels(labels, f"{where}.metadata.labels")
             causes += _pod_spec(template.get("spec"), f"{where}.spec")
+            if kind.kind in ("Job", "CronJob"):
+                causes += _job_restart_policy(template.get("spec"), f"{where}.spec")
         if kind.kind in _SELECTED:
             causes += _selector(spec)
         if kind.kind == "Service" and kind.group == "":

@@ -137,8 +137,8 @@ def test_secret_string_data_compares_as_data() -> None:
     assert matches(desired, live)
     live["data"]["token"] = base64.b64encode(b"changed").decode()
     assert not matches(desired, live)
-    # a server that keeps stringData as sent matches too
-    assert matches(desired, {**live, "stringData": {"token": "abc"}})
+    # a server never stores stringData: its data is what counts
+    assert not matches(desired, {**live, "stringData": {"token": "abc"}})
 
 
 def test_empty_and_null_values_claim_nothing() -> None:

@@ -91,7 +91,7 @@ def test_batches_by_partition_survive_drift_correction_and_release(backend: Back
         if "f:updateStrategy" in str(m.get("fieldsV1"))
     }
     assert ROLLOUT_FIELD_MANAGER in owners
-    # the end: the field goes back to the render (no partition), every pod updates
+    # the end: the field goes back to the render (none: the server's default 0), every pod updates
     release_partition(client, ns, name)
     final = eventually(lambda: observed(client, ref, 4), timeout=60)
-    assert final is not None and partition_of(final) in (None, 0)
+    assert final is not None and partition_of(final) == 0

@@ -97,6 +97,5 @@ def test_diff_masks_secret_values_and_says_which_changed(
     code, out = run(capsys, "diff", str(root), *cluster, "-o", "json")
     assert "correct-horse" not in out
     code, out = run(capsys, "diff", str(root), *cluster, "--show-secrets")
-    # a real API server folds stringData into base64 data; either form shows the value
-    shown = ("correct-horse-6.6.0", base64.b64encode(b"correct-horse-6.6.0").decode())
-    assert any(value in out for value in shown)
+    # a real API server folds stringData into base64 data, so that is the value shown
+    assert base64.b64encode(b"correct-horse-6.6.0").decode() in out

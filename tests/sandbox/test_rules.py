@@ -63,7 +63,8 @@ def test_every_violation_is_listed(sandbox: SandboxHandle) -> None:
 @pytest.mark.parametrize(
     ("ports", "fields"),
     [
-        ([{"port": 0}], ["spec.ports[0].port"]),
+        # targetPort defaults to port, so a real server reports both
+        ([{"port": 0}], ["spec.ports[0].port", "spec.ports[0].targetPort"]),
         ([{"port": 80}, {"port": 81}], ["spec.ports[0].name", "spec.ports[1].name"]),
         ([{"name": "a", "port": 80}, {"name": "a", "port": 81}], ["spec.ports[1].name"]),
         ([{"name": "a", "port": 80}, {"name": "b", "port": 80}], ["spec.ports[1]"]),
@@ -112,9 +113,9 @@ def test_deployment_selector_is_immutable(sandbox: SandboxHandle) -> None:
 
 
 def test_service_cluster_ip_is_immutable(sandbox: SandboxHandle) -> None:
-    _, created = http(sandbox, "POST", f"{NS}/services", service([{"port": 80}], "10.0.0.9"))
+    _, created = http(sandbox, "POST", f"{NS}/services", service([{"port": 80}], "10.96.0.9"))
     changed = copy.deepcopy(created)
-    changed["spec"]["clusterIP"] = "10.0.0.10"
+    changed["spec"]["clusterIP"] = "10.96.0.10"
     status, error = http(sandbox, "PUT", f"{NS}/services/svc", changed)
     assert status == 422 and causes(error) == ["spec.clusterIP"]
 
