@@ -16,15 +16,17 @@ the result.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import kubernetes.client.models as _models
-
 from reconciler.sandbox.kinds import Kind
 
-models: Any = _models
+# Sandboxes in one process (tests) run on their own threads; a model's node is
+# registered before its fields are filled, so building happens under this lock.
+_LOCK = threading.RLock()
 
 
 @dataclass(eq=False)
@@ -71,11 +73,20 @@ def builtin_schema(kind: Kind) -> Struct | None:
     return model_schema(model_name(kind.group, kind.version, kind.kind))
 
 
+@functools.cache
+def _models() -> Any:
+    """The client's generated models, imported on first use (a quarter of a second)."""
+    import kubernetes.client.models
+
+    return kubernetes.client.models
+
+
 def model_schema(name: str) -> Struct | None:
     """The schema of one client model class by name (``V1Scale``), or None if unknown."""
-    if getattr(models, name, None) is None:
+    if getattr(_models(), name, None) is None:
         return None
-    node = _type_node(name)
+    with _LOCK:
+        node = _type_node(name)
     assert isinstance(node, Struct)
     return node
 
@@ -90,7 +101,7 @@ def _type_node(type_name: str) -> Node:
         if type_name.startswith(prefix) and type_name.endswith(suffix):
             _key, _, value = type_name[len(prefix) : -len(suffix)].partition(",")
             return MapOf(_type_node(value))
-    model = getattr(models, type_name, None)
+    model = getattr(_models(), type_name, None)
     if type_name in _SCALARS or model is None or not hasattr(model, "openapi_types"):
         return FREE
     return _model_struct(type_name)
@@ -105,7 +116,7 @@ def _model_struct(name: str) -> Struct:
     struct = _STRUCTS.get(name)
     if struct is None:
         struct = _STRUCTS[name] = Struct(name)
-        model = getattr(models, name)
+        model = getattr(_models(), name)
         for attr, json_name in model.attribute_map.items():
             struct.fields[json_name] = _type_node(model.openapi_types[attr])
     return struct
@@ -136,7 +147,9 @@ def crd_schema(crd: Mapping[str, Any], version: str) -> Struct | None:
 
 
 def _object_meta() -> Node:
-    return _type_node("V1ObjectMeta")
+    meta = model_schema("V1ObjectMeta")
+    assert meta is not None
+    return meta
 
 
 def _json_schema_node(schema: Mapping[str, Any], *, embedded: bool = False) -> Node:
@@ -187,8 +200,9 @@ def schema_for(kind: Kind, subresource: str, crd: Mapping[str, Any] | None) -> S
         return None
     meta = crd.get("metadata") or {}
     key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), kind.version)
-    if key not in _CRD_CACHE:
-        if len(_CRD_CACHE) >= _CRD_CACHE_LIMIT:
-            _CRD_CACHE.clear()
-        _CRD_CACHE[key] = crd_schema(crd, kind.version)
-    return _CRD_CACHE[key]
+    with _LOCK:
+        if key not in _CRD_CACHE:
+            if len(_CRD_CACHE) >= _CRD_CACHE_LIMIT:
+                _CRD_CACHE.clear()
+            _CRD_CACHE[key] = crd_schema(crd, kind.version)
+        return _CRD_CACHE[key]

@@ -360,6 +360,12 @@ def test_scale_subresource_decodes_a_scale(sandbox: SandboxHandle) -> None:
     status, answer, warnings = send(sandbox, "PUT", f"{DEPLOYS}/web/scale", scale)
     assert status == 200 and texts(warnings) == ['unknown field "spec.replicass"']
     assert stored(sandbox)["spec"]["replicas"] == 4
+    patch = {"spec": {"replicas": 5, "bogus": 1}}
+    status, answer, warnings = send(
+        sandbox, "PATCH", f"{DEPLOYS}/web/scale", patch, "application/merge-patch+json"
+    )
+    assert status == 200 and texts(warnings) == ['unknown field "spec.bogus"']
+    assert answer["spec"] == {"replicas": 5}
 
 
 # --- server-side apply ----------------------------------------------------------------
