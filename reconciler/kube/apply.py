@@ -10,6 +10,9 @@ The engine behind ``reconciler apply`` and the daemon's pass. For one instance
    every object whose live state and manifest fingerprint already match;
 4. reverts drift made by imperative edits (managers with ``Update``
    operations), but reports conflicts with other appliers unless forced;
+   applies with ``fieldValidation=Strict`` (a typo in a manifest fails the
+   object, naming the field) and keeps the API server's warnings in the
+   object's change set entry;
 5. prunes what the previous inventory lists and Git no longer has
    (``reconciler.kube.prune``), and writes the new inventory if it changed.
 
@@ -277,7 +280,17 @@ def _apply_one(
     except KubeError as e:
         return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))
     live.remember(response.body)
-    return ChangeSetEntry.for_ref(instance, ref, _action(response, current), note)
+    return ChangeSetEntry.for_ref(
+        instance, ref, _action(response, current), _with_warnings(note, response)
+    )
+
+
+def _with_warnings(note: str, response: Response) -> str:
+    """An entry's message: its note and each warning the API server answered with
+    (deprecated APIs, duplicate ports...), which would otherwise only reach a log."""
+    parts = [note] if note else []
+    parts += [f"API server warning: {text}" for text in response.warnings]
+    return "; ".join(parts)
 
 
 def _server_side_apply(

@@ -5,7 +5,8 @@
 through the official client's authenticated connection pool (no model
 deserialisation: we work on plain object dicts), retries 429/5xx and
 connection errors with capped exponential backoff, and translates every
-failure into ``reconciler.kube.errors``. The rest of ``kube/`` (apply, diff,
+failure into ``reconciler.kube.errors``. ``Warning`` headers of an answer
+(deprecations, dropped fields) are logged and returned with it. The rest of ``kube/`` (apply, diff,
 prune, health, inventory) and, through them, the commands and the daemon use it.
 """
 
@@ -14,8 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "reconciler"
 APPLY_PATCH = "application/apply-patch+yaml"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Server-side apply's typed conversion refuses a field the schema does not declare
+# with a 500 (kubernetes/kubernetes#122480); the same body fails again, so no retry.
+_TYPED_PATCH_REFUSAL = b"failed to create typed patch object"
+# RFC 7234 warning-value: warn-code SP warn-agent SP quoted warn-text [SP warn-date]
+_WARNING = re.compile(r'(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"')
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 JsonObject = dict[str, Any]
@@ -64,6 +71,7 @@ class RetryPolicy:
 class Response:
     status: int
     body: JsonObject
+    warnings: tuple[str, ...] = ()  # texts of the answer's ``Warning: 299`` headers
 
 
 class KubeClient:
@@ -144,7 +152,7 @@ class KubeClient:
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
-                status, http_reason, data, retry_after = self._send(
+                status, http_reason, data, retry_after, warnings = self._send(
                     method, path, query, headers, body
                 )
             except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
@@ -156,13 +164,15 @@ class KubeClient:
                 log.debug("%s %s: %s; retrying", method, path, _short(e))
                 time.sleep(self.retry.delay(attempt))
                 continue
-            if status in RETRY_STATUSES and not last:
+            if status in RETRY_STATUSES and not last and not _permanent(status, data):
                 log.debug("%s %s: HTTP %s; retrying", method, path, status)
                 time.sleep(self.retry.delay(attempt, retry_after))
                 continue
+            for text in warnings:
+                log.warning("%s: %s: the API server warns: %s", subject, verb, text)
             if status >= 400:
                 raise api_error(subject, verb, status, http_reason, data)
-            return Response(status, _json_body(data, subject, verb))
+            return Response(status, _json_body(data, subject, verb), warnings)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _send(
@@ -172,7 +182,7 @@ class KubeClient:
         query: Sequence[tuple[str, str]],
         headers: dict[str, str],
         body: Any,
-    ) -> tuple[int, str, bytes, str | None]:
+    ) -> tuple[int, str, bytes, str | None, tuple[str, ...]]:
         _, url, hdrs, _, _ = self._api.param_serialize(
             method,
             path,
@@ -184,7 +194,15 @@ class KubeClient:
             method, url, header_params=hdrs, body=body, _request_timeout=self.retry.timeout
         )
         data = resp.read() or b""
-        return int(resp.status), str(resp.reason or ""), data, resp.getheader("Retry-After")
+        headers = resp.headers
+        values = headers.getlist("Warning") if hasattr(headers, "getlist") else []
+        return (
+            int(resp.status),
+            str(resp.reason or ""),
+            data,
+            resp.getheader("Retry-After"),
+            parse_warnings(values),
+        )
 
     def _get_discovery(self, path: str) -> JsonObject | None:
         try:
@@ -250,9 +268,17 @@ class KubeClient:
         into ``data`` after recording ownership of ``stringData``, so nobody would own
         the ``data`` keys and a key removed from Git would stay forever
         (kubernetes/kubernetes#108008).
+
+        ``fieldValidation=Strict``: a field the kind does not declare (a typo in a
+        manifest) fails the request, naming the field, instead of being dropped
+        (https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation).
         """
         ref = ObjectRef.of(obj)
-        query = [("fieldManager", FIELD_MANAGER), ("force", "true" if force else "false")]
+        query = [
+            ("fieldManager", FIELD_MANAGER),
+            ("force", "true" if force else "false"),
+            ("fieldValidation", "Strict"),
+        ]
         if dry_run:
             query.append(("dryRun", "All"))
         return self.request(
@@ -324,6 +350,22 @@ def _json_body(data: bytes, subject: str, verb: str) -> JsonObject:
             api_reason="BadResponse",
         ) from e
     return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+
+def parse_warnings(values: Iterable[str]) -> tuple[str, ...]:
+    """The texts of ``299`` warnings in ``Warning`` header values (client-go shows only
+    those: 299 is "miscellaneous persistent warning", what the API server sends)."""
+    texts: list[str] = []
+    for value in values:
+        for match in _WARNING.finditer(value):
+            if match.group(1) == "299":
+                texts.append(re.sub(r"\\(.)", r"\1", match.group(3)))
+    return tuple(texts)
+
+
+def _permanent(status: int, data: bytes) -> bool:
+    """A 5xx that the same request would get again: not worth retrying."""
+    return status == 500 and _TYPED_PATCH_REFUSAL in data
 
 
 def _short(e: BaseException) -> str:

@@ -16,7 +16,7 @@ import copy
 import re
 import secrets
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,7 @@ _INITIAL_STATUS: dict[str, dict[str, Any]] = {
         "expectedPods": 0,
     },
 }
+Decode = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -279,9 +280,15 @@ class SandboxApi:
         patch: Any,
         opts: WriteOptions,
         subresource: str = "",
+        decode: Decode | None = None,
     ) -> dict[str, Any]:
+        """``decode`` sees the patched object before validation (field validation drops
+        undeclared fields there, as the server's decoding of the patch result does)."""
         old = self.read(kind, namespace, name)
-        patched = self._checked_body(kind, apply_patch(content_type, present(kind, old), patch))
+        patched = apply_patch(content_type, present(kind, old), patch)
+        if decode is not None:
+            patched = decode(patched)
+        patched = self._checked_body(kind, patched)
         patched["metadata"]["name"] = name
         if not patched["metadata"].get("resourceVersion"):
             patched["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
@@ -295,10 +302,15 @@ class SandboxApi:
         body: Any,
         opts: WriteOptions,
         subresource: str = "",
+        check: Callable[[Any], None] | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """Server-side apply; returns the object and whether it was created."""
+        """Server-side apply; returns the object and whether it was created.
+
+        ``check`` sees the applied configuration first (its typed conversion)."""
         if not opts.field_manager:
             raise ApiError(400, "PATCH requests with apply content type must specify fieldManager")
+        if check is not None:
+            check(body)
         applied = self._checked_body(kind, body)
         if applied["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the applied object must be {name!r}")

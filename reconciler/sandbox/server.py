@@ -14,15 +14,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from reconciler.sandbox import discovery
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
+from reconciler.sandbox.fieldschema import schema_for
+from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import Lifecycle
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.namespaces import DefaultServiceAccounts
@@ -50,6 +52,8 @@ class Target:
 
 
 TARGET = web.RequestKey("target", Target)
+FIELDS = web.RequestKey("fields", FieldValidation)
+_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -122,6 +126,10 @@ class SandboxServer:
             # A sandbox bug must still answer like an API server, not drop the connection.
             log.exception("sandbox: %s %s failed", request.method, request.path)
             response = json_response(ApiError(500, f"internal error: {e}").to_status(), 500)
+        fields = request.get(FIELDS)
+        if fields is not None and not response.prepared:
+            for warning in fields.header_values():
+                response.headers.add("Warning", warning)
         if not request.path.startswith("/sandbox/"):
             self.requests.append(self._entry(request, started, response.status))
         return response
@@ -243,14 +251,23 @@ class SandboxServer:
     def _is_apply(request: web.Request) -> bool:
         return request.method == "PATCH" and request.content_type == APPLY_PATCH
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, fields: FieldValidation | None = None) -> Any:
         raw = await request.read()
-        try:
-            if request.content_type.endswith("yaml"):
-                return yaml.safe_load(raw) if raw else None
-            return json.loads(raw) if raw else None
-        except (ValueError, yaml.YAMLError) as e:
-            raise ApiError(400, f"the request body is not valid: {e}") from e
+        if fields is not None:
+            return fields.parse(raw, request.content_type)
+        return parse_body(raw, request.content_type).value
+
+    def _fields(self, request: web.Request, target: Target, options: str) -> FieldValidation:
+        """The write's fieldValidation (422 when unsupported, before the body is read)."""
+        kind, crd = target.kind, None
+        if kind.crd:
+            name = f"{kind.plural}.{kind.group}"
+            crd = self.api.store.get(_CRDS, "", name)
+        schema = schema_for(kind, target.subresource, crd)
+        query = request.query.get("fieldValidation")
+        fields = FieldValidation.of(query, options, kind, target.subresource, schema)
+        request[FIELDS] = fields
+        return fields
 
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels = parse_label_selector(request.query.get("labelSelector"))
@@ -263,7 +280,8 @@ class SandboxServer:
         return json_response(listed)
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
-        body = await self._body(request)
+        fields = self._fields(request, target, "CreateOptions")
+        body = fields.decode(await self._body(request, fields))
         created = self.api.create(target.kind, target.namespace or "", body, self._opts(request))
         return json_response(created, 201)
 
@@ -278,7 +296,8 @@ class SandboxServer:
 
     async def _replace(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
-        body = await self._body(request)
+        fields = self._fields(request, target, "UpdateOptions")
+        body = fields.decode(await self._body(request, fields))
         ns, opts = target.namespace or "", self._opts(request)
         if target.subresource == "scale":
             old = self.api.read(target.kind, ns, target.name)
@@ -290,24 +309,33 @@ class SandboxServer:
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
-        body = await self._body(request)
+        fields = self._fields(request, target, "PatchOptions")
+        body = await self._body(request, fields)
         ns, opts = target.namespace or "", self._opts(request)
         if self._is_apply(request):
             if target.subresource == "scale":
                 raise ApiError(415, "apply is not supported on the scale subresource")
             obj, created = self.api.apply(
-                target.kind, ns, target.name, body, opts, target.subresource
+                target.kind, ns, target.name, body, opts, target.subresource, fields.check_apply
             )
             return json_response(obj, 201 if created else 200)
+        decode = partial(fields.decode_patched, request.content_type)
         if target.subresource == "scale":
             old = self.api.read(target.kind, ns, target.name)
-            patched = apply_patch(request.content_type, scale_of(target.kind, old), body)
+            patched = decode(apply_patch(request.content_type, scale_of(target.kind, old), body))
             self.api.commit(
                 target.kind, old, with_replicas(target.kind, old, patched), opts, "scale"
             )
             return json_response(scale_of(target.kind, self.api.get(target.kind, ns, target.name)))
         result = self.api.patch(
-            target.kind, ns, target.name, request.content_type, body, opts, target.subresource
+            target.kind,
+            ns,
+            target.name,
+            request.content_type,
+            body,
+            opts,
+            target.subresource,
+            decode,
         )
         return json_response(result)
 

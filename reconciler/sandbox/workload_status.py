@@ -19,8 +19,15 @@ def _counts(**counts: int) -> dict[str, int]:
 
 
 def _condition(
-    old: Mapping[str, Any], type_: str, status: str, reason: str, message: str
+    old: Mapping[str, Any],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    touched: str = "lastUpdateTime",
 ) -> dict[str, Any]:
+    """A condition as its controller writes it; ``touched`` is the type's second
+    timestamp (DeploymentCondition.lastUpdateTime, JobCondition.lastProbeTime)."""
     previous: Mapping[str, Any] = next(
         (c for c in old.get("conditions") or [] if c.get("type") == type_),
         {},
@@ -33,7 +40,7 @@ def _condition(
         "reason": reason,
         "message": message,
         "lastTransitionTime": stamp,
-        "lastUpdateTime": previous.get("lastUpdateTime", stamp) if same else stamp,
+        touched: previous.get(touched, stamp) if same else stamp,
     }
 
 
@@ -179,6 +186,7 @@ def job_status(spec: Mapping[str, Any], fails: bool, old: Mapping[str, Any]) -> 
                     "True",
                     "BackoffLimitExceeded",
                     "Job has reached the specified backoff limit",
+                    "lastProbeTime",
                 ),
             ],
         }
@@ -187,6 +195,6 @@ def job_status(spec: Mapping[str, Any], fails: bool, old: Mapping[str, Any]) -> 
         "completionTime": old.get("completionTime") or now(),
         "succeeded": int(spec.get("completions") or 1),
         "conditions": [
-            _condition(old, "Complete", "True", "", ""),
+            _condition(old, "Complete", "True", "", "", "lastProbeTime"),
         ],
     }

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import pytest
 
 from reconciler.kube import (
     ApplyOptions,
@@ -13,6 +16,7 @@ from reconciler.kube import (
     read_deployed_versions,
 )
 from reconciler.kube.apply import InstanceResult
+from reconciler.kube.client import Response
 from reconciler.model.changeset import Action, ObjectRef
 from tests.kube.conftest import Backend, configmap, deployment, edit_like_kubectl
 
@@ -235,3 +239,66 @@ def test_inventory_records_deployed_version(backend: Backend) -> None:
     versions = read_deployed_versions(backend.client, backend.cluster, ["web", "other"])
     assert versions == {"web": "1.0.0"}
     assert read_deployed_versions(backend.client, "elsewhere", ["web"]) == {}
+
+
+def test_a_typo_in_a_manifest_fails_naming_the_object_and_the_field(backend: Backend) -> None:
+    """Apply is strict about fields: ``spec.replicass`` is an error naming the Deployment and
+    the field, found by the dry run, so nothing of the instance is written (a lenient
+    decoder would have dropped it and run one replica).
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    ns = backend.namespace("web")
+    assert run(backend, "web", ns, [configmap("cfg", ns, "web")]).ok
+    typo = deployment("podinfo", ns, "web", replicas=3)
+    typo["spec"]["replicass"] = typo["spec"].pop("replicas")
+    backend.reset_log()
+    result = run(backend, "web", ns, [configmap("cfg", ns, "web", a="2"), typo])
+    assert not result.ok and result.reason == "ApplyFailed"
+    entries = {str(e.ref): e for e in result.changes.entries}
+    failed = entries[f"Deployment/{ns}/podinfo"]
+    assert failed.action is Action.FAILED
+    assert failed.message.startswith(f"Deployment/{ns}/podinfo: dry-run apply failed")
+    assert failed.message.endswith(".spec.replicass: field not declared in schema")
+    assert ".spec.replicass" in result.message
+    assert entries[f"ConfigMap/{ns}/cfg"].action is Action.SKIPPED
+    assert backend.writes() in ([], None)
+    assert backend.client.get(ObjectRef("apps/v1", "Deployment", ns, "podinfo")) is None
+    log = backend.log()
+    if log is not None:
+        applies = [e for e in log if e.method == "PATCH"]
+        assert [e.path.rsplit("/", 1)[1] for e in applies] == ["cfg", "podinfo"]  # no retry
+        assert all("fieldValidation=Strict" in e.query for e in applies)
+
+
+def test_api_server_warnings_reach_the_change_set(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warning the API server sends with a successful apply (a deprecated API, a
+    duplicate port) is kept in the object's entry, after the entry's own note.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    ns = backend.namespace("web")
+    objects = [configmap("cfg", ns, "web"), deployment("podinfo", ns, "web")]
+    assert run(backend, "web", ns, objects).ok
+    apply = backend.client.apply
+
+    def warned(obj: Any, **kwargs: Any) -> Response:
+        response = apply(obj, **kwargs)
+        if obj["kind"] != "ConfigMap" or kwargs.get("dry_run"):
+            return response
+        return dataclasses.replace(response, warnings=("one", "two"))
+
+    monkeypatch.setattr(backend.client, "apply", warned)
+    result = run(backend, "web", ns, [configmap("cfg", ns, "web", a="2"), objects[1]])
+    assert result.ok, result.message
+    entry = next(e for e in result.changes.entries if e.kind == "ConfigMap")
+    assert entry.action is Action.CONFIGURED
+    assert entry.message == "API server warning: one; API server warning: two"
+    edit_like_kubectl(backend.client, ObjectRef.of(objects[0]), {"data": {"a": "3"}})
+    reverted = run(backend, "web", ns, objects)
+    entry = next(e for e in reverted.changes.entries if e.kind == "ConfigMap")
+    assert entry.message == (
+        "reverted changes made by kubectl-edit; API server warning: one; API server warning: two"
+    )

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.kube.client import parse_warnings
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
@@ -149,3 +150,61 @@ def test_client_errors_are_not_retried(flaky: Flaky, tmp_path: Path) -> None:
     with pytest.raises(KubeApiError) as info:
         client.resource("v1", "ConfigMap")
     assert info.value.status == 403 and flaky.seen == 1
+
+
+def test_server_warnings_are_returned_and_logged(
+    sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``Warning: 299`` headers (here: a field the server dropped) reach the caller.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", sandbox.url), retry=FAST)
+    body = {"metadata": {"name": "c"}, "data": {"a": "1"}, "dataa": {"b": "2"}}
+    with caplog.at_level("WARNING", logger="reconciler.kube.client"):
+        response = client.request(
+            "POST", "/api/v1/namespaces/default/configmaps", subject="cm", verb="create", body=body
+        )
+    assert response.status == 201 and response.warnings == ('unknown field "dataa"',)
+    assert 'cm: create: the API server warns: unknown field "dataa"' in caplog.text
+    assert "dataa" not in response.body
+
+
+def test_apply_is_strict_and_a_typed_patch_refusal_is_not_retried(
+    sandbox: Any, tmp_path: Path
+) -> None:
+    """Apply sends ``fieldValidation=Strict``; the 500 a server answers for an undeclared
+    field would come back on every retry, so it is raised at once, naming the field.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", sandbox.url), retry=FAST)
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "default"},
+    }
+    sandbox.reset_request_log()
+    assert client.apply(cm).status == 201
+    with pytest.raises(KubeApiError) as info:
+        client.apply({**cm, "dataa": {"a": "1"}})
+    assert info.value.status == 500
+    assert str(info.value).startswith("ConfigMap/default/c: apply failed")
+    assert str(info.value).endswith(".dataa: field not declared in schema")
+    patches = [e for e in sandbox.request_log() if e.method == "PATCH"]
+    assert len(patches) == 2
+    assert all("fieldValidation=Strict" in e.query for e in patches)
+
+
+@pytest.mark.parametrize(
+    ("values", "texts"),
+    [
+        (['299 - "a \\"quoted\\" text"'], ('a "quoted" text',)),
+        (['299 - "one", 299 - "two, with comma"'], ("one", "two, with comma")),
+        (['299 kube "dated" "Wed, 21 Oct 2015 07:28:00 GMT"'], ("dated",)),
+        (['199 - "not a 299"', "garbage"], ()),
+        (['299 - "back\\\\slash"'], ("back\\slash",)),
+    ],
+)
+def test_warning_header_values_are_parsed(values: list[str], texts: tuple[str, ...]) -> None:
+    assert parse_warnings(values) == texts

@@ -84,3 +84,25 @@ def test_kubectl_get_apply_delete(sandbox: SandboxHandle, tmp_path: Path) -> Non
     assert gone.returncode == 0 and gone.stdout.strip() == ""
     agents = {e.user_agent.split("/")[0] for e in sandbox.request_log()}
     assert "kubectl" in agents
+
+
+def test_kubectl_server_side_apply_of_a_typo_names_the_field(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    """Server-side apply refuses a field the kind does not declare, whatever kubectl's
+    ``--validate``; client-side create with ``--validate=false`` drops it silently.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\n"
+        "data: {a: b}\ndataa: {c: d}\n"
+    )
+    applied = kubectl(sandbox, "apply", "--server-side", "--validate=false", "-f", str(manifest))
+    assert applied.returncode != 0
+    assert ".dataa: field not declared in schema" in applied.stderr, applied.stderr
+    created = kubectl(sandbox, "create", "--validate=false", "-f", str(manifest))
+    assert created.returncode == 0, created.stderr
+    got = kubectl(sandbox, "get", "cm", "cfg", "-o", "json")
+    assert '"dataa"' not in got.stdout and '"a": "b"' in got.stdout

@@ -1,0 +1,208 @@
+"""Which fields each served kind declares: the schema a decoder checks bodies against.
+
+A real API server decodes every write into the kind's Go type (built-in kinds) or
+prunes it with the CRD's structural schema (custom resources), so a field the
+type does not declare is never stored; ``fieldValidation`` only decides whether
+that is an error, a warning or silent
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation).
+The sandbox has no Go types, but the official Python client's models are
+generated from the same OpenAPI document: ``V1Deployment.openapi_types`` names
+each field's type and ``attribute_map`` its JSON name. :func:`builtin_schema`
+turns them into a tree of :class:`Struct`/:class:`ListOf`/:class:`MapOf` nodes
+(built once per model and cached); :func:`crd_schema` does the same for a
+CRD version's ``openAPIV3Schema``. ``fieldvalidation.py`` walks bodies against
+the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.sandbox.kinds import Kind
+
+# Sandboxes in one process (tests) run on their own threads; a model's node is
+# registered before its fields are filled, so building happens under this lock.
+_LOCK = threading.RLock()
+
+
+@dataclass(eq=False)
+class Struct:
+    """An object with declared fields; ``open`` keeps undeclared ones (preserve-unknown)."""
+
+    name: str
+    fields: dict[str, Node] = field(default_factory=dict, repr=False)
+    open: bool = False
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Node
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A map with free keys (labels, ConfigMap data, CRD ``additionalProperties``)."""
+
+    value: Node
+
+
+@dataclass(frozen=True)
+class Free:
+    """Anything goes: scalars, IntOrString, RawExtension, preserve-unknown subtrees."""
+
+
+Node = Struct | ListOf | MapOf | Free
+FREE = Free()
+
+# Model names the generator disambiguated (core/v1 Event vs events.k8s.io/v1 Event).
+_MODEL_NAMES = {("", "v1", "Event"): "CoreV1Event"}
+_SCALARS = frozenset({"str", "int", "float", "bool", "bytes", "datetime", "date", "object"})
+
+
+def model_name(group: str, version: str, kind: str) -> str:
+    """The Python client's model class name of a built-in kind (``V1Deployment``)."""
+    return _MODEL_NAMES.get((group, version, kind), version[:1].upper() + version[1:] + kind)
+
+
+def builtin_schema(kind: Kind) -> Struct | None:
+    """The declared fields of a built-in kind, or None when the client has no model."""
+    return model_schema(model_name(kind.group, kind.version, kind.kind))
+
+
+@functools.cache
+def _models() -> Any:
+    """The client's generated models, imported on first use (a quarter of a second)."""
+    import kubernetes.client.models
+
+    return kubernetes.client.models
+
+
+def model_schema(name: str) -> Struct | None:
+    """The schema of one client model class by name (``V1Scale``), or None if unknown."""
+    if getattr(_models(), name, None) is None:
+        return None
+    with _LOCK:
+        node = _type_node(name)
+    assert isinstance(node, Struct)
+    return node
+
+
+def _type_node(type_name: str) -> Node:
+    """One ``openapi_types`` type string (``List[V1Container]``, ``Dict[str, str]``) as a node."""
+    type_name = type_name.strip()
+    for prefix in ("list[", "List["):
+        if type_name.startswith(prefix) and type_name.endswith("]"):
+            return ListOf(_type_node(type_name[len(prefix) : -1]))
+    for prefix, suffix in (("dict(", ")"), ("Dict[", "]")):
+        if type_name.startswith(prefix) and type_name.endswith(suffix):
+            _key, _, value = type_name[len(prefix) : -len(suffix)].partition(",")
+            return MapOf(_type_node(value))
+    model = getattr(_models(), type_name, None)
+    if type_name in _SCALARS or model is None or not hasattr(model, "openapi_types"):
+        return FREE
+    return _model_struct(type_name)
+
+
+_STRUCTS: dict[str, Struct] = {}
+
+
+def _model_struct(name: str) -> Struct:
+    """A model's node, built once; registered before its fields are filled, so a
+    recursive model (JSONSchemaProps.properties) points back at itself."""
+    struct = _STRUCTS.get(name)
+    if struct is None:
+        struct = _STRUCTS[name] = Struct(name)
+        model = getattr(_models(), name)
+        for attr, json_name in model.attribute_map.items():
+            struct.fields[json_name] = _type_node(model.openapi_types[attr])
+    return struct
+
+
+# --- custom resources -----------------------------------------------------------------
+
+
+def crd_schema(crd: Mapping[str, Any], version: str) -> Struct | None:
+    """The structural schema of one version of a stored CRD, or None when it has none.
+
+    Follows https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning:
+    ``properties`` declare fields, ``additionalProperties`` makes a map,
+    ``x-kubernetes-preserve-unknown-fields`` keeps undeclared fields, an
+    ``x-kubernetes-embedded-resource`` gets apiVersion/kind/metadata, and
+    ``metadata`` at the root is always ObjectMeta.
+    """
+    spec = crd.get("spec") if isinstance(crd.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    for entry in spec.get("versions") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == version:
+            schema = (entry.get("schema") or {}).get("openAPIV3Schema")
+            if not isinstance(schema, Mapping):
+                return None
+            root = _json_schema_node(schema, embedded=True)
+            return root if isinstance(root, Struct) else None
+    return None
+
+
+def _object_meta() -> Node:
+    meta = model_schema("V1ObjectMeta")
+    assert meta is not None
+    return meta
+
+
+def _json_schema_node(schema: Mapping[str, Any], *, embedded: bool = False) -> Node:
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+    embedded = embedded or schema.get("x-kubernetes-embedded-resource") is True
+    properties = schema.get("properties")
+    additional = schema.get("additionalProperties")
+    kind = schema.get("type")
+    if kind == "array":
+        items = schema.get("items")
+        return ListOf(_json_schema_node(items) if isinstance(items, Mapping) else FREE)
+    if isinstance(additional, Mapping) and not properties:
+        return MapOf(_json_schema_node(additional))
+    if additional is True and not properties:
+        return MapOf(FREE)
+    if kind != "object" and not properties and not embedded:
+        return FREE  # scalars, int-or-string, untyped preserve-unknown nodes
+    if preserve and not properties and not embedded:
+        return FREE
+    struct = Struct("openAPIV3Schema", open=preserve)
+    if embedded:
+        struct.fields.update(apiVersion=FREE, kind=FREE, metadata=_object_meta())
+    if isinstance(properties, Mapping):
+        for name, sub in properties.items():
+            if name == "metadata" and embedded:
+                continue  # ObjectMeta is fixed; a schema cannot widen it
+            struct.fields[str(name)] = _json_schema_node(sub) if isinstance(sub, Mapping) else FREE
+    return struct
+
+
+# --- per request ----------------------------------------------------------------------
+
+_CRD_CACHE: dict[tuple[str, str, str], Struct | None] = {}
+_CRD_CACHE_LIMIT = 256
+
+
+def schema_for(kind: Kind, subresource: str, crd: Mapping[str, Any] | None) -> Struct | None:
+    """The schema a write to ``kind`` (or its ``/scale``) is decoded with; None skips checks.
+
+    ``crd`` is the stored CustomResourceDefinition of a custom kind. Its schema is
+    cached per (uid, resourceVersion, version): a CRD update brings a new schema.
+    """
+    if subresource == "scale":
+        return model_schema("V1Scale")
+    if not kind.crd:
+        return builtin_schema(kind)
+    if crd is None:
+        return None
+    meta = crd.get("metadata") or {}
+    key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), kind.version)
+    with _LOCK:
+        if key not in _CRD_CACHE:
+            if len(_CRD_CACHE) >= _CRD_CACHE_LIMIT:
+                _CRD_CACHE.clear()
+            _CRD_CACHE[key] = crd_schema(crd, kind.version)
+        return _CRD_CACHE[key]
