@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sandbox import crds
+from reconciler.sandbox import crds, crvalidation
 from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, invalid, not_found
 from reconciler.sandbox.apply import now, server_side_apply, track_update
 from reconciler.sandbox.kinds import Kind, KindRegistry
@@ -76,7 +76,12 @@ class WriteOptions:
 
 
 def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object as served at ``kind``'s version: apiVersion and kind first."""
+    """The object as served at ``kind``'s version: apiVersion and kind first.
+
+    A custom resource is pruned and defaulted by its served version's schema.
+    """
+    if kind.schema is not None:
+        obj = crvalidation.on_read(kind, obj)
     rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return {"apiVersion": kind.api_version, "kind": kind.kind, **rest}
 
@@ -160,12 +165,20 @@ class SandboxApi:
             raise already_exists(kind.group, kind.plural, meta["name"])
         for key in (*_SYSTEM_META, "resourceVersion"):
             meta.pop(key, None)
-        if kind.status:
+        if kind.crd and kind.status:
+            obj.pop("status", None)  # a CR's status starts absent, written only via /status
+        elif kind.status:
             obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(kind.kind, {}))
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
+        crvalidation.admit(kind, obj)
         if not tracked:
             track_update(
-                None, obj, manager=opts.field_manager, subresource="", has_status=kind.status
+                None,
+                obj,
+                manager=opts.field_manager,
+                subresource="",
+                has_status=kind.status,
+                schema=kind.schema,
             )
         self._default(kind, obj)
         check_rules(kind, obj, None)
@@ -288,6 +301,7 @@ class SandboxApi:
         applied = self._checked_body(kind, body)
         if applied["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the applied object must be {name!r}")
+        crvalidation.check_applied(kind, applied)
         key = namespace if kind.namespaced else ""
         live = self.store.get(kind.resource, key, name)
         if live is None and subresource:
@@ -299,6 +313,7 @@ class SandboxApi:
             force=opts.force,
             subresource=subresource,
             has_status=kind.status,
+            schema=kind.schema,
         )
         if live is None:
             return self.create(kind, namespace, merged, opts, tracked=True), True
@@ -327,6 +342,7 @@ class SandboxApi:
                 "to the latest version and try again",
             )
         new = self._scope_write(kind, old, body, subresource)
+        crvalidation.admit(kind, new)
         if not subresource:
             check_rules(kind, new, old)
         if not tracked:
@@ -336,6 +352,7 @@ class SandboxApi:
                 manager=opts.field_manager,
                 subresource=subresource,
                 has_status=kind.status,
+                schema=kind.schema,
             )
         if _body_part(old) != _body_part(new):
             new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1

@@ -40,7 +40,8 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or _REASONS.get(code, "Unknown")
+        # reason="" is the empty StatusReasonUnknown a server sends for plain Go errors
+        self.reason = _REASONS.get(code, "Unknown") if reason is None else reason
         self.name = name
         self.group = group
         self.kind = kind
@@ -63,8 +64,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:
+            status["reason"] = self.reason
         if details:
             status["details"] = details
         status["code"] = self.code

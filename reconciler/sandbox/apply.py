@@ -23,16 +23,19 @@ from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.fieldsets import (
     FieldSet,
     Path,
+    child_schema,
     dotted,
     field_paths,
     from_fields_v1,
     get_path,
     is_set_list,
-    list_key,
+    item_schema,
+    list_keys,
     prune_empty,
     remove_path,
     to_fields_v1,
 )
+from reconciler.sandbox.structural import Schema
 
 # Fields the server owns; no manager ever does.
 _UNMANAGED: tuple[Path, ...] = (
@@ -134,12 +137,13 @@ def track_update(
     manager: str,
     subresource: str,
     has_status: bool,
+    schema: Schema | None = None,
 ) -> None:
     """Give ``manager`` (operation Update) the fields this write changed, in place."""
     entries = _entries(old)
     changed = {
         p
-        for p in _scoped(field_paths(new), subresource, has_status)
+        for p in _scoped(field_paths(new, schema=schema), subresource, has_status)
         if p[-1] != "." and get_path(old or {}, p) != get_path(new, p)
     }
     for entry in entries:
@@ -165,24 +169,39 @@ def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:
     return {m for m in markers if _exists(obj, m)}
 
 
-def _merge_applied(live: Any, applied: Any, name: str | None = None) -> Any:
+def _merge_applied(
+    live: Any,
+    applied: Any,
+    name: str | None = None,
+    schema: Schema | None = None,
+    prefix: Path = (),
+) -> Any:
     if isinstance(live, dict) and isinstance(applied, Mapping):
         result = dict(live)
         for key, value in applied.items():
-            result[key] = _merge_applied(live.get(key), value, key) if key in live else value
+            if key in live:
+                sub = child_schema(schema, key, prefix)
+                result[key] = _merge_applied(live.get(key), value, key, sub, (*prefix, key))
+            else:
+                result[key] = value
         return result
     if isinstance(live, list) and isinstance(applied, list):
-        if is_set_list(name, applied) and is_set_list(name, live):
+        if is_set_list(name, applied, schema) and is_set_list(name, live, schema):
             return live + [v for v in applied if v not in live]
-        key = list_key(name, applied)
-        if key and list_key(name, live) == key:
+        keys = list_keys(name, applied, schema)
+        if keys and list_keys(name, live, schema) == keys:
             merged = list(live)
             for item in applied:
-                index = next((i for i, v in enumerate(merged) if v.get(key) == item[key]), None)
+                index = next(
+                    (i for i, v in enumerate(merged) if all(v.get(k) == item[k] for k in keys)),
+                    None,
+                )
                 if index is None:
                     merged.append(item)
                 else:
-                    merged[index] = _merge_applied(merged[index], item)
+                    merged[index] = _merge_applied(
+                        merged[index], item, None, item_schema(schema), (*prefix, "[]")
+                    )
             return merged
     return copy.deepcopy(applied)
 
@@ -235,13 +254,14 @@ def server_side_apply(
     force: bool,
     subresource: str,
     has_status: bool,
+    schema: Schema | None = None,
 ) -> dict[str, Any]:
     """The object after ``manager`` applies ``applied`` over ``live`` (None: create)."""
     applied = _without_nulls(applied)
     base: dict[str, Any] = copy.deepcopy(dict(live)) if live else {"metadata": {}}
     entries = _entries(live)
     me = (manager, "Apply", subresource)
-    new = _scoped(field_paths(applied), subresource, has_status)
+    new = _scoped(field_paths(applied, schema=schema), subresource, has_status)
     conflicts = _conflicts(entries, me, new, applied, base)
     if conflicts and not force:
         name = str(applied.get("metadata", {}).get("name", ""))
@@ -250,7 +270,7 @@ def server_side_apply(
         entry.fields.discard(path)
     mine = next((e for e in entries if e.identity == me), None)
     previous = mine.fields if mine else set()
-    merged: dict[str, Any] = _merge_applied(base, applied)
+    merged: dict[str, Any] = _merge_applied(base, applied, schema=schema)
     others = [e for e in entries if e.identity != me]
     _remove_dropped(merged, previous - new, new, others)
     if mine is None:
