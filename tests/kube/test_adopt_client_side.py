@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.kube import ApplyOptions, InstanceTarget, LiveState, apply_instance
+from reconciler.kube import ApplyOptions, InstanceTarget, LiveState, apply_instance, diff_instance
 from reconciler.kube.apply import InstanceResult
 from reconciler.kube.client import FIELD_MANAGER
 from reconciler.model.changeset import Action, ObjectRef
@@ -156,3 +156,17 @@ def test_a_concurrent_change_fails_the_take_over_until_the_next_pass(backend: Ba
     assert again.ok, again.message
     current = backend.client.get(ref)
     assert current is not None and current["data"] == {"a": "1"}
+
+
+def test_diff_shows_what_adoption_removes(backend: Backend) -> None:
+    """``diff`` predicts the take-over: fields only client-side apply had are deleted."""
+    ns = backend.namespace("adopt")
+    kubectl_client_side_create(backend, ns, a="1", b="2")
+    target = InstanceTarget(backend.cluster, "web", ns, (configmap("cfg", ns, "web", a="1"),))
+    live = LiveState(backend.client, backend.cluster)
+    (changed,) = diff_instance(backend.client, target, ApplyOptions(), live)
+    assert changed.change == "update"
+    assert "-  b: '2'" in changed.diff and "+  b: '2'" not in changed.diff
+    assert "-  a:" not in changed.diff
+    current = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
+    assert current is not None and current["data"] == {"a": "1", "b": "2"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.kube.csaupgrade import client_side_managers, upgrade_patch
+from reconciler.kube.csaupgrade import client_side_managers, upgrade_patch, without_leftovers
 
 ANNOTATION = {
     "f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/last-applied-configuration": {}}}
@@ -72,3 +72,42 @@ def test_client_side_fields_merge_into_an_existing_apply_entry() -> None:
         },
         status,
     ]
+
+
+def test_without_leftovers_drops_only_what_client_side_apply_alone_owns() -> None:
+    csa = entry(
+        "kubectl-client-side-apply",
+        "Update",
+        {
+            **ANNOTATION,
+            "f:data": {"f:a": {}, "f:b": {}},
+            "f:spec": {
+                "f:ports": {
+                    'k:{"port":80}': {".": {}, "f:port": {}},
+                    'k:{"port":81}': {".": {}, "f:port": {}},
+                },
+                "f:template": {"f:x": {}},
+            },
+        },
+    )
+    ours = entry("reconciler", "Apply", {"f:data": {"f:a": {}}, "f:spec": {"f:template": {}}})
+    # someone else owns a field inside the item for port 81: the item stays
+    edit = entry(
+        "kubectl-edit", "Update", {"f:spec": {"f:ports": {'k:{"port":81}': {"f:name": {}}}}}
+    )
+    after = {
+        "metadata": {
+            "name": "cfg",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "managedFields": [csa, ours, edit],
+        },
+        "data": {"a": "1", "b": "2"},
+        "spec": {"ports": [{"port": 80}, {"port": 81, "name": "n"}], "template": {"x": 1}},
+    }
+    result = without_leftovers(after)
+    assert result["data"] == {"a": "1"}
+    assert result["spec"] == {"ports": [{"port": 81, "name": "n"}], "template": {"x": 1}}
+    assert "annotations" not in result["metadata"]
+    assert after["data"] == {"a": "1", "b": "2"}  # the answer itself is untouched
+    plain = {"metadata": {"managedFields": [ours]}, "data": {"b": "2"}}
+    assert without_leftovers(plain) == plain
