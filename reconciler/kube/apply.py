@@ -9,10 +9,11 @@ The engine behind ``reconciler apply`` and the daemon's pass. For one instance
    refreshed for the new kinds), as field manager ``reconciler``, skipping
    every object whose live state and manifest fingerprint already match;
 4. reverts drift made by imperative edits (managers with ``Update``
-   operations), but reports conflicts with other appliers unless forced;
-   applies with ``fieldValidation=Strict`` (a typo in a manifest fails the
-   object, naming the field) and keeps the API server's warnings in the
-   object's change set entry;
+   operations), but reports conflicts with other appliers unless forced; fields
+   of client-side ``kubectl apply`` are taken over first (``csaupgrade.py``), so
+   an adopted object ends up exactly as in Git; applies with
+   ``fieldValidation=Strict`` (a typo in a manifest fails the object, naming the
+   field) and keeps the API server's warnings in the object's change set entry;
 5. prunes what the previous inventory lists and Git no longer has
    (``reconciler.kube.prune``), and writes the new inventory if it changed.
 
@@ -27,8 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.kube.client import KubeClient, Response
+from reconciler.kube.client import FIELD_MANAGER, KubeClient, Response
 from reconciler.kube.compare import fingerprint, matches
+from reconciler.kube.csaupgrade import JSON_PATCH, client_side_managers, upgrade_patch
 from reconciler.kube.discovery import crd_api_versions
 from reconciler.kube.errors import ConflictError, KubeApiError, LimitViolation, UnknownKind
 from reconciler.kube.inventory import INSTANCE_LABEL, MANAGED_BY, MANAGER_NAME, Inventory
@@ -274,7 +276,7 @@ def _apply_one(
         recorded = old.objects.get(ref) if old is not None else None
         if recorded == fingerprints[ref] and matches(obj, current):
             return ChangeSetEntry.for_ref(instance, ref, Action.UNCHANGED)
-        response, note = _server_side_apply(client, obj, current, options.force_conflicts)
+        response, note = _apply_adopting(client, ref, obj, current, options.force_conflicts)
     except ConflictError as e:
         return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, _conflict_message(ref, e))
     except KubeError as e:
@@ -304,6 +306,48 @@ def _server_side_apply(
             raise
         response = client.apply(obj, force=True)
         return response, f"reverted changes made by {', '.join(e.managers)}"
+
+
+def _apply_adopting(
+    client: KubeClient,
+    ref: ObjectRef,
+    obj: Mapping[str, Any],
+    current: JsonObject | None,
+    force: bool,
+) -> tuple[Response, str]:
+    """Apply, owning what client-side ``kubectl apply`` owned, so Git is the whole truth.
+
+    A listed object of ours is upgraded before the apply. An object we did not list
+    (someone else's, being adopted) shows its managers only in the apply's answer:
+    then the upgrade follows and a second apply removes what only the client-side
+    configuration had. Objects without client-side apply fields cost nothing more.
+    """
+    took_over = _take_over_client_side_apply(client, ref, current)
+    response, note = _server_side_apply(client, obj, current, force)
+    if not took_over and client_side_managers(response.body):
+        took_over = _take_over_client_side_apply(client, ref, response.body)
+        response = client.apply(obj, force=force)
+    return response, "; ".join(n for n in (took_over, note) if n)
+
+
+def _take_over_client_side_apply(
+    client: KubeClient, ref: ObjectRef, current: JsonObject | None
+) -> str:
+    """Move client-side ``kubectl apply`` ownership to us before applying; say so."""
+    patch = upgrade_patch(current, FIELD_MANAGER) if current is not None else None
+    if patch is None or current is None:
+        return ""
+    client.request(
+        "PATCH",
+        client.object_path(ref),
+        subject=str(ref),
+        verb="take over client-side apply fields",
+        query=[("fieldManager", FIELD_MANAGER)],
+        body=patch,
+        content_type=JSON_PATCH,
+    )
+    names = ", ".join(sorted(client_side_managers(current)))
+    return f"took over the fields of client-side apply ({names})"
 
 
 def _edits_only(current: JsonObject | None, manager: str, error: ConflictError) -> bool:

@@ -19,6 +19,7 @@ import yaml
 from reconciler.kube.apply import ApplyOptions, InstanceTarget, place_objects
 from reconciler.kube.client import KubeClient
 from reconciler.kube.compare import display_form, fingerprint, matches, overlay
+from reconciler.kube.csaupgrade import without_leftovers
 from reconciler.kube.errors import ConflictError
 from reconciler.kube.inventory import INSTANCE_LABEL, MANAGED_BY, MANAGER_NAME
 from reconciler.kube.limits import violations
@@ -119,15 +120,21 @@ def _would_be(
     current: JsonObject | None,
     force: bool,
 ) -> Mapping[str, Any]:
-    """The object after apply: the server's dry-run answer when it can give one."""
+    """The object after apply: the server's dry-run answer when it can give one.
+
+    Apply also deletes what only client-side ``kubectl apply`` owned; so does this.
+    """
     namespace = ObjectRef.of(obj).namespace
     if namespace and not live.namespace_exists(namespace):
         return obj  # its namespace does not exist yet: a dry run would be refused
     try:
-        return client.apply(obj, force=force, dry_run=True).body
+        return without_leftovers(client.apply(obj, force=force, dry_run=True).body)
     except ConflictError:
         # apply reverts imperative edits and reports other conflicts; show the intent
-        return client.apply(obj, force=True, dry_run=True).body if current else overlay({}, obj)
+        if not current:
+            intent: Mapping[str, Any] = overlay({}, obj)
+            return intent
+        return without_leftovers(client.apply(obj, force=True, dry_run=True).body)
 
 
 def _diff_removal(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sandbox import crds
+from reconciler.sandbox import crds, crvalidation
 from reconciler.sandbox.allocation import allocate_service, job_selector
 from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, invalid, not_found
 from reconciler.sandbox.apply import now, server_side_apply, track_update
@@ -79,7 +79,12 @@ class WriteOptions:
 
 
 def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object as served at ``kind``'s version: apiVersion and kind first."""
+    """The object as served at ``kind``'s version: apiVersion and kind first.
+
+    A custom resource is pruned and defaulted by its served version's schema.
+    """
+    if kind.schema is not None:
+        obj = crvalidation.on_read(kind, obj)
     rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return {"apiVersion": kind.api_version, "kind": kind.kind, **rest}
 
@@ -158,7 +163,9 @@ class SandboxApi:
             raise already_exists(kind.group, kind.plural, meta["name"])
         for key in (*_SYSTEM_META, "resourceVersion"):
             meta.pop(key, None)
-        if kind.status:
+        if kind.crd and kind.status:
+            obj.pop("status", None)  # a CR's status starts absent, written only via /status
+        elif kind.status:
             obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(kind.kind, {}))
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=now())
         if tracks_generation(kind):
@@ -166,9 +173,15 @@ class SandboxApi:
         # decoding defaults the body before ownership is recorded: a creator owns the
         # defaults; an applier's fields were computed from its applied config already
         apply_defaults(kind, obj)
+        crvalidation.admit(kind, obj)
         if not tracked:
             track_update(
-                None, obj, manager=opts.field_manager, subresource="", has_status=kind.status
+                None,
+                obj,
+                manager=opts.field_manager,
+                subresource="",
+                has_status=kind.status,
+                schema=kind.schema,
             )
         self._default(kind, obj)
         self._allocate(kind, obj, None)
@@ -314,6 +327,7 @@ class SandboxApi:
         applied = self._checked_body(kind, body)
         if applied["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the applied object must be {name!r}")
+        crvalidation.check_applied(kind, applied)
         key = namespace if kind.namespaced else ""
         live = self.store.get(kind.resource, key, name)
         if live is None and subresource:
@@ -325,6 +339,7 @@ class SandboxApi:
             force=opts.force,
             subresource=subresource,
             has_status=kind.status,
+            schema=kind.schema,
         )
         if live is None:
             return self.create(kind, namespace, merged, opts, tracked=True), True
@@ -356,6 +371,7 @@ class SandboxApi:
         if subresource != "status":
             apply_defaults(kind, new)
             self._allocate(kind, new, old)
+        crvalidation.admit(kind, new)
         if not subresource:
             check_rules(kind, new, old)
         if not tracked:
@@ -365,6 +381,7 @@ class SandboxApi:
                 manager=opts.field_manager,
                 subresource=subresource,
                 has_status=kind.status,
+                schema=kind.schema,
             )
         if tracks_generation(kind) and generation_changes(kind, old, new):
             new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1

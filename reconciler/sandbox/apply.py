@@ -6,7 +6,19 @@ An apply (``PATCH`` with ``application/apply-patch+yaml``) merges the applied
 configuration, conflicts (409) when another manager owns a field with a different
 value unless ``force``, takes ownership when forced, and removes fields the manager
 applied before, stopped applying, and owned alone. Any other write (create, PUT,
-patch) makes its manager (operation ``Update``) own the fields it changed.
+patch) makes its manager (operation ``Update``) own the fields it changed; such a
+write may also set ``metadata.managedFields`` itself (a valid, non-empty list
+replaces the server's), which is how clients upgrade field ownership.
+
+Upgrading from client-side apply
+(https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply):
+when the manager ``kubectl`` applies and conflicts only on fields whose live values
+still equal those recorded in the ``kubectl.kubernetes.io/last-applied-configuration``
+annotation, the apply is forced (kube-apiserver's lastAppliedManager); after any
+``kubectl`` apply, an existing annotation is rewritten to the applied configuration
+(lastAppliedUpdater). Other managers get ordinary conflicts. kubectl then moves
+the ``kubectl-client-side-apply`` fields to its own entry with a JSON patch of
+``managedFields`` (client-side, kubectl's csaupgrade).
 ``api.py`` calls :func:`server_side_apply` and :func:`track_update`.
 """
 
@@ -23,16 +35,23 @@ from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.fieldsets import (
     FieldSet,
     Path,
+    child_schema,
     dotted,
     field_paths,
     from_fields_v1,
     get_path,
     is_set_list,
-    list_key,
+    item_schema,
+    list_keys,
     prune_empty,
     remove_path,
     to_fields_v1,
 )
+from reconciler.sandbox.structural import Schema
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# The only manager whose applies upgrade client-side apply ownership (kubectl's default).
+KUBECTL_MANAGER = "kubectl"
 
 # Fields the server owns; no manager ever does.
 _UNMANAGED: tuple[Path, ...] = (
@@ -123,6 +142,21 @@ def _store_entries(obj: dict[str, Any], entries: list[ManagedEntry]) -> None:
         obj["metadata"].pop("managedFields", None)
 
 
+def _requested_entries(obj: Mapping[str, Any]) -> list[ManagedEntry] | None:
+    """managedFields written by the client, if every entry decodes as the server requires."""
+    raw = (obj.get("metadata") or {}).get("managedFields")
+    if not isinstance(raw, list) or not raw:
+        return None
+    for entry in raw:
+        if not isinstance(entry, Mapping) or entry.get("operation") not in ("Apply", "Update"):
+            return None
+        if not entry.get("apiVersion") or entry.get("fieldsType") != "FieldsV1":
+            return None
+        if not isinstance(entry.get("fieldsV1") or {}, Mapping):
+            return None
+    return [ManagedEntry.from_dict(e) for e in raw]
+
+
 def _exists(obj: Any, path: Path) -> bool:
     return get_path(obj, path)[0]
 
@@ -134,12 +168,18 @@ def track_update(
     manager: str,
     subresource: str,
     has_status: bool,
+    schema: Schema | None = None,
 ) -> None:
-    """Give ``manager`` (operation Update) the fields this write changed, in place."""
-    entries = _entries(old)
+    """Give ``manager`` (operation Update) the fields this write changed, in place.
+
+    ``new`` may carry managedFields of its own: when they are a valid non-empty list
+    they replace the stored ones (never on a subresource), else the stored ones stay.
+    """
+    requested = None if subresource else _requested_entries(new)
+    entries = requested if requested is not None else _entries(old)
     changed = {
         p
-        for p in _scoped(field_paths(new), subresource, has_status)
+        for p in _scoped(field_paths(new, schema=schema), subresource, has_status)
         if p[-1] != "." and get_path(old or {}, p) != get_path(new, p)
     }
     for entry in entries:
@@ -165,24 +205,39 @@ def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:
     return {m for m in markers if _exists(obj, m)}
 
 
-def _merge_applied(live: Any, applied: Any, name: str | None = None) -> Any:
+def _merge_applied(
+    live: Any,
+    applied: Any,
+    name: str | None = None,
+    schema: Schema | None = None,
+    prefix: Path = (),
+) -> Any:
     if isinstance(live, dict) and isinstance(applied, Mapping):
         result = dict(live)
         for key, value in applied.items():
-            result[key] = _merge_applied(live.get(key), value, key) if key in live else value
+            if key in live:
+                sub = child_schema(schema, key, prefix)
+                result[key] = _merge_applied(live.get(key), value, key, sub, (*prefix, key))
+            else:
+                result[key] = value
         return result
     if isinstance(live, list) and isinstance(applied, list):
-        if is_set_list(name, applied) and is_set_list(name, live):
+        if is_set_list(name, applied, schema) and is_set_list(name, live, schema):
             return live + [v for v in applied if v not in live]
-        key = list_key(name, applied)
-        if key and list_key(name, live) == key:
+        keys = list_keys(name, applied, schema)
+        if keys and list_keys(name, live, schema) == keys:
             merged = list(live)
             for item in applied:
-                index = next((i for i, v in enumerate(merged) if v.get(key) == item[key]), None)
+                index = next(
+                    (i for i, v in enumerate(merged) if all(v.get(k) == item[k] for k in keys)),
+                    None,
+                )
                 if index is None:
                     merged.append(item)
                 else:
-                    merged[index] = _merge_applied(merged[index], item)
+                    merged[index] = _merge_applied(
+                        merged[index], item, None, item_schema(schema), (*prefix, "[]")
+                    )
             return merged
     return copy.deepcopy(applied)
 
@@ -235,22 +290,27 @@ def server_side_apply(
     force: bool,
     subresource: str,
     has_status: bool,
+    schema: Schema | None = None,
 ) -> dict[str, Any]:
     """The object after ``manager`` applies ``applied`` over ``live`` (None: create)."""
+    configuration = applied
     applied = _without_nulls(applied)
     base: dict[str, Any] = copy.deepcopy(dict(live)) if live else {"metadata": {}}
     entries = _entries(live)
     me = (manager, "Apply", subresource)
-    new = _scoped(field_paths(applied), subresource, has_status)
+    new = _scoped(field_paths(applied, schema=schema), subresource, has_status)
     conflicts = _conflicts(entries, me, new, applied, base)
     if conflicts and not force:
-        name = str(applied.get("metadata", {}).get("name", ""))
-        raise _conflict_error(conflicts, str(applied.get("kind", "")), name)
+        upgradable = _upgradable_from_client_side(base, applied, manager, schema)
+        remaining = [(e, p) for e, p in conflicts if p not in upgradable]
+        if remaining:
+            name = str(applied.get("metadata", {}).get("name", ""))
+            raise _conflict_error(remaining, str(applied.get("kind", "")), name)
     for entry, path in conflicts:
         entry.fields.discard(path)
     mine = next((e for e in entries if e.identity == me), None)
     previous = mine.fields if mine else set()
-    merged: dict[str, Any] = _merge_applied(base, applied)
+    merged: dict[str, Any] = _merge_applied(base, applied, schema=schema)
     others = [e for e in entries if e.identity != me]
     _remove_dropped(merged, previous - new, new, others)
     if mine is None:
@@ -261,7 +321,51 @@ def server_side_apply(
     for entry in others:
         entry.fields = {p for p in entry.fields if _exists(merged, p)}
     _store_entries(merged, entries)
+    annotations = merged["metadata"].get("annotations")
+    if (
+        manager == KUBECTL_MANAGER
+        and isinstance(annotations, dict)
+        and annotations.get(LAST_APPLIED)
+    ):
+        annotations[LAST_APPLIED] = _encode_last_applied(configuration)
     return merged
+
+
+def _upgradable_from_client_side(
+    live: Mapping[str, Any], applied: Mapping[str, Any], manager: str, schema: Schema | None
+) -> FieldSet:
+    """Fields ``kubectl`` may take without a conflict: client-side applied, unchanged since.
+
+    Those are the fields of the last-applied annotation (for the applied apiVersion)
+    whose live value is still the annotated one; anything else conflicts as usual.
+    """
+    if manager != KUBECTL_MANAGER:
+        return set()
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    try:
+        last = json.loads(annotations.get(LAST_APPLIED) or "null")
+    except ValueError:
+        return set()
+    if not isinstance(last, Mapping) or last.get("apiVersion") != applied.get("apiVersion"):
+        return set()
+    last = _without_nulls(last)
+    return {
+        p
+        for p in field_paths(last, schema=schema)
+        if p[-1] != "." and get_path(live, p) == get_path(last, p)
+    }
+
+
+def _encode_last_applied(configuration: Mapping[str, Any]) -> str:
+    """The applied configuration minus the annotation, as Go's JSON encoder writes it."""
+    obj = copy.deepcopy(dict(configuration))
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text + "\n"
 
 
 def _remove_dropped(

@@ -3,9 +3,12 @@
 Follows https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/:
 a CRD's served versions appear in discovery at once (namespaced or cluster-scoped,
 with its short names and ``status``/``scale`` subresources), its status says
-``Established``, and deleting it deletes its custom resources. No schema
-validation or version conversion is done. ``api.py`` validates and sets status;
-``gc.py`` registers and unregisters kinds as CRDs are stored and removed.
+``Established``, and deleting it deletes its custom resources. Every version
+needs a structural ``openAPIV3Schema`` (#specifying-a-structural-schema, checked
+by ``structural.py``); the served kind carries it, and ``crvalidation.py`` prunes,
+defaults and validates custom resources with it. No version conversion is done.
+``api.py`` validates and sets status; ``gc.py`` registers and unregisters kinds as
+CRDs are stored and removed.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.sandbox import goformat
 from reconciler.sandbox.apierrors import invalid
 from reconciler.sandbox.kinds import Kind, ScalePaths
+from reconciler.sandbox.structural import schema_causes
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -50,6 +55,19 @@ def validate(obj: Mapping[str, Any]) -> None:
         bad("spec.versions", "every version needs a name")
     if sum(1 for v in versions if v.get("storage")) != 1:
         bad("spec.versions", "must have exactly one version marked as storage version")
+    causes: list[goformat.Cause] = []
+    for index, version in enumerate(versions):
+        where = f"spec.versions[{index}].schema.openAPIV3Schema"
+        causes += schema_causes(_schema_of(version), where)
+    if causes:
+        raise goformat.invalid_error(
+            "CustomResourceDefinition", "apiextensions.k8s.io", name, causes
+        )
+
+
+def _schema_of(version: Mapping[str, Any]) -> Any:
+    schema = version.get("schema")
+    return schema.get("openAPIV3Schema") if isinstance(schema, Mapping) else None
 
 
 def established_status(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,9 +119,18 @@ def kinds_of(obj: Mapping[str, Any]) -> list[Kind]:
                 categories=tuple(names.get("categories") or ()),
                 singular=str(names.get("singular") or ""),
                 crd=True,
+                schema=_served_schema(version),
             )
         )
     return result
+
+
+def _served_schema(version: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The version's schema; an unusable one (refused on write) preserves everything."""
+    schema = _schema_of(version)
+    if isinstance(schema, Mapping):
+        return schema
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
 def _scale_paths(scale: Mapping[str, Any]) -> ScalePaths:

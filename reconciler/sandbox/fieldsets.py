@@ -5,9 +5,15 @@ for a map key, ``k:{...}`` for a list item picked by its merge key, ``v:<json>``
 a member of a set list (finalizers) and a trailing ``.`` for "this list item
 itself". See https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management.
 
-Which lists are keyed is a fixed table (the sandbox has no OpenAPI schemas):
-``LIST_KEYS`` below, shared with the strategic merge patch in ``patch.py``. Every
-other list is atomic: owned, merged and replaced as a whole.
+For built-in kinds, which lists are keyed is a fixed table (the sandbox has no
+OpenAPI schemas for them): ``LIST_KEYS`` below, shared with the strategic merge
+patch in ``patch.py``. Every other list is atomic: owned, merged and replaced as a
+whole. A custom resource's lists follow its CRD schema instead: atomic unless
+``x-kubernetes-list-type`` says ``set`` (``v:`` members) or ``map`` (``k:`` items
+keyed by ``x-kubernetes-list-map-keys``, possibly several keys), as
+https://kubernetes.io/docs/reference/using-api/server-side-apply/#merge-strategy
+describes. Functions take ``schema``: None for a built-in kind, else the CRD
+schema node of the value (``structural.EMPTY`` below what the schema describes).
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from reconciler.sandbox import structural
+from reconciler.sandbox.structural import Schema
 
 Path = tuple[str, ...]
 FieldSet = set[Path]
@@ -50,15 +59,45 @@ def list_key(field: str | None, items: list[Any]) -> str | None:
     return key
 
 
-def is_set_list(field: str | None, items: list[Any]) -> bool:
+def is_set_list(field: str | None, items: list[Any], schema: Schema | None = None) -> bool:
+    if schema is not None:
+        scalar = all(isinstance(i, str | int | float | bool) for i in items)
+        return structural.list_type(schema)[0] == "set" and scalar
     return field in SET_LISTS and all(isinstance(i, str | int | float | bool) for i in items)
 
 
-def item_element(item: Mapping[str, Any], key: str) -> str:
-    return "k:" + json.dumps({key: item.get(key)}, separators=(",", ":"))
+def list_keys(field: str | None, items: list[Any], schema: Schema | None) -> tuple[str, ...]:
+    """The merge keys of a list field (by name, or from a CRD schema); () when atomic."""
+    if schema is None:
+        key = list_key(field, items)
+        return (key,) if key else ()
+    kind, keys = structural.list_type(schema)
+    complete = all(isinstance(i, Mapping) and all(k in i for k in keys) for i in items)
+    if kind != "map" or not complete:
+        return ()
+    return keys
 
 
-def field_paths(value: Any, prefix: Path = (), field: str | None = None) -> FieldSet:
+def child_schema(schema: Schema | None, name: str, prefix: Path) -> Schema | None:
+    """The schema of field ``name`` below ``prefix``; metadata follows built-in rules."""
+    if schema is None or (not prefix and name == "metadata"):
+        return None
+    found = structural.child(schema, name)
+    return found if found is not None else structural.EMPTY
+
+
+def item_schema(schema: Schema | None) -> Schema | None:
+    return None if schema is None else structural.items(schema)
+
+
+def item_element(item: Mapping[str, Any], keys: str | tuple[str, ...]) -> str:
+    names = (keys,) if isinstance(keys, str) else keys
+    return "k:" + json.dumps({k: item.get(k) for k in sorted(names)}, separators=(",", ":"))
+
+
+def field_paths(
+    value: Any, prefix: Path = (), field: str | None = None, schema: Schema | None = None
+) -> FieldSet:
     """Every leaf path of ``value``: scalars, atomic lists, empty maps, list items."""
     if isinstance(value, Mapping):
         if not value:
@@ -66,18 +105,19 @@ def field_paths(value: Any, prefix: Path = (), field: str | None = None) -> Fiel
         paths: FieldSet = set()
         for name, child in value.items():
             if child is not None:
-                paths |= field_paths(child, (*prefix, f"f:{name}"), name)
+                sub = child_schema(schema, name, prefix)
+                paths |= field_paths(child, (*prefix, f"f:{name}"), name, sub)
         return paths
     if isinstance(value, list) and value:
-        if is_set_list(field, value):
+        if is_set_list(field, value, schema):
             return {(*prefix, "v:" + json.dumps(v)) for v in value}
-        key = list_key(field, value)
-        if key:
+        keys = list_keys(field, value, schema)
+        if keys:
             paths = set()
             for item in value:
-                item_path = (*prefix, item_element(item, key))
+                item_path = (*prefix, item_element(item, keys))
                 paths.add((*item_path, "."))
-                paths |= field_paths(item, item_path)
+                paths |= field_paths(item, item_path, None, item_schema(schema))
             return paths
     return {prefix}
 

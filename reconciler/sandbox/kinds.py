@@ -9,7 +9,9 @@ is returned with the apiVersion the client asked for (no conversion).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -38,6 +40,8 @@ class Kind:
     categories: tuple[str, ...] = ()
     singular: str = ""
     crd: bool = field(default=False, compare=False)
+    # A CRD version's openAPIV3Schema (structural.py); None for built-in kinds.
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def api_version(self) -> str:

@@ -24,6 +24,9 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# Custom resources have no patch strategies: no strategic merge patch, 415 instead
+# (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#advanced-topics).
+CUSTOM_RESOURCE_PATCHES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
 
 
 def apply_patch(content_type: str, obj: dict[str, Any], patch: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import Lifecycle
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.namespaces import DefaultServiceAccounts
-from reconciler.sandbox.patch import APPLY_PATCH, apply_patch
+from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply_patch
 from reconciler.sandbox.pods import pod_log_of
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
@@ -309,6 +309,12 @@ class SandboxServer:
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
+        if target.kind.crd and request.content_type not in CUSTOM_RESOURCE_PATCHES:
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: " + ", ".join(CUSTOM_RESOURCE_PATCHES),
+            )
         fields = self._fields(request, target, "PatchOptions")
         body = await self._body(request, fields)
         ns, opts = target.namespace or "", self._opts(request)

@@ -71,6 +71,8 @@ def check_object(kind: Kind, obj: Mapping[str, Any]) -> None:
         raise invalid(kind.kind, name, kind.group, field, why)
 
     check_metadata(kind, obj["metadata"])
+    if kind.crd:
+        return  # the rest of a custom resource is its CRD schema's business (crvalidation.py)
     for field in _OBJECTS:
         if obj.get(field) is not None and not isinstance(obj[field], Mapping):
             bad(field, "must be an object")

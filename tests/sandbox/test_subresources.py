@@ -100,6 +100,25 @@ def test_crd_scale_paths(api_client: client.ApiClient, sandbox: SandboxHandle) -
                     "name": "v1",
                     "served": True,
                     "storage": True,
+                    # apiextensions.k8s.io/v1 requires a schema per version
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer"}},
+                                },
+                                "status": {
+                                    "type": "object",
+                                    "properties": {
+                                        "size": {"type": "integer"},
+                                        "selector": {"type": "string"},
+                                    },
+                                },
+                            },
+                        }
+                    },
                     "subresources": {
                         "status": {},
                         "scale": {
