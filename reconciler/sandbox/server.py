@@ -25,6 +25,7 @@ from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.gc import Lifecycle
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.listing import list_collection
 from reconciler.sandbox.namespaces import DefaultServiceAccounts
 from reconciler.sandbox.patch import APPLY_PATCH, apply_patch
 from reconciler.sandbox.pods import pod_log_of
@@ -32,6 +33,7 @@ from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
 from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.watch import serve_watch
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class Target:
 
 
 TARGET = web.RequestKey("target", Target)
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -252,8 +255,28 @@ class SandboxServer:
             return await serve_watch(
                 request, self.api, target.kind, target.namespace, labels, fields
             )
-        listed = self.api.list(target.kind, target.namespace, labels, fields)
-        return json_response(listed)
+        table = table_version(request.headers.get("Accept", ""))
+        selective = bool(request.query.get("labelSelector") or request.query.get("fieldSelector"))
+        listed = list_collection(
+            self.api,
+            target.kind,
+            target.namespace,
+            labels,
+            fields,
+            request.query,
+            selective=selective,
+        )
+        return self._answer(request, target.kind, listed, table)
+
+    def _answer(
+        self, request: web.Request, kind: Kind, body: dict[str, Any], table: str | None
+    ) -> web.Response:
+        """``body`` as JSON, or as the Table (of ``meta.k8s.io/<table>``) the client asked for."""
+        if table is None:
+            return json_response(body)
+        crd = self.api.store.get(CRDS, "", f"{kind.plural}.{kind.group}") if kind.crd else None
+        include = request.query.get("includeObject", "")
+        return json_response(to_table(kind, body, version=table, include_object=include, crd=crd))
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         body = await self._body(request)
@@ -262,12 +285,13 @@ class SandboxServer:
 
     async def _get(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
+        table = table_version(request.headers.get("Accept", ""))
         obj = self.api.get(target.kind, target.namespace or "", target.name)
         if target.subresource == "scale":
             return json_response(scale_of(target.kind, obj))
         if target.subresource == "log":
             return web.Response(text=pod_log_of(obj, request.query), content_type="text/plain")
-        return json_response(obj)
+        return self._answer(request, target.kind, obj, table)
 
     async def _replace(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
