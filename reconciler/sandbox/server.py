@@ -23,7 +23,7 @@ from reconciler.sandbox import discovery
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
-from reconciler.sandbox.gc import Lifecycle
+from reconciler.sandbox.gc import DeleteOptions, Lifecycle
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.listing import list_collection
 from reconciler.sandbox.namespaces import DefaultServiceAccounts
@@ -330,28 +330,15 @@ class SandboxServer:
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
-        body = await self._body(request) or {}
-        if not isinstance(body, dict):
-            raise ApiError(400, "DeleteOptions must be an object")
-        propagation = request.query.get("propagationPolicy") or body.get("propagationPolicy")
-        dry_run = request.query.get("dryRun") == "All" or "All" in (body.get("dryRun") or [])
-        opts = WriteOptions(field_manager="", dry_run=dry_run)
-        result = self.lifecycle.delete(
-            target.kind,
-            target.namespace or "",
-            target.name,
-            opts,
-            propagation=str(propagation or "Background"),
-            preconditions=body.get("preconditions"),
-        )
-        pending = bool(result["metadata"].get("deletionTimestamp")) and not dry_run
-        return json_response(result, 202 if pending else 200)
+        options = DeleteOptions.parse(await self._body(request), request.query)
+        result = self.lifecycle.delete(target.kind, target.namespace or "", target.name, options)
+        return json_response(result.body, result.code)
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         labels = parse_label_selector(request.query.get("labelSelector"))
         fields = parse_field_selector(request.query.get("fieldSelector"))
-        opts = WriteOptions(dry_run=request.query.get("dryRun") == "All")
+        options = DeleteOptions.parse(await self._body(request), request.query)
         result = self.lifecycle.delete_collection(
-            target.kind, target.namespace, labels, fields, opts
+            target.kind, target.namespace, labels, fields, options
         )
         return json_response(result)
