@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.kube import KubeClient
 from reconciler.sandbox.listing import decode_continue, encode_continue
-from reconciler.sandbox.testing import SandboxHandle
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from tests.sandbox.helpers import http
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -309,3 +309,20 @@ def test_engine_relists_when_its_token_expires(
     assert found[0]["data"] == {"v": "2"}  # the whole list again, at the latest state
     pages = [(e.status, "limit" in e.query) for e in sandbox.request_log() if e.verb == "list"]
     assert pages == [(200, True), (410, True), (200, False)]
+
+
+def test_a_bounded_history_expires_old_tokens() -> None:
+    """With the store's bounded history (store.DEFAULT_HISTORY_LIMIT, here 3 events) a token
+    outlives its snapshot after enough writes, as etcd compaction expires it on a cluster
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks)."""
+    with running_sandbox(history_limit=3) as small:
+        for name in ("a", "b"):
+            http(small, "POST", CMS, {"metadata": {"name": name}})
+        _, first = cms(small, "limit=1")
+        token = first["metadata"]["continue"]
+        http(small, "POST", CMS, {"metadata": {"name": "c"}})
+        assert names(cms(small, f"limit=1&continue={token}")[1]) == ["b"]  # still in history
+        for name in ("d", "e", "f"):
+            http(small, "POST", CMS, {"metadata": {"name": name}})
+        status, body = cms(small, f"limit=1&continue={token}")
+        assert (status, body["reason"]) == (410, "Expired")
