@@ -80,6 +80,8 @@ class KubeClient:
     Build one with :meth:`connect`; share it for a whole pass (it caches discovery).
     """
 
+    page_size = 500  # objects per list request (the ``limit`` of each chunk)
+
     def __init__(self, api: Any, *, retry: RetryPolicy | None = None) -> None:
         self._api = api
         self.retry = retry or RetryPolicy()
@@ -235,20 +237,33 @@ class KubeClient:
         namespace: str = "",
         label_selector: str = "",
     ) -> list[JsonObject]:
-        """Every object of a kind (across all namespaces unless ``namespace``), paged."""
+        """Every object of a kind (across all namespaces unless ``namespace``), paged.
+
+        Pages of ``page_size`` keep each answer small; the server reads every page at
+        the first one's resourceVersion, so the result is one consistent snapshot. A
+        continue token can outlive the server's history (``410 Expired``); then, like
+        client-go's pager, the whole list is read again in one request.
+        """
         info = self.resource(api_version, kind)
         path = info.path(namespace if info.namespaced else "")
+        subject = f"{kind} ({api_version})"
         items: list[JsonObject] = []
         token = ""
+        limit = self.page_size
         while True:
-            query = [("limit", "500")]
+            query = [("limit", str(limit))] if limit else []
             if label_selector:
                 query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
-            body = self.request(
-                "GET", path, subject=f"{kind} ({api_version})", verb="list", query=query
-            ).body
+            try:
+                body = self.request("GET", path, subject=subject, verb="list", query=query).body
+            except KubeApiError as e:
+                if not token or e.status != 410:
+                    raise
+                log.debug("%s: continue token expired; listing again without pages", subject)
+                items, token, limit = [], "", 0
+                continue
             for item in body.get("items") or ():
                 # list items omit apiVersion/kind; restore them so items are full objects
                 item.setdefault("apiVersion", api_version)

@@ -392,7 +392,9 @@ class SandboxApi:
             return present(kind, old)
         if opts.dry_run:
             return present(kind, new)
-        if meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        # the last finalizer gone removes the object (a namespace: once finalized too)
+        finalized = not (kind.kind == "Namespace" and (new.get("spec") or {}).get("finalizers"))
+        if meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and finalized:
             self.store.put(kind.resource, new)
             gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])
             return present(kind, gone or new)

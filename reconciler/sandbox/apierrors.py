@@ -15,11 +15,13 @@ _REASONS = {
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
+    406: "NotAcceptable",
     409: "Conflict",
     410: "Expired",
     415: "UnsupportedMediaType",
     422: "Invalid",
     500: "InternalError",
+    504: "Timeout",
 }
 
 
@@ -36,6 +38,8 @@ class ApiError(Exception):
         group: str = "",
         kind: str = "",
         causes: list[dict[str, str]] | None = None,
+        retry_after: int = 0,
+        list_continue: str = "",
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -47,6 +51,10 @@ class ApiError(Exception):
         self.group = group
         self.kind = kind
         self.causes = causes or []
+        self.retry_after = retry_after
+        # A 410 for an expired continue token carries a token that resumes the list
+        # from the latest state (``metadata.continue`` of the Status).
+        self.list_continue = list_continue
 
     def to_status(self) -> dict[str, Any]:
         details: dict[str, Any] = {}
@@ -58,11 +66,13 @@ class ApiError(Exception):
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = self.causes
+        if self.retry_after:
+            details["retryAfterSeconds"] = self.retry_after
         # Field order of metav1.Status as the server serialises it: details before code.
         status: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": self.list_continue} if self.list_continue else {},
             "status": "Failure",
             "message": self.message,
         }
@@ -113,14 +123,42 @@ def invalid(kind: str, name: str, group: str, field: str, why: str) -> ApiError:
     )
 
 
-def success_status(name: str, group: str, plural: str) -> dict[str, Any]:
+def success_status(name: str, group: str, plural: str, uid: str) -> dict[str, Any]:
+    """What DELETE answers for a removed object of a kind that does not return it.
+
+    The generic registry's ``finalizeDelete`` writes a Status with no code and
+    ``details.kind`` set to the resource (plural), group omitted for the core group.
+    """
+    details = {"name": name, "group": group, "kind": plural, "uid": uid}
     return {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {"name": name, "group": group, "kind": plural},
+        "details": {k: v for k, v in details.items() if v},
     }
+
+
+def field_errors(
+    group_kind: tuple[str, str], name: str, errors: list[tuple[str, str, str]]
+) -> ApiError:
+    """422 Invalid for ``errors`` of (cause type, field, message body), as ``NewInvalid`` words it.
+
+    ``group_kind`` is e.g. ``("meta.k8s.io", "ListOptions")``; one error reads
+    ``ListOptions.meta.k8s.io "" is invalid: field: body``, several are bracketed.
+    """
+    group, kind = group_kind
+    qualified = f"{kind}.{group}" if group else kind
+    texts = list(dict.fromkeys(f"{field}: {body}" for _, field, body in errors))
+    joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    return ApiError(
+        422,
+        f'{qualified} "{name}" is invalid: {joined}',
+        name=name,
+        group=group,
+        kind=kind,
+        causes=[{"reason": r, "message": body, "field": field} for r, field, body in errors],
+    )
 
 
 def not_allowed(method: str) -> ApiError:

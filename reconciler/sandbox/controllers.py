@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from reconciler.sandbox.api import SandboxApi, WriteOptions
+from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.controlplane import (
     DAEMONSETS,
     DEPLOYMENTS,
@@ -68,7 +68,7 @@ class Controllers:
         *,
         timing: Timing,
         fail_images: Sequence[str],
-        delete: Callable[[Kind, str, str, WriteOptions], Any],
+        delete: Callable[[Kind, str, str], Any],
     ) -> None:
         self.api = api
         self.timing = timing

@@ -35,7 +35,7 @@ DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
 
-Deleter = Callable[[Kind, str, str, WriteOptions], Any]
+Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options
 
 
 @dataclass
@@ -105,11 +105,6 @@ class ControlPlane:
     def delete(self, resource: Resource, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
         try:
-            self.delete_object(
-                self.kind(resource),
-                meta.get("namespace", ""),
-                meta["name"],
-                WriteOptions(self.manager),
-            )
+            self.delete_object(self.kind(resource), meta.get("namespace", ""), meta["name"])
         except ApiError as e:
             log.debug("sandbox controller: delete %s refused: %s", meta["name"], e.message)

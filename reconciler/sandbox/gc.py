@@ -1,57 +1,223 @@
-"""Deletion: finalizers, namespace cascades, ownerReference garbage collection, CRDs.
+"""Deletion: DELETE answers, finalizers, propagation policies, the GC and namespace controllers.
 
-Follows https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/
-(a delete of an object with finalizers only sets ``deletionTimestamp``; removing the
-last finalizer deletes it), https://kubernetes.io/docs/concepts/architecture/garbage-collection/
-(deleting an owner deletes its dependents, ``propagationPolicy: Orphan`` keeps them)
-and namespace termination (a deleted namespace is ``Terminating`` until everything
-in it is gone). It listens to the store, so a removal from anywhere cascades.
-``server.py`` calls :meth:`Lifecycle.delete`; CRD kinds are (un)registered here too.
+What a DELETE does and answers follows kube-apiserver's generic registry:
+
+- an object without finalizers is removed at once; the answer is ``200`` with the
+  removed object for the kinds whose storage returns it (Namespace, Pod, Service,
+  ServiceAccount, PersistentVolumeClaim), else a ``Status`` ``Success`` naming it;
+- an object with finalizers only gets ``deletionTimestamp`` (and ``generation`` + 1);
+  the answer is that object with ``200`` (``202`` only when the deprecated
+  ``orphanDependents: false`` was sent), and removing its last finalizer removes it
+  (https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/);
+- ``propagationPolicy: Orphan`` adds the ``orphan`` finalizer, ``Foreground`` the
+  ``foregroundDeletion`` one, ``Background`` removes both; without a policy the
+  object's own GC finalizers, then the kind's default (``Orphan`` for batch/v1 Jobs)
+  decide (https://kubernetes.io/docs/concepts/architecture/garbage-collection/).
+
+The garbage collector then acts at once, as a cluster's would a moment later:
+an ``orphan`` owner's dependents lose their ownerReference before the finalizer is
+dropped; a ``foregroundDeletion`` owner's dependents are deleted (in the foreground
+themselves when they own objects) and the owner stays until no dependent with
+``blockOwnerDeletion: true`` is left; a removed owner's dependents are deleted unless
+another live owner keeps them, in which case only the dangling reference goes.
+
+A deleted namespace turns ``Terminating``; the namespace controller deletes its
+content (background propagation), reports what is left in the conditions
+``NamespaceDeletionDiscoveryFailure``, ``NamespaceDeletionGroupVersionParsingFailure``,
+``NamespaceDeletionContentFailure``, ``NamespaceContentRemaining`` and
+``NamespaceFinalizersRemaining``, and once the namespace is empty removes the
+``kubernetes`` finalizer from ``spec.finalizers`` and with it the namespace
+(https://kubernetes.io/docs/tasks/administer-cluster/namespaces/). A second DELETE
+of a terminating namespace is ``409``.
+
+The controllers listen to the store and work through a queue, so every cascade is
+done before the request that caused it returns. ``server.py`` calls
+:meth:`Lifecycle.delete` and :meth:`Lifecycle.delete_collection`; CRD kinds are
+(un)registered here too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import json
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.sandbox import crds
-from reconciler.sandbox.api import SandboxApi, WriteOptions, present
-from reconciler.sandbox.apierrors import conflict
+from reconciler.sandbox.api import SandboxApi, present
+from reconciler.sandbox.apierrors import ApiError, conflict, field_errors, success_status
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import Resource, StoredEvent
 
+ORPHAN = "orphan"
+FOREGROUND = "foregroundDeletion"
+NAMESPACE_FINALIZER = "kubernetes"
+POLICIES = ("Foreground", "Background", "Orphan")
+
 _NAMESPACES: Resource = ("", "namespaces")
 _CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
+# Registries with ReturnDeletedObject: a DELETE answers with the object, not a Status.
+_RETURNS_OBJECT: frozenset[Resource] = frozenset(
+    {
+        ("", "namespaces"),
+        ("", "pods"),
+        ("", "services"),
+        ("", "serviceaccounts"),
+        ("", "persistentvolumeclaims"),
+    }
+)
+# DefaultGarbageCollectionPolicy OrphanDependents (batch/v1 keeps it for compatibility).
+_ORPHAN_BY_DEFAULT: frozenset[Resource] = frozenset({("batch", "jobs")})
+_STILL_TERMINATING = (
+    "The system is ensuring all content is removed from this namespace.  "
+    "Upon completion, this namespace will automatically be purged by the system."
+)
+# The namespace controller's conditions and the text of their "all well" variant.
+_NAMESPACE_CONDITIONS = (
+    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
+     "All resources successfully discovered"),
+    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions",
+     "All legacy kube types successfully parsed"),
+    ("NamespaceDeletionContentFailure", "ContentDeleted",
+     "All content successfully deleted, may be waiting on finalization"),
+    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+    ("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed"),
+)  # fmt: skip
+
+Task = tuple[str, str]  # ("namespace", name) | ("owner", uid) | ("removed", uid)
+
+
+@dataclass(frozen=True)
+class DeleteOptions:
+    """A DELETE's options (the ``DeleteOptions`` body, or the query without one)."""
+
+    propagation: str | None = None
+    orphan_dependents: bool | None = None
+    preconditions: Mapping[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+
+    @classmethod
+    def parse(cls, body: Any, query: Mapping[str, str]) -> DeleteOptions:
+        """Decode and validate; like the API server, a body makes the query's options ignored."""
+        if body is None:
+            source: dict[str, Any] = {}
+            if "propagationPolicy" in query:
+                source["propagationPolicy"] = query["propagationPolicy"]
+            if "orphanDependents" in query:
+                source["orphanDependents"] = _parse_bool(query["orphanDependents"])
+            if "dryRun" in query:
+                source["dryRun"] = [query["dryRun"]]
+        elif isinstance(body, dict):
+            source = body
+        else:
+            raise ApiError(400, "DeleteOptions must be an object")
+        policy = source.get("propagationPolicy")
+        orphan = source.get("orphanDependents")
+        dry_run = source.get("dryRun") or []
+        preconditions = source.get("preconditions") or {}
+        if policy is not None and not isinstance(policy, str):
+            raise ApiError(400, "DeleteOptions.propagationPolicy must be a string")
+        if orphan is not None and not isinstance(orphan, bool):
+            raise ApiError(400, "DeleteOptions.orphanDependents must be a boolean")
+        if not isinstance(dry_run, list) or not isinstance(preconditions, dict):
+            raise ApiError(400, "DeleteOptions.dryRun must be a list, preconditions an object")
+        errors: list[tuple[str, str, str]] = []
+        if orphan is not None and policy is not None:
+            why = "orphanDependents and deletionPropagation cannot be both set"
+            errors.append(
+                ("FieldValueInvalid", "propagationPolicy", f'Invalid value: "{policy}": {why}')
+            )
+        if policy is not None and policy not in POLICIES:
+            allowed = ", ".join(f'"{p}"' for p in (*POLICIES, "nil"))
+            body_text = f'Unsupported value: "{policy}": supported values: {allowed}'
+            errors.append(("FieldValueNotSupported", "propagationPolicy", body_text))
+        if any(value != "All" for value in dry_run):
+            shown = json.dumps(dry_run, separators=(",", ":"))
+            body_text = f'Unsupported value: {shown}: supported values: "All"'
+            errors.append(("FieldValueNotSupported", "dryRun", body_text))
+        if errors:
+            raise field_errors(("meta.k8s.io", "DeleteOptions"), "", errors)
+        return cls(policy, orphan, preconditions, bool(dry_run))
+
+
+def _parse_bool(raw: str) -> bool:
+    """Go's ``strconv.ParseBool``, which query parameters go through."""
+    if raw in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if raw in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise ApiError(400, f'strconv.ParseBool: parsing "{raw}": invalid syntax')
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """The answer to a DELETE: its body and HTTP status."""
+
+    body: dict[str, Any]
+    code: int = 200
+
+
+def _first(finalizers: list[str], yes: str, no: str, default: bool) -> bool:
+    for name in finalizers:
+        if name == yes:
+            return True
+        if name == no:
+            return False
+    return default
+
+
+def gc_finalizers(current: list[str], options: DeleteOptions, default_orphan: bool) -> list[str]:
+    """The finalizers a delete leaves (``deletionFinalizersForGarbageCollection``)."""
+    if options.orphan_dependents is not None:
+        orphan, foreground = options.orphan_dependents, False
+    elif options.propagation is not None:
+        orphan = options.propagation == "Orphan"
+        foreground = options.propagation == "Foreground"
+    else:
+        orphan = _first(current, ORPHAN, FOREGROUND, default_orphan)
+        foreground = _first(current, FOREGROUND, ORPHAN, False)
+    wanted = [f for f in current if f not in (ORPHAN, FOREGROUND)]
+    wanted += [ORPHAN] if orphan else []
+    wanted += [FOREGROUND] if foreground else []
+    return current if set(wanted) == set(current) else wanted
+
+
+def _refs(obj: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
+    return [r for r in refs if isinstance(r, dict)]
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("uid", ""))
 
 
 class Lifecycle:
-    """Deletes objects the way an API server plus its GC controller would."""
+    """Deletes objects the way an API server plus its GC and namespace controllers would."""
 
     def __init__(self, api: SandboxApi) -> None:
         self.api = api
+        self._queue: OrderedDict[Task, None] = OrderedDict()
+        self._draining = False
         api.store.listeners.append(self._on_event)
 
+    # --- the API ----------------------------------------------------------------------
+
     def delete(
-        self,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        opts: WriteOptions,
-        *,
-        propagation: str = "Background",
-        preconditions: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        self, kind: Kind, namespace: str, name: str, options: DeleteOptions | None = None
+    ) -> DeleteResult:
+        opts = options or DeleteOptions()
         obj = self.api.read(kind, namespace, name)
         check_deletable(kind.resource, name)
-        self._check_preconditions(kind, obj, preconditions or {})
-        if opts.dry_run:
-            return present(kind, obj)
-        if propagation == "Orphan":
-            self._orphan(obj["metadata"]["uid"])
-        return present(kind, self._delete_object(kind.resource, obj))
+        if kind.resource == _NAMESPACES:
+            return self._delete_namespace(kind, obj, opts)
+        self._check_preconditions(kind, obj, opts.preconditions)
+        after, removed = self._apply(kind.resource, obj, opts)
+        return self._answer(kind, after, removed, opts)
 
     def delete_collection(
         self,
@@ -59,108 +225,334 @@ class Lifecycle:
         namespace: str | None,
         labels: Matcher,
         fields: Matcher,
-        opts: WriteOptions,
+        options: DeleteOptions | None = None,
     ) -> dict[str, Any]:
+        """Delete every matching object; the answer is the list as it was before."""
         listed = self.api.list(kind, namespace, labels, fields)
-        deleted = []
         for item in listed["items"]:
             meta = item["metadata"]
-            deleted.append(self.delete(kind, meta.get("namespace", ""), meta["name"], opts))
-        return {**listed, "items": deleted}
+            try:
+                self.delete(kind, meta.get("namespace", ""), meta["name"], options)
+            except ApiError as e:
+                if e.code != 404:  # gone meanwhile (a cascade): as DeleteCollection ignores
+                    raise
+        return listed
+
+    def _answer(
+        self, kind: Kind, obj: dict[str, Any], removed: bool, opts: DeleteOptions
+    ) -> DeleteResult:
+        if not removed:
+            return DeleteResult(present(kind, obj), 202 if opts.orphan_dependents is False else 200)
+        if kind.resource in _RETURNS_OBJECT:
+            return DeleteResult(present(kind, obj))
+        meta = obj["metadata"]
+        return DeleteResult(success_status(meta["name"], kind.group, kind.plural, _uid(obj)))
 
     def _check_preconditions(
         self, kind: Kind, obj: dict[str, Any], preconditions: Mapping[str, Any]
     ) -> None:
         meta = obj["metadata"]
-        for field in ("uid", "resourceVersion"):
-            wanted = preconditions.get(field)
-            if wanted and str(wanted) != str(meta.get(field)):
-                raise conflict(
-                    kind.group,
-                    kind.plural,
-                    meta["name"],
-                    f"Precondition failed: {field}: {wanted}, actual: {meta.get(field)}",
-                )
+        wanted_uid, wanted_rv = preconditions.get("uid"), preconditions.get("resourceVersion")
+        why = ""
+        if wanted_uid and str(wanted_uid) != _uid(obj):
+            why = (
+                f"the UID in the precondition ({wanted_uid}) does not match the UID in record "
+                f"({_uid(obj)}). The object might have been deleted and then recreated"
+            )
+        elif wanted_rv and str(wanted_rv) != meta.get("resourceVersion"):
+            why = (
+                f"the ResourceVersion in the precondition ({wanted_rv}) does not match the "
+                f"ResourceVersion in record ({meta.get('resourceVersion')}). "
+                "The object might have been modified"
+            )
+        if why:
+            raise conflict(kind.group, kind.kind, meta["name"], why)
 
-    def _delete_object(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-        """Remove ``obj`` now, or mark it when finalizers (or namespace contents) hold it."""
+    def _apply(
+        self, resource: Resource, obj: dict[str, Any], opts: DeleteOptions
+    ) -> tuple[dict[str, Any], bool]:
+        """Delete ``obj``: (the object after, whether it is gone); finalizers keep it, marked."""
         meta = obj["metadata"]
-        namespace = meta.get("namespace", "")
-        if resource == _NAMESPACES:
-            return self._terminate_namespace(obj)
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp"):
-                return obj
-            meta["deletionTimestamp"] = now()
-            meta["deletionGracePeriodSeconds"] = 0
-            return self.api.store.put(resource, obj)
-        gone = self.api.store.remove(resource, namespace, meta["name"])
-        return gone or obj
+        current = list(meta.get("finalizers") or [])
+        wanted = gc_finalizers(current, opts, resource in _ORPHAN_BY_DEFAULT)
+        if wanted:
+            marked = copy.deepcopy(obj)
+            mark = marked["metadata"]
+            mark["finalizers"] = wanted
+            if not mark.get("deletionTimestamp"):
+                mark["deletionTimestamp"] = now()
+                if int(mark.get("generation") or 0) > 0:
+                    mark["generation"] = int(mark["generation"]) + 1
+            mark["deletionGracePeriodSeconds"] = 0
+            if marked == obj or opts.dry_run:
+                return marked, False
+            return self.api.store.put(resource, marked), False
+        if not opts.dry_run:
+            self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
+        return obj, True
 
-    def _terminate_namespace(self, ns: dict[str, Any]) -> dict[str, Any]:
-        name = ns["metadata"]["name"]
-        if not ns["metadata"].get("deletionTimestamp"):
-            ns["metadata"]["deletionTimestamp"] = now()
-            ns["status"] = {"phase": "Terminating"}
-            ns = self.api.store.put(_NAMESPACES, ns)
-        for resource, obj in list(self.api.store.iter_all()):
-            if resource != _NAMESPACES and obj["metadata"].get("namespace") == name:
-                self._delete_object(resource, obj)
-        return self._finish_namespace(name) or ns
+    # --- namespaces ---------------------------------------------------------------------
 
-    def _finish_namespace(self, name: str) -> dict[str, Any] | None:
-        """Remove a terminating namespace once nothing is left in it."""
+    def _delete_namespace(
+        self, kind: Kind, ns: dict[str, Any], opts: DeleteOptions
+    ) -> DeleteResult:
+        """The namespace registry's Delete: mark it Terminating; purge only once finalized."""
+        meta, name = ns["metadata"], ns["metadata"]["name"]
+        for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted = opts.preconditions.get(field_name)
+            if wanted and str(wanted) != str(meta.get(field_name)):
+                why = (
+                    f"Precondition failed: {label} in precondition: {wanted}, "
+                    f"{label} in object meta: {meta.get(field_name)}"
+                )
+                raise conflict("", "namespaces", name, why)
+        if meta.get("deletionTimestamp"):
+            if (ns.get("spec") or {}).get("finalizers"):
+                raise conflict("", "namespaces", name, _STILL_TERMINATING)
+            after, removed = self._apply(_NAMESPACES, ns, opts)
+            return self._answer(kind, after, removed, opts)
+        marked = copy.deepcopy(ns)
+        mark = marked["metadata"]
+        mark["deletionTimestamp"] = now()
+        marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
+        current = list(mark.get("finalizers") or [])
+        wanted = gc_finalizers(current, opts, False)
+        if wanted:
+            mark["finalizers"] = wanted
+        else:
+            mark.pop("finalizers", None)
+        code = 202 if opts.orphan_dependents is False else 200
+        if opts.dry_run:
+            return DeleteResult(present(kind, marked), code)
+        return DeleteResult(present(kind, self.api.store.put(_NAMESPACES, marked)), code)
+
+    def _sync_namespace(self, name: str) -> None:
+        """One pass of the namespace controller over a terminating namespace."""
         ns = self.api.store.get(_NAMESPACES, "", name)
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
-            return None
-        if ns["metadata"].get("finalizers"):
-            return None
-        for resource, obj in self.api.store.iter_all():
-            if resource != _NAMESPACES and obj["metadata"].get("namespace") == name:
-                return None
-        return self.api.store.remove(_NAMESPACES, "", name)
+            return
+        background = DeleteOptions(propagation="Background")
+        for resource, obj in self._contents(name):
+            self._apply(resource, obj, background)
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for (group, plural), obj in self._contents(name):
+            remaining[f"{plural}.{group}"] = remaining.get(f"{plural}.{group}", 0) + 1
+            for finalizer in obj["metadata"].get("finalizers") or []:
+                finalizers[finalizer] = finalizers.get(finalizer, 0) + 1
+        ns = self._set_conditions(ns, remaining, finalizers)
+        if remaining:
+            return
+        spec = ns.get("spec") or {}
+        left = [f for f in spec.get("finalizers") or [] if f != NAMESPACE_FINALIZER]
+        if not left and not ns["metadata"].get("finalizers"):
+            self.api.store.remove(_NAMESPACES, "", name)
+        elif left != spec.get("finalizers"):
+            self.api.store.put(_NAMESPACES, {**ns, "spec": {**spec, "finalizers": left}})
 
-    def _orphan(self, uid: str) -> None:
+    def _contents(self, namespace: str) -> Iterator[tuple[Resource, dict[str, Any]]]:
         for resource, obj in list(self.api.store.iter_all()):
-            refs = obj["metadata"].get("ownerReferences") or []
-            if any(r.get("uid") == uid for r in refs):
-                changed = {**obj, "metadata": dict(obj["metadata"])}
-                kept = [r for r in refs if r.get("uid") != uid]
-                changed["metadata"]["ownerReferences"] = kept
-                if not kept:
-                    del changed["metadata"]["ownerReferences"]
-                self.api.store.put(resource, changed)
+            if resource != _NAMESPACES and obj["metadata"].get("namespace") == namespace:
+                yield resource, obj
 
-    def _collect_dependents(self, owner: dict[str, Any]) -> None:
-        uid = owner["metadata"].get("uid")
-        alive = {obj["metadata"].get("uid") for _, obj in self.api.store.iter_all()}
-        for resource, obj in list(self.api.store.iter_all()):
-            refs = obj["metadata"].get("ownerReferences") or []
-            if not any(r.get("uid") == uid for r in refs):
-                continue
-            if any(r.get("uid") in alive for r in refs if r.get("uid") != uid):
-                self._orphan_one(resource, obj, str(uid))
-            else:
-                current = self.api.store.get(
-                    resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+    def _set_conditions(
+        self, ns: dict[str, Any], remaining: Mapping[str, int], finalizers: Mapping[str, int]
+    ) -> dict[str, Any]:
+        """Write the controller's five conditions when they changed; returns the namespace."""
+        failing: dict[str, tuple[str, str]] = {}
+        if remaining:
+            listed = ", ".join(
+                sorted(f"{r} has {n} resource instances" for r, n in remaining.items())
+            )
+            failing["NamespaceContentRemaining"] = (
+                "SomeResourcesRemain",
+                f"Some resources are remaining: {listed}",
+            )
+        if finalizers:
+            listed = ", ".join(
+                sorted(f"{f} in {n} resource instances" for f, n in finalizers.items())
+            )
+            failing["NamespaceFinalizersRemaining"] = (
+                "SomeFinalizersRemain",
+                f"Some content in the namespace has finalizers remaining: {listed}",
+            )
+        status = copy.deepcopy(ns.get("status") or {})
+        conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+        changed = False
+        for kind, ok_reason, ok_message in _NAMESPACE_CONDITIONS:
+            state, (reason, message) = (
+                ("True", failing[kind]) if kind in failing else ("False", (ok_reason, ok_message))
+            )
+            old = next((c for c in conditions if c.get("type") == kind), None)
+            if old is None:
+                conditions.append(
+                    {
+                        "type": kind,
+                        "status": state,
+                        "lastTransitionTime": now(),
+                        "reason": reason,
+                        "message": message,
+                    }
                 )
-                if current is not None:
-                    self._delete_object(resource, current)
+                changed = True
+            elif (old.get("status"), old.get("reason"), old.get("message")) != (
+                state,
+                reason,
+                message,
+            ):
+                if old.get("status") != state:
+                    old["lastTransitionTime"] = now()
+                old.update(status=state, reason=reason, message=message)
+                changed = True
+        if not changed:
+            return ns
+        return self.api.store.put(_NAMESPACES, {**ns, "status": status})
 
-    def _orphan_one(self, resource: Resource, obj: dict[str, Any], uid: str) -> None:
-        refs = [r for r in obj["metadata"]["ownerReferences"] if r.get("uid") != uid]
-        self.api.store.put(
-            resource, {**obj, "metadata": {**obj["metadata"], "ownerReferences": refs}}
+    # --- the garbage collector ------------------------------------------------------------
+
+    def _objects_by_uid(self) -> dict[str, tuple[Resource, dict[str, Any]]]:
+        return {_uid(obj): (resource, obj) for resource, obj in self.api.store.iter_all()}
+
+    def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
+        return [
+            (resource, obj)
+            for resource, obj in list(self.api.store.iter_all())
+            if any(r.get("uid") == uid for r in _refs(obj))
+        ]
+
+    def _process_owner(self, uid: str) -> None:
+        """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer."""
+        found = self._objects_by_uid().get(uid)
+        if found is None or not found[1]["metadata"].get("deletionTimestamp"):
+            return
+        resource, owner = found
+        finalizers = owner["metadata"].get("finalizers") or []
+        if ORPHAN in finalizers:
+            for dep_resource, dep in self._dependents(uid):
+                self._drop_refs(dep_resource, dep, {uid})
+            self._drop_finalizer(resource, uid, ORPHAN)
+        elif FOREGROUND in finalizers:
+            for dep_resource, dep in self._dependents(uid):
+                self._attempt_dependent(dep_resource, dep)
+            blocking = any(
+                r.get("uid") == uid and r.get("blockOwnerDeletion") is True
+                for _, dep in self._dependents(uid)
+                for r in _refs(dep)
+            )
+            if not blocking:
+                self._drop_finalizer(resource, uid, FOREGROUND)
+
+    def _attempt_dependent(self, resource: Resource, dep: dict[str, Any]) -> None:
+        """``attemptToDeleteItem``: keep a dependent a live owner holds, else delete it."""
+        index = self._objects_by_uid()
+        solid: set[str] = set()
+        gone: set[str] = set()  # dangling, or waiting for its dependents' deletion
+        waiting = False
+        for ref in _refs(dep):
+            ref_uid = str(ref.get("uid"))
+            owner = index.get(ref_uid)
+            owner_meta = owner[1]["metadata"] if owner else {}
+            if owner is None:
+                gone.add(ref_uid)
+            elif owner_meta.get("deletionTimestamp") and FOREGROUND in (
+                owner_meta.get("finalizers") or []
+            ):
+                gone.add(ref_uid)
+                waiting = True
+            else:
+                solid.add(ref_uid)
+        if solid:
+            if gone:
+                self._drop_refs(resource, dep, gone)
+            return
+        finalizers = dep["metadata"].get("finalizers") or []
+        if waiting and self._dependents(_uid(dep)):
+            policy = "Foreground"
+        elif ORPHAN in finalizers:
+            policy = "Orphan"
+        elif FOREGROUND in finalizers:
+            policy = "Foreground"
+        else:
+            policy = "Background"
+        self._apply(resource, dep, DeleteOptions(propagation=policy))
+
+    def _drop_refs(self, resource: Resource, dep: dict[str, Any], uids: set[str]) -> None:
+        current = self.api.store.get(
+            resource, dep["metadata"].get("namespace", ""), dep["metadata"]["name"]
         )
+        if current is None:
+            return
+        kept = [r for r in _refs(current) if r.get("uid") not in uids]
+        if len(kept) == len(_refs(current)):
+            return
+        if kept:
+            current["metadata"]["ownerReferences"] = kept
+        else:
+            current["metadata"].pop("ownerReferences", None)
+        self.api.store.put(resource, current)
+
+    def _drop_finalizer(self, resource: Resource, uid: str, finalizer: str) -> None:
+        """Remove one finalizer, and the object with it when it was the last."""
+        found = self._objects_by_uid().get(uid)
+        if found is None:
+            return
+        obj = found[1]
+        meta = obj["metadata"]
+        left = [f for f in meta.get("finalizers") or [] if f != finalizer]
+        if left == (meta.get("finalizers") or []):
+            return
+        finalized = resource != _NAMESPACES or not (obj.get("spec") or {}).get("finalizers")
+        if not left and meta.get("deletionTimestamp") and finalized:
+            self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
+            return
+        meta["finalizers"] = left
+        self.api.store.put(resource, obj)
+
+    # --- event handling ----------------------------------------------------------------------
 
     def _on_event(self, event: StoredEvent) -> None:
         if event.resource == _CRDS:
             self._sync_crd(event)
-        if event.type != "DELETED":
+        meta = event.obj["metadata"]
+        if event.type == "DELETED":
+            self._enqueue(("removed", _uid(event.obj)))
+        elif meta.get("deletionTimestamp") and {ORPHAN, FOREGROUND} & set(
+            meta.get("finalizers") or []
+        ):
+            self._enqueue(("owner", _uid(event.obj)))
+        if event.type == "DELETED" or _refs(event.old) != _refs(event.obj):
+            # a dependent gone, or one that let go: its foreground owners may be done
+            for ref in _refs(event.old) + _refs(event.obj):
+                self._enqueue(("owner", str(ref.get("uid"))))
+        if event.resource == _NAMESPACES and event.type != "DELETED":
+            if meta.get("deletionTimestamp"):
+                self._enqueue(("namespace", meta["name"]))
+        elif event.namespace:
+            ns = self.api.store.get(_NAMESPACES, "", event.namespace)
+            if ns is not None and ns["metadata"].get("deletionTimestamp"):
+                self._enqueue(("namespace", event.namespace))
+        self._drain()
+
+    def _enqueue(self, task: Task) -> None:
+        self._queue[task] = None
+
+    def _drain(self) -> None:
+        """Run queued controller work; events raised meanwhile only queue more."""
+        if self._draining:
             return
-        self._collect_dependents(event.obj)
-        if event.namespace:
-            self._finish_namespace(event.namespace)
+        self._draining = True
+        try:
+            while self._queue:
+                (what, key), _ = self._queue.popitem(last=False)
+                if what == "namespace":
+                    self._sync_namespace(key)
+                elif what == "owner":
+                    self._process_owner(key)
+                else:
+                    for resource, dep in self._dependents(key):
+                        self._attempt_dependent(resource, dep)
+        finally:
+            self._draining = False
 
     def _sync_crd(self, event: StoredEvent) -> None:
         kinds = crds.kinds_of(event.obj)

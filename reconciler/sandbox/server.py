@@ -25,8 +25,9 @@ from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.fieldschema import schema_for
 from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
-from reconciler.sandbox.gc import Lifecycle
+from reconciler.sandbox.gc import DeleteOptions, Lifecycle
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.listing import list_collection
 from reconciler.sandbox.namespaces import DefaultServiceAccounts
 from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply_patch
 from reconciler.sandbox.pods import pod_log_of
@@ -34,6 +35,7 @@ from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
 from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
+from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.timing import Timing
 from reconciler.sandbox.watch import serve_watch
 
@@ -53,7 +55,7 @@ class Target:
 
 TARGET = web.RequestKey("target", Target)
 FIELDS = web.RequestKey("fields", FieldValidation)
-_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -262,7 +264,7 @@ class SandboxServer:
         kind, crd = target.kind, None
         if kind.crd:
             name = f"{kind.plural}.{kind.group}"
-            crd = self.api.store.get(_CRDS, "", name)
+            crd = self.api.store.get(CRDS, "", name)
         schema = schema_for(kind, target.subresource, crd)
         query = request.query.get("fieldValidation")
         fields = FieldValidation.of(query, options, kind, target.subresource, schema)
@@ -276,8 +278,28 @@ class SandboxServer:
             return await serve_watch(
                 request, self.api, target.kind, target.namespace, labels, fields
             )
-        listed = self.api.list(target.kind, target.namespace, labels, fields)
-        return json_response(listed)
+        table = table_version(request.headers.get("Accept", ""))
+        selective = bool(request.query.get("labelSelector") or request.query.get("fieldSelector"))
+        listed = list_collection(
+            self.api,
+            target.kind,
+            target.namespace,
+            labels,
+            fields,
+            request.query,
+            selective=selective,
+        )
+        return self._answer(request, target.kind, listed, table)
+
+    def _answer(
+        self, request: web.Request, kind: Kind, body: dict[str, Any], table: str | None
+    ) -> web.Response:
+        """``body`` as JSON, or as the Table (of ``meta.k8s.io/<table>``) the client asked for."""
+        if table is None:
+            return json_response(body)
+        crd = self.api.store.get(CRDS, "", f"{kind.plural}.{kind.group}") if kind.crd else None
+        include = request.query.get("includeObject", "")
+        return json_response(to_table(kind, body, version=table, include_object=include, crd=crd))
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         fields = self._fields(request, target, "CreateOptions")
@@ -287,12 +309,13 @@ class SandboxServer:
 
     async def _get(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
+        table = table_version(request.headers.get("Accept", ""))
         obj = self.api.get(target.kind, target.namespace or "", target.name)
         if target.subresource == "scale":
             return json_response(scale_of(target.kind, obj))
         if target.subresource == "log":
             return web.Response(text=pod_log_of(obj, request.query), content_type="text/plain")
-        return json_response(obj)
+        return self._answer(request, target.kind, obj, table)
 
     async def _replace(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
@@ -347,28 +370,15 @@ class SandboxServer:
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
-        body = await self._body(request) or {}
-        if not isinstance(body, dict):
-            raise ApiError(400, "DeleteOptions must be an object")
-        propagation = request.query.get("propagationPolicy") or body.get("propagationPolicy")
-        dry_run = request.query.get("dryRun") == "All" or "All" in (body.get("dryRun") or [])
-        opts = WriteOptions(field_manager="", dry_run=dry_run)
-        result = self.lifecycle.delete(
-            target.kind,
-            target.namespace or "",
-            target.name,
-            opts,
-            propagation=str(propagation or "Background"),
-            preconditions=body.get("preconditions"),
-        )
-        pending = bool(result["metadata"].get("deletionTimestamp")) and not dry_run
-        return json_response(result, 202 if pending else 200)
+        options = DeleteOptions.parse(await self._body(request), request.query)
+        result = self.lifecycle.delete(target.kind, target.namespace or "", target.name, options)
+        return json_response(result.body, result.code)
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         labels = parse_label_selector(request.query.get("labelSelector"))
         fields = parse_field_selector(request.query.get("fieldSelector"))
-        opts = WriteOptions(dry_run=request.query.get("dryRun") == "All")
+        options = DeleteOptions.parse(await self._body(request), request.query)
         result = self.lifecycle.delete_collection(
-            target.kind, target.namespace, labels, fields, opts
+            target.kind, target.namespace, labels, fields, options
         )
         return json_response(result)

@@ -37,8 +37,9 @@ class StoredEvent:
     resource: Resource
     namespace: str
     obj: dict[str, Any]
-    # The object before a MODIFIED change: selector watches need it to report an
-    # object that starts (ADDED) or stops (DELETED) matching.
+    # The object before a MODIFIED or DELETED change: selector watches need it to
+    # report an object that starts (ADDED) or stops (DELETED) matching, and a list
+    # at an older resourceVersion rolls the change back with it.
     old: dict[str, Any] | None = None
 
 
@@ -116,7 +117,7 @@ class Store:
         self._rv += 1
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(self._rv)
-        self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone))
+        self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone, obj))
         return copy.deepcopy(gone)
 
     def _record(self, event: StoredEvent) -> None:
@@ -134,6 +135,49 @@ class Store:
         if self._history:
             self._compacted_rv = self._history[-1].rv
         self._history.clear()
+
+    @property
+    def compacted_resource_version(self) -> int:
+        """The newest resourceVersion whose change is no longer in history (0: none)."""
+        return self._compacted_rv
+
+    def snapshot(self, resource: Resource, namespace: str | None, rv: int) -> ListOfObjects:
+        """The objects of ``resource`` as they were at resourceVersion ``rv``.
+
+        Like etcd's MVCC reads behind a real server's paginated and ``Exact`` lists:
+        the current objects with every later change rolled back. Raises 410 Gone
+        when the history needed for that was compacted, and 504 (as the API server
+        does for a revision etcd does not have yet) for a future ``rv``.
+        """
+        if rv > self._rv:
+            raise ApiError(
+                504,
+                f"Timeout: Too large resource version: {rv}, current: {self._rv}",
+                reason="Timeout",
+                causes=[
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ],
+            )
+        if rv < self._compacted_rv:
+            raise ApiError(410, "The resourceVersion for the provided list is too old.")
+        items = {
+            key: obj
+            for key, obj in self._objects.get(resource, {}).items()
+            if namespace is None or key[0] == namespace
+        }
+        for event in reversed(self._history):
+            if event.rv <= rv:
+                break
+            if event.resource != resource or (
+                namespace is not None and event.namespace != namespace
+            ):
+                continue
+            key = (event.namespace, event.obj["metadata"]["name"])
+            if event.type == "ADDED" or event.old is None:
+                items.pop(key, None)
+            else:
+                items[key] = event.old
+        return [copy.deepcopy(obj) for obj in items.values()]
 
     def events_since(self, rv: int, resource: Resource, namespace: str | None) -> EventList:
         """History after ``rv``; raises 410 Gone when some of it was compacted."""
