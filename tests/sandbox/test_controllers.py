@@ -266,31 +266,42 @@ def test_job_parallelism_and_completions() -> None:
 
 def test_pod_is_pending_while_containers_are_created_then_ready_after_its_delay() -> None:
     timing = Timing(
-        controller_delay=0.01, pod_start=0.3, ready_delays=(parse_ready_delay("slow:*=0.5"),)
+        controller_delay=0.01, pod_start=0.1, ready_delays=(parse_ready_delay("slow:*=0.2"),)
     )
-    with fast_sandbox(timing) as (_, api):
+    with fast_sandbox(timing) as (sandbox, api):
         core = client.CoreV1Api(api)
+        stages: dict[str, list[tuple[str, str, bool]]] = {"quick": [], "slow": []}
+
+        def on_event(event: StoredEvent) -> None:
+            name = event.obj["metadata"]["name"]
+            if event.resource != ("", "pods") or name not in stages:
+                return
+            status = event.obj.get("status") or {}
+            waiting = [
+                c["state"]["waiting"].get("reason", "")
+                for c in status.get("containerStatuses") or []
+                if "waiting" in c.get("state", {})
+            ]
+            is_ready = any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in status.get("conditions") or []
+            )
+            stage = (str(status.get("phase")), ",".join(waiting), is_ready)
+            if not stages[name] or stages[name][-1] != stage:
+                stages[name].append(stage)
+
+        sandbox.observe(on_event)
         for name, image in (("quick", "quick:1"), ("slow", "slow:1")):
             body = {
                 "metadata": {"name": name},
                 "spec": {"containers": [{"name": "c", "image": image}]},
             }
             core.create_namespaced_pod("default", body)
-        creating = eventually(
-            lambda: (p := core.read_namespaced_pod("slow", "default")).spec.node_name and p
-        )
-        waiting = eventually(
-            lambda: (
-                (p := core.read_namespaced_pod("slow", "default")).status.container_statuses and p
-            )
-        )
-        assert creating.status.phase == "Pending"
-        state = waiting.status.container_statuses[0].state
-        assert waiting.status.phase == "Pending" or state.running is not None
-        eventually(lambda: ready(core.read_namespaced_pod("quick", "default")))
-        slow = core.read_namespaced_pod("slow", "default")
-        assert slow.status.phase == "Running" and not ready(slow)  # running, not yet ready
         eventually(lambda: ready(core.read_namespaced_pod("slow", "default")))
+        assert core.read_namespaced_pod("slow", "default").spec.node_name.startswith("node-")
+    creating = ("Pending", "ContainerCreating", False)
+    assert stages["quick"][-2:] == [creating, ("Running", "", True)]
+    assert stages["slow"][-3:] == [creating, ("Running", "", False), ("Running", "", True)]
 
 
 def test_fail_images_option_breaks_exactly_the_matching_pods() -> None:
