@@ -19,6 +19,7 @@ globs, gives pods that never become Ready (a Job's pods fail); see ``pods.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -45,6 +46,7 @@ from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 
 __all__ = ["DEFAULT_DELAY", "Controllers"]
 
+log = logging.getLogger(__name__)
 Key = tuple[Resource, str, str]
 _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("apps/v1", "ReplicaSet"): REPLICASETS,
@@ -134,6 +136,12 @@ class Controllers:
         handler = self.handlers.get(resource)
         if obj is None or handler is None:
             return
-        again = handler.reconcile(obj)
+        try:
+            again = handler.reconcile(obj)
+        except Exception:  # a sandbox bug: say so, and try again rather than stall
+            log.exception(
+                "sandbox: the %s controller failed on %s/%s", resource[1], namespace, name
+            )
+            again = 1.0
         if again is not None:
             self._enqueue(key, max(again, 0.001))
