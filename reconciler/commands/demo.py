@@ -31,7 +31,10 @@ from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
+from reconciler.sandbox.deployments import REVISION
+from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.sandbox.timing import Timing
 from reconciler.source.channels import set_channel
 from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, log_oneline
 
@@ -89,7 +92,8 @@ def demo_command(args: argparse.Namespace) -> int:
         f"Starting a local Kubernetes API (reconciler sandbox) and a catalog in {workdir}"
     )
     kubeconfig = workdir / "kubeconfig"
-    with running_sandbox(controller_delay=0.3, kubeconfig=kubeconfig) as sandbox:
+    timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
+    with running_sandbox(timing=timing, kubeconfig=kubeconfig) as sandbox:
         from reconciler.source.scaffold import create_catalog_repo
 
         repo = create_catalog_repo(template, workdir)
@@ -128,9 +132,12 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
             f"commit {move.commit[:12] if move.commit else '?'}: "
             f"podinfo: move channel stable {move.previous} -> {move.version} (pushed)"
         )
+        rollout = ReadyPods("web")
+        sandbox.observe(rollout.on_event)
         upgrade = daemon.run_pass()
         _summarise(story, upgrade)
         story.line(f"web now runs {_image(client, 'web', 'web')}")
+        story.line(f"its pods rolled (ready new+old): {rollout.describe()}")
 
         story.chapter("A broken commit: status-page's file loses a closing brace")
         commit_file(
@@ -158,6 +165,37 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
     for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
         story.line(line)
     return all(o.error is None for o in (first, quiet, upgrade, broken, fixed)) and fixed.ok
+
+
+class ReadyPods:
+    """The ready pods of one Deployment's newest and older ReplicaSets, at each change.
+
+    Read from the sandbox's writes as they happen, so the demo shows the rolling update
+    step by step (``maxSurge``/``maxUnavailable`` at work), not just its end.
+    """
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.ready: dict[str, tuple[int, int]] = {}  # ReplicaSet -> (revision, ready pods)
+        self.steps: list[tuple[int, int]] = []
+
+    def on_event(self, event: StoredEvent) -> None:
+        if event.resource != ("apps", "replicasets") or event.namespace != self.namespace:
+            return
+        meta = event.obj["metadata"]
+        revision = int((meta.get("annotations") or {}).get(REVISION, "0") or 0)
+        ready = int((event.obj.get("status") or {}).get("readyReplicas") or 0)
+        if event.type == "DELETED":
+            self.ready.pop(meta["name"], None)
+        else:
+            self.ready[meta["name"]] = (revision, ready)
+        newest = max(self.ready.values(), default=(0, 0))
+        step = (newest[1], sum(n for _, n in self.ready.values()) - newest[1])
+        if not self.steps or self.steps[-1] != step:
+            self.steps.append(step)
+
+    def describe(self) -> str:
+        return " -> ".join(f"{new}+{old}" for new, old in self.steps) or "no change"
 
 
 def _summarise(story: Story, outcome: PassOutcome) -> None:

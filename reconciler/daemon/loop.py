@@ -147,6 +147,7 @@ class Daemon:
         )
         self._failed_inputs: dict[str, str] = {}  # instance -> plan fingerprint when it failed
         self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
+        self._seeded = False  # statuses read from the status branch once
         self.events = EventRecorder(client)
 
     def sync(self) -> tuple[Checkout, bool]:
@@ -198,6 +199,7 @@ class Daemon:
             checkout, moved = self.sync()
             if moved:
                 log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
+            self._seed_statuses()
             report = reconcile_checkout(
                 self.catalog_at(checkout),
                 checkout.commit,
@@ -271,6 +273,27 @@ class Daemon:
                 self.events.warning(ref, status.reason or str(status.phase), message)
             elif status.phase is Phase.READY:
                 self.events.normal(ref, "ReconcileSucceeded", message)
+
+    def _seed_statuses(self) -> None:
+        """After a (re)start, the last records come from the status branch, once.
+
+        A rollout in flight continues from its last recorded step and what the
+        cluster shows (SPEC section 4, "a restarted reconciler continues").
+        """
+        if self._seeded:
+            return
+        self._seeded = True
+        try:
+            recorded = self.ledger.read()
+        except (SourceError, ValueError) as e:
+            log.warning(
+                "cannot read the last status records: %s",
+                e,
+                extra={"cluster": self.settings.cluster},
+            )
+            return
+        for name, status in recorded.items():
+            self.statuses.setdefault(name, status)
 
     def _holding(self, plan: InstancePlan) -> bool:
         """Skip a failing instance until its backoff ends, unless its inputs changed."""

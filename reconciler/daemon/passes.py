@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
+from reconciler.daemon.rolling import Rolled, after_rollout, drive, rollout_status, rolls
 from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
 from reconciler.kube import (
     ApplyOptions,
@@ -61,6 +62,7 @@ class PassReport:
     namespaces: Mapping[str, str] = field(default_factory=dict)  # instance -> its namespace
     started: float = 0.0
     duration: float = 0.0
+    next_look: float | None = None  # seconds until a rollout wants another pass
 
     @property
     def all_ready(self) -> bool:
@@ -108,14 +110,32 @@ def reconcile_checkout(
         writer=settings.writer,
     )
     held = {plan.name for plan in plans if hold(plan)}
-    results = [
-        kept_as_is(live, plan, Action.SKIPPED, "backing off after failures")
-        if plan.name in held
-        else apply_plan(client, live, plan, options, source_commit=commit)
-        for plan in plans
-    ]
+    previous = previous or {}
+    rolled: dict[str, Rolled] = {}
+    results = []
+    for plan in plans:
+        record = previous[plan.name].rollout if plan.name in previous else None
+        batches = rolls(plan, deployed.get(plan.name), record)
+        if plan.name in held:
+            results.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
+        elif batches is not None:
+            step = drive(
+                client,
+                live,
+                catalog,
+                plan,
+                batches,
+                options,
+                deployed=deployed[plan.name],
+                record=record,
+                source_commit=commit,
+            )
+            rolled[plan.name] = step
+            results.append(step.result)
+        else:
+            results.append(apply_plan(client, live, plan, options, source_commit=commit))
     removed = remove_deleted(client, live, entry, options)
-    healths = check_health(client, live, plans, results, settings.health_timeout)
+    healths = check_health(client, live, plans, results, settings.health_timeout, skip=set(rolled))
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
     outcomes = [
@@ -129,13 +149,21 @@ def reconcile_checkout(
         )
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
-    previous = previous or {}
     statuses = tuple(
         previous[o.plan.name]
         if o.plan.name in held and o.plan.name in previous
-        else build_status(settings.cluster, o, commit)
+        else rollout_status(
+            settings.cluster, o.plan, rolled[o.plan.name], commit, o.plan.instance.app
+        )
+        if o.plan.name in rolled
+        else after_rollout(
+            build_status(settings.cluster, o, commit),
+            previous.get(o.plan.name),
+            quiet=o.result is None or not any(e.changed for e in o.result.changes.entries),
+        )
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
+    looks = [r.next_look for r in rolled.values() if r.next_look is not None]
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         log.info(
@@ -158,7 +186,12 @@ def reconcile_checkout(
         },
         started=started,
         duration=time.time() - started,
+        next_look=min(looks) if looks else None,
     )
+
+
+def _app(outcome: InstanceOutcome) -> str:
+    return outcome.plan.instance.app or outcome.deployed_app
 
 
 def check_health(
@@ -167,6 +200,8 @@ def check_health(
     plans: Sequence[InstancePlan],
     results: Sequence[InstanceResult],
     timeout: float,
+    *,
+    skip: set[str] | None = None,
 ) -> list[HealthReport | None]:
     """Health of every applied instance, waiting (one shared deadline) only where needed.
 
@@ -178,7 +213,8 @@ def check_health(
     reports: list[HealthReport | None] = []
     for plan, result in zip(plans, results, strict=True):
         skipped = all(e.action is Action.SKIPPED for e in result.changes.entries)
-        if plan.instance.suspend or not plan.ok or not result.ok or skipped:
+        rolling = plan.name in (skip or set())  # a rollout verifies its own batches
+        if plan.instance.suspend or not plan.ok or not result.ok or skipped or rolling:
             reports.append(None)
             continue
         refs = [ObjectRef.of(obj) for obj in plan.objects]

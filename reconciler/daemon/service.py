@@ -40,6 +40,7 @@ log = logging.getLogger("reconciler.daemon")
 
 NEXT_STEP_DELAY = 1.0  # seconds before the next step of a multi-step upgrade
 CRASH_RETRY_DELAY = 30.0  # seconds before retrying after a pass that raised unexpectedly
+MIN_LOOK = 0.1  # floor of a rollout's next look, so a busy rollout cannot spin the loop
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -134,6 +135,10 @@ class Service:
         report = outcome.report
         if report is not None and any(s.reason == UPGRADE_IN_PROGRESS for s in report.statuses):
             self.queue.schedule(Trigger("retry", "next step of an upgrade path"), NEXT_STEP_DELAY)
+        if report is not None and report.next_look is not None:
+            # a rollout in flight: look again soon, whatever the poll interval says
+            look = max(report.next_look, MIN_LOOK)
+            self.queue.schedule(Trigger("retry", "next look at a rollout"), look)
         retry_in = self.daemon.next_retry_in()
         if retry_in is not None:
             self.queue.schedule(Trigger("retry", "an instance's backoff ended"), retry_in)

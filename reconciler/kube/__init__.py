@@ -39,6 +39,7 @@ from reconciler.kube.rollout import (
     release_partition,
     set_partition,
 )
+from reconciler.kube.rollout_driver import KubeRolloutDriver, workloads_of
 
 __all__ = [
     "EMPTY_RENDER",
@@ -55,6 +56,7 @@ __all__ = [
     "Inventory",
     "KubeApiError",
     "KubeClient",
+    "KubeRolloutDriver",
     "Limits",
     "LiveState",
     "ObjectDiff",
@@ -71,4 +73,5 @@ __all__ = [
     "remove_instance",
     "set_partition",
     "wait_healthy",
+    "workloads_of",
 ]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from reconciler.daemon.loop import Daemon, DaemonSettings
+from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo
 from tests.factories import write_catalog
@@ -53,3 +55,22 @@ def world(tmp_path: Path) -> Iterator[World]:
             repo=repo.url, cluster="prod", health_timeout=10.0, cache_dir=tmp_path / "cache"
         )
         yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
+
+
+def settle(daemon: Daemon, limit: int = 400) -> list[PassOutcome]:
+    """Passes, as the service schedules them, until no instance is Progressing.
+
+    A rollout makes one transition per pass and never waits (SPEC section 4), so a
+    test that moves a version with a batch plan runs passes until it is over; the
+    pause between passes stands for the daemon's next look.
+    """
+    outcomes: list[PassOutcome] = []
+    for _ in range(limit):
+        outcome = daemon.run_pass()
+        outcomes.append(outcome)
+        report = outcome.report
+        if report is None or all(s.phase is not Phase.PROGRESSING for s in report.statuses):
+            return outcomes
+        look = report.next_look
+        time.sleep(min(look if look is not None else 0.05, 0.05))
+    raise AssertionError(f"still progressing after {limit} passes")

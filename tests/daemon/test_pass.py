@@ -11,7 +11,7 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
 from reconciler.source.scaffold import log_oneline, remove_file
-from tests.daemon.conftest import World
+from tests.daemon.conftest import World, settle
 
 CHANNELS = """\
 apiVersion: reconciler/v1
@@ -63,13 +63,15 @@ def test_a_pass_with_nothing_new_makes_no_writes_and_no_commits(world: World) ->
 def test_channel_move_commit_reaches_cluster_and_status_branch(world: World) -> None:
     world.daemon.run_pass()
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
-    outcome = world.daemon.run_pass()
+    outcomes = settle(world.daemon)  # 6.6.0 plans batches: one transition per pass
+    outcome = outcomes[-1]
     assert outcome.ok
     assert image(world, "web", "web") == "ghcr.io/stefanprodan/podinfo:6.6.0"
-    # only the instance that changed gets a status commit, not every instance
-    assert [c.subject for c in outcome.commits] == [
-        "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
-    ]
+    # only the instance that changed gets status commits, one per rollout step
+    subjects = [c.subject for o in outcomes for c in o.commits]
+    assert all(s.startswith("prod/web: rollout podinfo 6.5.0 -> 6.6.0: ") for s in subjects)
+    assert subjects[0].endswith("started, 3 batches")
+    assert subjects[-1] == "prod/web: rollout podinfo 6.5.0 -> 6.6.0: succeeded (5/5 replicas)"
     record = world.daemon.ledger.read()["web"]
     assert record.version == "6.6.0" and record.source == "channel:stable"
     assert record.source_commit == outcome.report.commit  # type: ignore[union-attr]
@@ -108,7 +110,7 @@ def test_remote_that_goes_away_and_comes_back(world: World) -> None:
     finally:
         shutil.move(hidden, world.repo.remote)
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "stable -> 6.6.0")
-    outcome = world.daemon.run_pass()
+    outcome = settle(world.daemon)[-1]
     assert outcome.ok and image(world, "web", "web").endswith(":6.6.0")
 
 

@@ -1,0 +1,252 @@
+"""Batch rollouts in the daemon's pass: which instances roll, one transition each, their record.
+
+An instance rolls in batches when its version changes (upgrade, downgrade, a step
+of an upgrade path) and its version or instance file plans ``rollout.batches``; a
+first install and an instance without a plan are applied at once (SPEC section 4).
+While a rollout is unfinished, the instance goes through ``drive_once`` instead of
+the plain apply: one observation of the cluster, one transition of the state
+machine, its actions, and the time of the next look. A pass never waits for a batch.
+
+The last rollout record comes from the previous pass, or, after a restart, from
+the status branch; the machine then continues from what the cluster shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from reconciler.daemon.applying import instance_target
+from reconciler.daemon.plan import InstancePlan, plan_fingerprint
+from reconciler.kube import (
+    ApplyOptions,
+    InstanceResult,
+    KubeClient,
+    KubeRolloutDriver,
+    LiveState,
+    apply_instance,
+    place_objects,
+    workloads_of,
+)
+from reconciler.model.catalog import Catalog
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
+from reconciler.model.errors import KubeError
+from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, describe
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.render import render_instance
+from reconciler.rollout import PlanError, RolloutSettings, drive_once, merge_plans
+
+INSTANCE_KIND = ("reconciler/v1", "Instance")
+
+
+@dataclass(frozen=True)
+class Rolled:
+    """One instance's rollout step this pass: the record, what was done, when to look."""
+
+    record: RolloutRecord | None
+    result: InstanceResult
+    next_look: float | None = None
+
+
+def settings_of(plan: InstancePlan) -> RolloutSettings | None:
+    """The instance's batch plan (instance file over version), None to change at once."""
+    version = plan.version.rollout if plan.version is not None else None
+    try:
+        settings = merge_plans(version, plan.instance.rollout)
+    except PlanError:
+        return None  # validation reports it; the instance changes at once meanwhile
+    if settings is not None and settings.analysis:
+        return None  # analysis Jobs are not run by the daemon yet: never half-verify
+    return settings
+
+
+def rolls(
+    plan: InstancePlan, deployed: str | None, record: RolloutRecord | None
+) -> RolloutSettings | None:
+    """The settings when this pass must drive a rollout for ``plan``, else None."""
+    if not plan.ok or plan.version is None or plan.instance.suspend or deployed is None:
+        return None
+    settings = settings_of(plan)
+    if settings is None or not workloads_of(plan.objects):
+        return None
+    unfinished = record is not None and not record.state.terminal
+    if deployed != plan.version.key or unfinished:
+        return settings
+    return None
+
+
+def drive(
+    client: KubeClient,
+    live: LiveState,
+    catalog: Catalog,
+    plan: InstancePlan,
+    settings: RolloutSettings,
+    options: ApplyOptions,
+    *,
+    deployed: str,
+    record: RolloutRecord | None,
+    source_commit: str,
+) -> Rolled:
+    """One transition of ``plan``'s rollout; an API error fails this instance alone."""
+    assert plan.version is not None
+    inst = plan.instance
+    to_version = plan.version.key
+    from_version = (
+        record.from_version if record is not None and not record.state.terminal else deployed
+    )
+    target = instance_target(live.cluster, plan, source_commit)
+
+    def apply_render(version: str) -> None:
+        """The plain render of ``version`` through the normal apply (inventory, prune)."""
+        if version == to_version:
+            render_target = target
+        else:
+            entry = catalog.apps.get(inst.app)
+            old = entry.versions.get(version) if entry is not None else None
+            if old is None:
+                raise KubeError(f"cannot return to {inst.app} {version}: not in the catalog")
+            rendered = render_instance(catalog, inst, old)
+            if not rendered.ok:
+                raise KubeError(f"cannot render {inst.app} {version} to return to it")
+            render_target = type(target)(
+                cluster=target.cluster,
+                instance=target.instance,
+                namespace=target.namespace,
+                objects=tuple(rendered.objects),
+                app=target.app,
+                version=version,
+                source_commit=source_commit,
+            )
+        result = apply_instance(client, render_target, options, live)
+        if not result.ok:
+            raise KubeError(result.message or f"applying {inst.app} {version} failed")
+
+    driver = KubeRolloutDriver(
+        client=client,
+        instance=inst.name,
+        namespace=inst.namespace,
+        objects=place_objects(client, target),
+        from_version=from_version,
+        to_version=to_version,
+        apply_render=apply_render,
+        instance_digest=plan_fingerprint(plan),
+    )
+    ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+    try:
+        step = drive_once(
+            record,
+            settings,
+            driver,
+            running=deployed,
+            desired=to_version,
+            now=datetime.now(UTC),
+        )
+    except KubeError as e:
+        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
+        return Rolled(record, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)))
+    if step is None:
+        return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])))
+    done = ", ".join(driver.executed) or "observed"
+    action = Action.CONFIGURED if driver.executed else Action.UNCHANGED
+    entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
+    return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
+
+
+_PHASES: Mapping[RollingState, tuple[Phase, str]] = {
+    RollingState.INITIALIZING: (Phase.PROGRESSING, "RolloutInProgress"),
+    RollingState.ROLLING: (Phase.PROGRESSING, "RolloutInProgress"),
+    RollingState.FINALISING: (Phase.PROGRESSING, "RolloutInProgress"),
+    RollingState.WAITING: (Phase.PROGRESSING, "WaitingForPromotion"),
+    RollingState.ABANDONED: (Phase.PROGRESSING, "RolloutAbandoned"),
+    RollingState.SUCCEEDED: (Phase.READY, "Succeeded"),
+    RollingState.FAILED: (Phase.STALLED, "RolloutFailed"),
+    RollingState.ROLLED_BACK: (Phase.STALLED, "RolledBack"),
+}
+
+
+def rollout_status(
+    cluster: str, plan: InstancePlan, rolled: Rolled, source_commit: str, app: str
+) -> InstanceStatus:
+    """The record of an instance whose version moves in batches (SPEC sections 3 and 4)."""
+    res = plan.resolution
+    record = rolled.record
+    result = rolled.result
+    if record is None or not result.ok:
+        message = result.message or "the rollout could not take its next step"
+        status = InstanceStatus(
+            cluster=cluster,
+            instance=plan.name,
+            app=app,
+            phase=Phase.FAILED,
+            version=record.from_version if record is not None else None,
+            desired_version=res.version,
+            source=res.source,
+            source_commit=source_commit,
+            objects=len(plan.objects),
+            reason="ApplyFailed",
+            message=message,
+            rollout=record,
+        )
+        return status.with_default_conditions()
+    phase, reason = _PHASES[record.state]
+    if record.paused and phase is Phase.PROGRESSING:
+        reason = "RolloutPaused"
+    done = record.state is RollingState.SUCCEEDED
+    status = InstanceStatus(
+        cluster=cluster,
+        instance=plan.name,
+        app=app,
+        phase=phase,
+        version=record.to_version if done else record.from_version,
+        desired_version=res.version,
+        source=res.source,
+        source_commit=source_commit,
+        objects=len(plan.objects),
+        reason=reason,
+        message=_message(record, app),
+        rollout=record,
+    )
+    return status.with_default_conditions()
+
+
+def _message(record: RolloutRecord, app: str) -> str:
+    """What the record says, in words that change only when a status commit is due.
+
+    The status message is part of what decides a commit, so while batches move it
+    names the last ready batch, never the batch state or replica counts of the
+    moment (those are in ``rollout``, and in the commit subjects of the steps).
+    """
+    if record.state.terminal or record.state is RollingState.WAITING:
+        return describe(record, app)
+    done = record.batch if record.batch_state is BatchState.READY else record.batch - 1
+    head = f"rollout {app + ' ' if app else ''}{record.label}"
+    if record.state is RollingState.INITIALIZING or done <= 0:
+        what = f"started, {record.batches} batches"
+    else:
+        what = f"batch {done}/{record.batches} ready"
+    return f"{head}: {what}" + (", paused" if record.paused else "")
+
+
+def after_rollout(
+    status: InstanceStatus, previous: InstanceStatus | None, quiet: bool
+) -> InstanceStatus:
+    """A Ready record after a succeeded rollout keeps saying so until something else happens.
+
+    The pass after ``rolloutSucceed`` applies the plain render as usual; without this
+    its record would differ from the last one (no ``rollout``, another message) and
+    make a commit that says nothing new. ``quiet``: the pass changed no object.
+    """
+    last = previous.rollout if previous is not None else None
+    if (
+        previous is None
+        or last is None
+        or last.state is not RollingState.SUCCEEDED
+        or status.phase is not Phase.READY
+        or status.version != last.to_version
+    ):
+        return status
+    if not quiet:
+        return replace(status, rollout=last)
+    kept = replace(status, rollout=last, message=previous.message, conditions=())
+    return kept.with_default_conditions()
