@@ -57,7 +57,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
 
 
-def settle(daemon: Daemon, limit: int = 400) -> list[PassOutcome]:
+def settle(daemon: Daemon, limit: int = 400, *, until_waiting: bool = False) -> list[PassOutcome]:
     """Passes, as the service schedules them, until no instance is Progressing.
 
     A rollout makes one transition per pass and never waits (SPEC section 4), so a
@@ -70,6 +70,8 @@ def settle(daemon: Daemon, limit: int = 400) -> list[PassOutcome]:
         outcomes.append(outcome)
         report = outcome.report
         if report is None or all(s.phase is not Phase.PROGRESSING for s in report.statuses):
+            return outcomes
+        if until_waiting and any(s.reason == "WaitingForPromotion" for s in report.statuses):
             return outcomes
         look = report.next_look
         time.sleep(min(look if look is not None else 0.05, 0.05))

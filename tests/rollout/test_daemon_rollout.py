@@ -11,10 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.catalog import load_catalog
+from reconciler.daemon.applying import instance_target
 from reconciler.daemon.loop import PassOutcome
+from reconciler.daemon.plan import plan_cluster
+from reconciler.kube import ApplyOptions, LiveState, diff_instance
 from reconciler.kube.rollout_driver import copy_name
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
+from reconciler.sandbox.store import StoredEvent
+from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, settle, world
 
@@ -78,3 +84,156 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
         "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 3/3 ready (5/5 replicas)",
         "prod/web: rollout podinfo 6.5.0 -> 6.6.0: succeeded (5/5 replicas)",
     ]
+
+
+FAILING_66 = (
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
+    "spec:\n  replicas: ${params.replicas}\n  template:\n"
+    "    metadata:\n      annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
+    "    spec:\n      containers:\n"
+    "        - {name: podinfo, image: '${images.podinfo}'}\n"
+)
+
+
+def _pod_versions(world: World) -> set[str]:
+    pods = world.client.list("v1", "Pod", namespace="web")
+    return {
+        str(c["image"]).rsplit(":", 1)[1]
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        for c in p["spec"]["containers"]
+    }
+
+
+def test_partition_waits_for_a_promotion_commit(world: World) -> None:
+    world.commit(
+        "clusters/prod/instances/web.yaml", WEB.format(extra="  partition: 1\n"), "web: gate"
+    )
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    outcomes = settle(world.daemon, until_waiting=True)
+    web = _web(outcomes[-1])
+    assert web.phase is Phase.PROGRESSING and web.reason == "WaitingForPromotion"
+    assert web.rollout is not None and web.rollout.batch == 1
+    assert _pod_versions(world) == {"6.5.0", "6.6.0"}  # 1 new pod, 4 old ones still serve
+    quiet = world.daemon.run_pass()
+    assert quiet.commits == [] and _web(quiet).reason == "WaitingForPromotion"
+    assert quiet.report is not None and quiet.report.next_look is None  # only a commit moves it
+    change_gate(world.repo.work, "prod", "web", "promote", batches=3, push=True)  # partition 2
+    second = settle(world.daemon, until_waiting=True)
+    assert _web(second[-1]).rollout.batch == 2  # type: ignore[union-attr]
+    change_gate(world.repo.work, "prod", "web", "promote", batches=3, push=True)  # no partition
+    done = settle(world.daemon)
+    assert _web(done[-1]).phase is Phase.READY and _web(done[-1]).version == "6.6.0"
+    assert _pod_versions(world) == {"6.6.0"}
+
+
+def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
+    web = WEB.format(extra="  onFailure: rollback\n")
+    world.commit("clusters/prod/instances/web.yaml", web, "web: roll back on failure")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    outcomes = settle(world.daemon)
+    web_status = _web(outcomes[-1])
+    assert web_status.phase is Phase.STALLED and web_status.reason == "RolledBack"
+    assert web_status.version == "6.5.0" and "pods failing" in web_status.message
+    # the rollback's cleanup finishes over the next passes: old template, no copy left
+    for _ in range(100):
+        if world.client.get(COPY) is None:
+            break
+        world.daemon.run_pass()
+    assert world.client.get(COPY) is None
+    assert _image(world, DEPLOY).endswith(":6.5.0")
+    again = world.daemon.run_pass()  # same desired version and file: not retried
+    assert _web(again).reason == "RolledBack" and again.commits == []
+
+
+def test_another_instance_changes_while_a_batch_verifies(world: World) -> None:
+    """Nothing waits in line: api's upgrade lands in the pass that also starts web's
+    rollout, and web's slow batches never hold api's status commit."""
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()
+    api = (
+        "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
+        'version: "6.6.0"\nnamespace: team-api\n'
+    )
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release web")
+    started = world.daemon.run_pass()
+    assert _web(started).phase is Phase.PROGRESSING
+    world.commit("clusters/prod/instances/api.yaml", api, "api: pin 6.6.0")
+    moved = world.daemon.run_pass()
+    assert _web(moved).phase is Phase.PROGRESSING  # web is still rolling...
+    api_status = next(s for s in moved.report.statuses if s.instance == "api")  # type: ignore[union-attr]
+    assert api_status.phase is Phase.READY and api_status.version == "6.6.0"  # ...api is done
+
+
+def test_a_restarted_daemon_continues_without_duplicating_or_rolling_back(world: World) -> None:
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    first = world.daemon
+    for _ in range(200):  # up to the first ready batch, then the daemon "dies"
+        web = _web(first.run_pass())
+        if web.rollout is not None and web.rollout.batch >= 1 and "ready" in web.message:
+            break
+    updated = web.rollout.replicas.updated if web.rollout else 0
+    assert updated >= 1
+    restarted = world.new_daemon()  # nothing in memory: the record comes from Git
+    outcomes = settle(restarted)
+    assert _web(outcomes[0]).rollout is not None
+    assert _web(outcomes[0]).rollout.replicas.updated >= updated  # type: ignore[union-attr]
+    assert _web(outcomes[-1]).phase is Phase.READY
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    steps = [s for s in subjects if s.startswith("prod/web: rollout")]
+    assert len(steps) == len(set(steps)) == 5  # started, 3 batches, succeeded: once each
+
+
+def test_after_success_the_cluster_is_the_plain_render(world: World) -> None:
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    settle(world.daemon)
+    catalog = load_catalog(world.repo.work)
+    entry = catalog.clusters["prod"]
+    live = LiveState(world.client, "prod", entry.namespaces)
+    plans = plan_cluster(catalog, "prod", live.deployed_versions(entry.instances))
+    web = next(p for p in plans if p.name == "web")
+    diffs = diff_instance(world.client, instance_target("prod", web), ApplyOptions(), live)
+    assert diffs == []
+    quiet = world.daemon.run_pass()
+    assert quiet.commits == []
+
+
+def test_invariants_hold_at_every_write_of_the_rollout(world: World) -> None:
+    """Checked on every write the sandbox stores, not on samples: ready pods never drop
+    below the desired 5 (the copy serves ``from`` until each batch is verified), and no
+    pod ever runs anything but 6.5.0 or 6.6.0."""
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    settle(world.daemon)
+    pods: dict[str, tuple[bool, str]] = {
+        p["metadata"]["name"]: (True, str(p["spec"]["containers"][0]["image"]))
+        for p in world.client.list("v1", "Pod", namespace="web")
+    }
+    lowest: list[int] = []
+    versions: set[str] = set()
+
+    def on_event(event: StoredEvent) -> None:
+        if event.resource != ("", "pods") or event.namespace != "web":
+            return
+        name = event.obj["metadata"]["name"]
+        if event.type == "DELETED":
+            pods.pop(name, None)
+        else:
+            conditions = (event.obj.get("status") or {}).get("conditions") or []
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            pods[name] = (ready, str(event.obj["spec"]["containers"][0]["image"]))
+        lowest.append(sum(1 for ready, _ in pods.values() if ready))
+        versions.update(image.rsplit(":", 1)[1] for _, image in pods.values())
+
+    world.sandbox.observe(on_event)
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    outcomes = settle(world.daemon)
+    assert _web(outcomes[-1]).phase is Phase.READY
+    assert lowest and min(lowest) >= 5
+    assert versions == {"6.5.0", "6.6.0"}
