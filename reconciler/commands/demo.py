@@ -31,11 +31,12 @@ from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
-from reconciler.sandbox.deployments import REVISION
+from reconciler.model.status import InstanceStatus, Phase
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
 from reconciler.source.channels import set_channel
+from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, log_oneline
 
 CLUSTER = "prod"
@@ -47,6 +48,18 @@ app: podinfo
 version: ">=6.0.0 <7.0.0"
 namespace: team-status
 parameters: {replicas: 2
+"""
+# status-page tries the release candidate with a rollout that undoes itself on failure
+CANDIDATE_INSTANCE = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: status-page
+app: podinfo
+version: 6.7.0-rc.1
+allowPrerelease: true
+namespace: team-status
+parameters: {replicas: 2}
+rollout: {batches: [1, 50%, 50%], onFailure: rollback}
 """
 
 
@@ -93,7 +106,9 @@ def demo_command(args: argparse.Namespace) -> int:
     )
     kubeconfig = workdir / "kubeconfig"
     timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
-    with running_sandbox(timing=timing, kubeconfig=kubeconfig) as sandbox:
+    with running_sandbox(
+        timing=timing, kubeconfig=kubeconfig, fail_images=("*:6.7.0-rc.1",)
+    ) as sandbox:
         from reconciler.source.scaffold import create_catalog_repo
 
         repo = create_catalog_repo(template, workdir)
@@ -126,18 +141,39 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
         story.line(f"API requests of this pass: {len(requests)} ({writes} writes)")
 
         story.chapter("Release: move channel stable of podinfo to 6.6.0 with a one-line commit")
-        story.line(f"web runs {_image(client, 'web', 'web')}")
+        story.line(f"web runs {_image(client, 'web', 'web')} on 5 replicas")
         move = set_channel(repo.work, "podinfo", "stable", "6.6.0", push=True)
         story.line(
             f"commit {move.commit[:12] if move.commit else '?'}: "
             f"podinfo: move channel stable {move.previous} -> {move.version} (pushed)"
         )
-        rollout = ReadyPods("web")
+        story.line("web rolls in batches [1, 50%, 50%] with partition: 1 (a canary, then a gate)")
+        rollout = ReadyPods("web", ":6.6.0")
         sandbox.observe(rollout.on_event)
-        upgrade = daemon.run_pass()
-        _summarise(story, upgrade)
+        upgrade = _roll(story, daemon, "web")
+        story.line(f"ready pods (new+old) so far: {rollout.describe()}")
+
+        for _ in range(2):
+            story.chapter(
+                "Approve the next batch: reconciler rollout promote web (a one-line commit)"
+            )
+            gate = change_gate(repo.work, CLUSTER, "web", "promote", batches=3, push=True)
+            story.line(f"commit {gate.commit[:12]}: {gate.before} -> {gate.after}")
+            upgrade = _roll(story, daemon, "web")
         story.line(f"web now runs {_image(client, 'web', 'web')}")
         story.line(f"its pods rolled (ready new+old): {rollout.describe()}")
+
+        story.chapter("A release candidate that crashes rolls back by itself")
+        story.line(f"status-page runs {_image(client, 'team-status', 'status-page')}")
+        commit_file(
+            repo,
+            "clusters/prod/instances/status-page.yaml",
+            CANDIDATE_INSTANCE,
+            "status-page: try 6.7.0-rc.1, roll back if it fails",
+        )
+        story.line("the sandbox crashes every container of an image *:6.7.0-rc.1 (--fail-image)")
+        candidate = _roll(story, daemon, "status-page")
+        story.line(f"status-page runs {_image(client, 'team-status', 'status-page')} again")
 
         story.chapter("A broken commit: status-page's file loses a closing brace")
         commit_file(
@@ -164,34 +200,78 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
     story.chapter(f"What happened, as recorded on status/{CLUSTER} (git log --oneline)")
     for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
         story.line(line)
-    return all(o.error is None for o in (first, quiet, upgrade, broken, fixed)) and fixed.ok
+    outcomes = (first, quiet, upgrade, candidate, broken, fixed)
+    return all(o.error is None for o in outcomes) and _final(fixed, "web") is Phase.READY
+
+
+def _roll(story: Story, daemon: Daemon, instance: str, limit: float = 120.0) -> PassOutcome:
+    """Passes as the service schedules them (its next look) until ``instance`` settles.
+
+    Settled: Ready, Stalled, Failed, or waiting for a promotion commit. Every status
+    commit is printed as it is made: the rollout's story is its ``git log``.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        outcome = daemon.run_pass()
+        for info in outcome.commits:
+            story.line(f"  {info.commit[:7]} {info.subject}")
+        report = outcome.report
+        status = (
+            next((s for s in report.statuses if s.instance == instance), None) if report else None
+        )
+        waiting = status is not None and status.reason == "WaitingForPromotion"
+        if status is None or status.phase is not Phase.PROGRESSING or waiting:
+            if status is not None:
+                story.line(f"{instance}: {status.phase} ({status.reason}): {status.message}")
+            return outcome
+        if time.monotonic() > deadline:
+            story.line(f"{instance} still rolling after {limit:g}s; the daemon would keep going")
+            return outcome
+        look = report.next_look if report is not None else None
+        time.sleep(min(look if look is not None else 0.5, 0.5))
+
+
+def _status_of(outcome: PassOutcome, instance: str) -> InstanceStatus | None:
+    report = outcome.report
+    if report is None:
+        return None
+    return next((s for s in report.statuses if s.instance == instance), None)
+
+
+def _final(outcome: PassOutcome, instance: str) -> Phase | None:
+    status = _status_of(outcome, instance)
+    return status.phase if status is not None else None
 
 
 class ReadyPods:
-    """The ready pods of one Deployment's newest and older ReplicaSets, at each change.
+    """Ready pods running the new version and the old one, at each change.
 
-    Read from the sandbox's writes as they happen, so the demo shows the rolling update
-    step by step (``maxSurge``/``maxUnavailable`` at work), not just its end.
+    Read from the sandbox's writes as they happen (ReplicaSets of the Deployment and of
+    the rollout's copy), so the demo shows the batches move, not just their end.
     """
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, new_tag: str) -> None:
         self.namespace = namespace
-        self.ready: dict[str, tuple[int, int]] = {}  # ReplicaSet -> (revision, ready pods)
+        self.new_tag = new_tag
+        self.ready: dict[str, tuple[bool, int]] = {}  # ReplicaSet -> (runs new, ready pods)
         self.steps: list[tuple[int, int]] = []
 
     def on_event(self, event: StoredEvent) -> None:
         if event.resource != ("apps", "replicasets") or event.namespace != self.namespace:
             return
-        meta = event.obj["metadata"]
-        revision = int((meta.get("annotations") or {}).get(REVISION, "0") or 0)
-        ready = int((event.obj.get("status") or {}).get("readyReplicas") or 0)
+        name = event.obj["metadata"]["name"]
         if event.type == "DELETED":
-            self.ready.pop(meta["name"], None)
+            self.ready.pop(name, None)
         else:
-            self.ready[meta["name"]] = (revision, ready)
-        newest = max(self.ready.values(), default=(0, 0))
-        step = (newest[1], sum(n for _, n in self.ready.values()) - newest[1])
-        if not self.steps or self.steps[-1] != step:
+            containers = event.obj["spec"]["template"]["spec"].get("containers") or []
+            new = any(str(c.get("image", "")).endswith(self.new_tag) for c in containers)
+            ready = int((event.obj.get("status") or {}).get("readyReplicas") or 0)
+            self.ready[name] = (new, ready)
+        step = (
+            sum(n for new, n in self.ready.values() if new),
+            sum(n for new, n in self.ready.values() if not new),
+        )
+        if step != (0, 0) and (not self.steps or self.steps[-1] != step):
             self.steps.append(step)
 
     def describe(self) -> str:

@@ -97,10 +97,16 @@ def drive(
     )
     target = instance_target(live.cluster, plan, source_commit)
 
-    def apply_render(version: str) -> None:
-        """The plain render of ``version`` through the normal apply (inventory, prune)."""
+    def apply_render(version: str, *, settled: bool = False) -> None:
+        """The plain render of ``version`` through the normal apply (inventory, prune).
+
+        Finalizing applies ``to`` but the inventory keeps naming ``from`` until the
+        rollout is recorded as succeeded (``settled``): the inventory's version is
+        what the next pass plans from, and a path's next step must not start while
+        this one is still converging.
+        """
         if version == to_version:
-            render_target = target
+            render_target = replace(target, version=to_version if settled else from_version)
         else:
             entry = catalog.apps.get(inst.app)
             old = entry.versions.get(version) if entry is not None else None
@@ -147,6 +153,13 @@ def drive(
         return Rolled(record, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)))
     if step is None:
         return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])))
+    if step.record.state is RollingState.SUCCEEDED and deployed != to_version:
+        try:
+            apply_render(to_version, settled=True)  # now the inventory says ``to``
+        except KubeError as e:
+            entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
+            failed = InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e))
+            return Rolled(step.record, failed, step.next_look)
     done = ", ".join(driver.executed) or "observed"
     action = Action.CONFIGURED if driver.executed else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")

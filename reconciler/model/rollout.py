@@ -237,6 +237,8 @@ def describe(record: RolloutRecord, app: str = "") -> str:
         what = f"paused at batch {record.batch}/{record.batches} {counts}"
     elif record.batch_state is BatchState.READY:
         what = f"batch {record.batch}/{record.batches} ready {counts}"
+    elif record.batch_state is BatchState.INITIALIZING:
+        what = f"batch {record.batch}/{record.batches} started {counts}"
     else:
         what = f"batch {record.batch}/{record.batches} {record.batch_state} {counts}"
     if state in (RollingState.FAILED, RollingState.ROLLED_BACK) and record.message:
