@@ -21,12 +21,14 @@ from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
+from reconciler.daemon.rolling import EVENT_REASONS
 from reconciler.kube import KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
+from reconciler.model.rollout import noteworthy
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.checkout import CatalogSource
 from reconciler.source.ledger import CommitInfo, StatusLedger
@@ -215,6 +217,7 @@ class Daemon:
         commits, error = self.record(report.statuses, checkout.commit)
         self._log_changes(report, {c.instance for c in commits})
         self._emit_events(report, {c.instance for c in commits})
+        self._report_rollouts(report)
         self._update_backoff(report)
         self._report_metrics(report, time.monotonic() - started, error is None)
         return PassOutcome(report, commits, error, moved)
@@ -273,6 +276,22 @@ class Daemon:
                 self.events.warning(ref, status.reason or str(status.phase), message)
             elif status.phase is Phase.READY:
                 self.events.normal(ref, "ReconcileSucceeded", message)
+
+    def _report_rollouts(self, report: PassReport) -> None:
+        """Metrics and an Event for each rollout step a person cares about (best effort)."""
+        for status in report.statuses:
+            before = self.statuses.get(status.instance)
+            last = before.rollout if before is not None else None
+            self.metrics.observe_rollout(report.cluster, status.instance, last, status.rollout)
+            namespace = report.namespaces.get(status.instance, "")
+            if status.rollout is None or not namespace or not noteworthy(last, status.rollout):
+                continue
+            ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
+            reason = EVENT_REASONS[status.rollout.state]
+            if status.phase in (Phase.FAILED, Phase.STALLED):
+                self.events.warning(ref, reason, status.message)
+            else:
+                self.events.normal(ref, reason, status.message)
 
     def _seed_statuses(self) -> None:
         """After a (re)start, the last records come from the status branch, once.

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from reconciler.model.rollout import BatchState, RolloutRecord
 
 # Content type of ``render()``, for the HTTP layer.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -95,6 +98,26 @@ class DaemonMetrics:
             ["provider", "result"],
             registry=self.registry,
         )
+        self.rollouts = Counter(
+            "reconciler_rollouts",
+            "Batch rollouts that ended, by result (rolloutSucceed, rolloutFailed, rolledBack, "
+            "rolloutAbandoned).",
+            ["cluster", "result"],
+            registry=self.registry,
+        )
+        self.rollout_batch_duration = Histogram(
+            "reconciler_rollout_batch_duration_seconds",
+            "Time from a batch's start to its batchReady.",
+            ["cluster"],
+            buckets=PASS_BUCKETS,
+            registry=self.registry,
+        )
+        self.rollout_batch = Gauge(
+            "reconciler_instance_rollout_batch",
+            "The batch an instance's unfinished rollout is in (0: none).",
+            ["cluster", "instance"],
+            registry=self.registry,
+        )
         self._phases_seen: dict[str, set[str]] = {}
 
     def start(self, cluster: str) -> None:
@@ -143,6 +166,36 @@ class DaemonMetrics:
         for action, count in counts.items():
             if count:
                 self.apply_actions.labels(cluster, action).inc(_count(count, action))
+
+    def observe_rollout(
+        self,
+        cluster: str,
+        instance: str,
+        before: RolloutRecord | None,
+        after: RolloutRecord | None,
+    ) -> None:
+        """Count a rollout's end, time a batch that became ready, show the batch in flight."""
+        if after is None:
+            return
+        if after.state.terminal:
+            self.rollout_batch.labels(cluster, instance).set(0)
+            if (
+                before is None
+                or before.state != after.state
+                or before.to_version != after.to_version
+            ):
+                self.rollouts.labels(cluster, str(after.state)).inc()
+            return
+        self.rollout_batch.labels(cluster, instance).set(after.batch)
+        became_ready = after.batch_state is BatchState.READY and (
+            before is None or (before.batch, before.batch_state) != (after.batch, after.batch_state)
+        )
+        if became_ready and after.batch_started_at and after.updated_at:
+            started = datetime.fromisoformat(after.batch_started_at.replace("Z", "+00:00"))
+            ended = datetime.fromisoformat(after.updated_at.replace("Z", "+00:00"))
+            self.rollout_batch_duration.labels(cluster).observe(
+                max(0.0, (ended - started).total_seconds())
+            )
 
     def set_leader(self, leader: bool) -> None:
         self.is_leader.set(1 if leader else 0)

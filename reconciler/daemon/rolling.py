@@ -166,6 +166,18 @@ def drive(
     return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
 
 
+# The reason of the Kubernetes Event each noteworthy rollout step sends.
+EVENT_REASONS: Mapping[RollingState, str] = {
+    RollingState.INITIALIZING: "RolloutStarted",
+    RollingState.ROLLING: "RolloutBatch",
+    RollingState.WAITING: "RolloutWaitingForPromotion",
+    RollingState.FINALISING: "RolloutFinalising",
+    RollingState.SUCCEEDED: "RolloutSucceeded",
+    RollingState.FAILED: "RolloutFailed",
+    RollingState.ROLLED_BACK: "RolledBack",
+    RollingState.ABANDONED: "RolloutAbandoned",
+}
+
 _PHASES: Mapping[RollingState, tuple[Phase, str]] = {
     RollingState.INITIALIZING: (Phase.PROGRESSING, "RolloutInProgress"),
     RollingState.ROLLING: (Phase.PROGRESSING, "RolloutInProgress"),

@@ -75,6 +75,13 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
     assert str(web.rollout.state) == "rolloutSucceed"
     assert _image(world, DEPLOY).endswith(":6.6.0")
     assert world.client.get(COPY) is None  # no helper left
+    metrics = world.daemon.metrics.render().decode()
+    assert 'reconciler_rollouts_total{cluster="prod",result="rolloutSucceed"} 1.0' in metrics
+    assert 'reconciler_rollout_batch_duration_seconds_count{cluster="prod"} 3.0' in metrics
+    assert 'reconciler_instance_rollout_batch{cluster="prod",instance="web"} 0.0' in metrics
+    events = world.client.list("v1", "Event", namespace="web")
+    reasons = {e["reason"] for e in events if e["reason"].startswith("Rollout")}
+    assert {"RolloutStarted", "RolloutBatch", "RolloutSucceeded"} <= reasons
     subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
     rollout = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
     assert rollout == [
