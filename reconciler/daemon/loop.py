@@ -68,6 +68,7 @@ class DaemonSettings:
     webhook_secret: str = ""
     backoff_base: float = 10.0
     backoff_cap: float = 600.0
+    max_look: float = 2.0  # a rollout in flight is looked at again at least this often
 
     @property
     def pass_settings(self) -> PassSettings:

@@ -32,12 +32,13 @@ from reconciler.kube import (
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
-from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, describe
+from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import render_instance
-from reconciler.rollout import PlanError, RolloutSettings, drive_once, merge_plans
+from reconciler.rollout import PlanError, RolloutSettings, Step, drive_once, merge_plans
 
 INSTANCE_KIND = ("reconciler/v1", "Instance")
+MAX_STEPS_PER_PASS = 8  # immediate transitions one pass may take for one instance
 
 
 @dataclass(frozen=True)
@@ -140,14 +141,7 @@ def drive(
     )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
     try:
-        step = drive_once(
-            record,
-            settings,
-            driver,
-            running=deployed,
-            desired=to_version,
-            now=datetime.now(UTC),
-        )
+        step = _steps(record, settings, driver, deployed, to_version)
     except KubeError as e:
         entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
         return Rolled(record, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)))
@@ -177,6 +171,40 @@ EVENT_REASONS: Mapping[RollingState, str] = {
     RollingState.ROLLED_BACK: "RolledBack",
     RollingState.ABANDONED: "RolloutAbandoned",
 }
+
+
+def _steps(
+    record: RolloutRecord | None,
+    settings: RolloutSettings,
+    driver: KubeRolloutDriver,
+    running: str,
+    desired: str,
+) -> Step | None:
+    """Every transition the cluster already allows, in one pass, up to the next commit.
+
+    The machine makes one transition per call and most of them need nothing new from
+    the cluster (a batch chosen, pods that are already ready, a copy already retired).
+    Taking them in the same pass keeps a rollout moving even when the daemon restarts
+    often, since a restart resumes from the last *committed* record; the loop stops
+    when a step waits (the record did not change), ends, or is worth a status commit,
+    so each step a person cares about still gets its own commit. Actions are absolute
+    and idempotent, so repeating one in the same pass changes nothing.
+    """
+    last: Step | None = None
+    current = record
+    for _ in range(MAX_STEPS_PER_PASS):
+        step = drive_once(
+            current, settings, driver, running=running, desired=desired, now=datetime.now(UTC)
+        )
+        if step is None:
+            return last
+        last = step
+        moved = step.record != current
+        if not moved or step.record.state.terminal or noteworthy(record, step.record):
+            return step
+        current = step.record
+    return last
+
 
 _PHASES: Mapping[RollingState, tuple[Phase, str]] = {
     RollingState.INITIALIZING: (Phase.PROGRESSING, "RolloutInProgress"),

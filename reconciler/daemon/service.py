@@ -137,7 +137,7 @@ class Service:
             self.queue.schedule(Trigger("retry", "next step of an upgrade path"), NEXT_STEP_DELAY)
         if report is not None and report.next_look is not None:
             # a rollout in flight: look again soon, whatever the poll interval says
-            look = max(report.next_look, MIN_LOOK)
+            look = max(min(report.next_look, self.settings.max_look), MIN_LOOK)
             self.queue.schedule(Trigger("retry", "next look at a rollout"), look)
         retry_in = self.daemon.next_retry_in()
         if retry_in is not None:

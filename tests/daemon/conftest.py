@@ -52,7 +52,11 @@ def world(tmp_path: Path) -> Iterator[World]:
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
         settings = DaemonSettings(
-            repo=repo.url, cluster="prod", health_timeout=10.0, cache_dir=tmp_path / "cache"
+            repo=repo.url,
+            cluster="prod",
+            health_timeout=10.0,
+            cache_dir=tmp_path / "cache",
+            max_look=0.1,  # the sandbox's pods are ready in hundredths of a second
         )
         yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
 

@@ -244,3 +244,30 @@ def test_invariants_hold_at_every_write_of_the_rollout(world: World) -> None:
     assert _web(outcomes[-1]).phase is Phase.READY
     assert lowest and min(lowest) >= 5
     assert versions == {"6.5.0", "6.6.0"}
+
+
+def test_a_restart_before_every_pass_still_finishes_once(world: World) -> None:
+    """Kill the daemon after every transition: each pass is made by a new daemon that
+    knows only the status branch and the cluster. No step is committed twice or lost,
+    nothing rolls back, and the rollout finishes."""
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    updated: list[int] = []
+    for _ in range(300):
+        web = _web(world.new_daemon().run_pass())
+        if web.rollout is not None:
+            updated.append(web.rollout.replicas.updated)
+        if web.phase is not Phase.PROGRESSING:
+            break
+    assert web.phase is Phase.READY and web.version == "6.6.0"
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    steps = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
+    assert [s.split(": ", 2)[2].split(" (")[0] for s in steps] == [
+        "started, 3 batches",
+        "batch 1/3 ready",
+        "batch 2/3 ready",
+        "batch 3/3 ready",
+        "succeeded",
+    ]
+    assert _pod_versions(world) == {"6.6.0"}
