@@ -87,7 +87,9 @@ def plan_uninstall(
         uninstall = tuple(m for m in current.migrations if m.phase == "uninstall")
     steps: list[UndoStep] = []
     for record in ledger.applied():
-        if record.phase == "uninstall":
+        # uninstall steps are not undone; a global migration serves the whole cluster
+        # (its record is copied to the instance that ran it) and outlives the instance
+        if record.phase == "uninstall" or record.scope != "app":
             continue
         version = versions.get(record.version)
         if version is None:

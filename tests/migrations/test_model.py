@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reconciler.model.migrations import (
+    UNDO,
     LedgerFormatError,
     MigrationCheck,
     MigrationLedger,
@@ -127,3 +130,26 @@ def test_check_knows_whether_state_decides() -> None:
     assert check.has_state_condition
     assert check.to_dict() == full
     assert MigrationCheck.from_dict(None).empty
+
+
+def test_an_undone_migration_is_no_longer_applied_nor_settled() -> None:
+    """An uninstall that undid ``a`` and then failed leaves the instance: if its file
+    comes back, ``a`` is considered again, and a retried uninstall does not undo it twice."""
+    undo = dataclasses.replace(record("a", "succeeded", "1.5.0"), phase=UNDO)
+    ledger = MigrationLedger(
+        "app",
+        "ledger",
+        (
+            record("a", "succeeded", "1.5.0"),
+            record("b", "succeeded", "2.0.0"),
+            dataclasses.replace(undo, name="b", version="2.0.0", outcome="failed"),
+            undo,
+        ),
+    )
+    assert [r.name for r in ledger.applied()] == ["b"]  # a failed undo leaves b applied
+    assert not ledger.settled("a") and ledger.settled("b")
+    verdicts = {c.name: c for c in to_consider([("a", "sha256:a"), ("b", "sha256:a")], ledger)}
+    assert verdicts["a"].consider and verdicts["a"].reason == "undone since its last run"
+    assert not verdicts["b"].consider
+    again = ledger.with_record(record("a", "succeeded", "2.0.0"))
+    assert [r.name for r in again.applied()] == ["a", "b"]
