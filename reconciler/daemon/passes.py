@@ -4,7 +4,8 @@
 plan (with the versions the cluster's inventories say are deployed) ->
 apply every instance (one failure never stops the others) -> prune instances
 deleted from Git -> check health within a timeout -> build one status record per
-instance -> commit the records that changed to the status branch. Every step's
+instance -> commit the records that changed to the status branch. Migration
+hooks (``reconciler.daemon.migrating``) run around those steps. Every step's
 result is a value; logs, metrics, the status files and the CLI output are
 rendered from the returned ``PassReport``.
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
+from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
 from reconciler.kube import (
@@ -31,6 +33,7 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
@@ -46,6 +49,7 @@ class PassSettings:
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False
     writer: str = ""  # recorded in every inventory; see ``ApplyOptions.writer``
+    ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE  # the cluster's global migration ledger
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class PassReport:
     removed: tuple[InstanceResult, ...] = ()
     plans: tuple[InstancePlan, ...] = ()
     namespaces: Mapping[str, str] = field(default_factory=dict)  # instance -> its namespace
+    migrations: tuple[MigrationEvent, ...] = ()  # each run, with its status commit(s)
     started: float = 0.0
     duration: float = 0.0
 
@@ -87,6 +92,7 @@ def reconcile_checkout(
     *,
     hold: Callable[[InstancePlan], bool] = never_hold,
     previous: Mapping[str, InstanceStatus] | None = None,
+    registry: Registry | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -108,14 +114,28 @@ def reconcile_checkout(
         writer=settings.writer,
     )
     held = {plan.name for plan in plans if hold(plan)}
+    hooks = MigrationHooks.begin(
+        client,
+        live,
+        catalog,
+        plans,
+        deployed,
+        cluster=settings.cluster,
+        held=held,
+        registry=registry,
+        limits=options.limits,
+        ledger_namespace=settings.ledger_namespace,
+    )
     results = [
         kept_as_is(live, plan, Action.SKIPPED, "backing off after failures")
         if plan.name in held
-        else apply_plan(client, live, plan, options, source_commit=commit)
+        else hooks.before_apply(plan)
+        or apply_plan(client, live, plan, options, source_commit=commit)
         for plan in plans
     ]
-    removed = remove_deleted(client, live, entry, options)
+    removed = remove_deleted(client, live, entry, options, hooks)
     healths = check_health(client, live, plans, results, settings.health_timeout)
+    hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
     outcomes = [
@@ -136,6 +156,7 @@ def reconcile_checkout(
         else build_status(settings.cluster, o, commit)
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
+    statuses = hooks.recorded(statuses, held)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         log.info(
@@ -158,6 +179,7 @@ def reconcile_checkout(
         },
         started=started,
         duration=time.time() - started,
+        migrations=tuple(hooks.events),
     )
 
 

@@ -171,6 +171,7 @@ class MigrationRecord:
     check_duration: float  # seconds the state check took
     outcome: str  # succeeded | notNeeded | failed
     message: str = ""
+    from_version: str | None = None  # what ran before the change it served (None: an install)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -200,6 +201,7 @@ class MigrationRecord:
                 check_duration=float(raw.get("checkDuration", 0.0)),
                 outcome=_text(raw, "outcome"),
                 message=str(raw.get("message", "")),
+                from_version=None if raw.get("fromVersion") is None else str(raw["fromVersion"]),
             )
         except (TypeError, ValueError) as e:
             if isinstance(e, LedgerFormatError):
@@ -220,6 +222,8 @@ class MigrationRecord:
         }
         if self.message:
             out["message"] = self.message
+        if self.from_version is not None:
+            out["fromVersion"] = self.from_version
         return out
 
 

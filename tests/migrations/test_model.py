@@ -49,6 +49,9 @@ def test_record_round_trips_through_dict() -> None:
         "message": "boom",
     }
     assert MigrationRecord.from_dict(data) == rec
+    upgrade = dataclasses.replace(rec, from_version="1.5.0")
+    assert upgrade.to_dict()["fromVersion"] == "1.5.0"
+    assert MigrationRecord.from_dict(upgrade.to_dict()) == upgrade
 
 
 def test_record_rejects_unknown_outcome_and_missing_fields() -> None:
