@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from reconciler.cli import main
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.kube import KubeClient
@@ -471,30 +470,3 @@ def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
     assert cluster.jobs_created().count("books-backfill") == 2
     assert [r[3] for r in cluster.ledger() if r[0] == "backfill"] == ["failed", "succeeded"]
     assert cluster.daemon.ledger.read()["books"].phase is Phase.READY
-
-
-def test_apply_runs_migrations_once_and_an_unregistered_one_fails_alone(
-    tmp_path: Path, sandbox: SandboxHandle, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``reconciler apply`` runs the hooks too, and prints each run under its instance."""
-    files = {**ledger_files(), "clusters/prod/instances/books.yaml": instance("1.5.0")}
-    catalog = write_catalog(tmp_path / "catalog", files)
-    argv = ["apply", str(catalog), "--cluster", "prod", "--kubeconfig", str(sandbox.kubeconfig)]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "books:\n  migration add-index (pre, 1.5.0) succeeded in " in out
-    assert main(argv) == 0
-    assert "migration" not in capsys.readouterr().out  # once only
-    version = catalog / "clusters/prod/instances/books.yaml"
-    version.write_text(instance("2.0.0"))  # split-totals names a Python migration not installed
-    assert main(argv) == 1
-    out, err = capsys.readouterr()
-    assert "books: failed (MigrationFailed)" in out
-    assert (
-        'migration split-totals (pre, 2.0.0) failed after 0ms: python migration "counting"' in out
-    )
-    assert "is not registered" in err and "nothing of ledger 2.0.0 was applied" in err
-    with KubeClient.connect(str(sandbox.kubeconfig)) as client:
-        config = client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
-    assert config is not None and config["data"]["version"] == "1.5.0"
-    assert "web:" in out and "api:" in out  # the other instances were applied
