@@ -64,7 +64,7 @@ class KubeJobRunner:
         self,
         client: KubeClient,
         *,
-        first_poll: float = 0.05,
+        first_poll: float = 0.02,
         max_poll: float = 1.0,
         log_lines: int = LOG_LINES,
         clock: Callable[[], float] = time.monotonic,
