@@ -1,7 +1,7 @@
 """Which migrations a change considers, and what uninstalling an instance must undo (pure).
 
-The daemon (round two) asks these questions every pass, before touching the
-cluster:
+The daemon (``reconciler.daemon.migrating``) asks these questions every pass,
+before touching the cluster:
 
 - :func:`pending`: the migrations of one version, phase and scope that the
   once-only rule still lets run, with their checksums (for the ledger records).
