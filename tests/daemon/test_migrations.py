@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.cli import main
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.kube import KubeClient
@@ -285,7 +286,9 @@ def _took(outcome: PassOutcome, name: str) -> str:
     return f"{seconds:.1f}s" if seconds >= 0.1 else f"{seconds * 1000:.0f}ms"
 
 
-def test_a_cluster_already_in_shape_runs_nothing_and_records_why(make_cluster: Any) -> None:
+def test_a_cluster_already_in_shape_runs_nothing_and_records_why(
+    make_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     cluster: Cluster = make_cluster()
     cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
     assert cluster.daemon.run_pass().ok
@@ -302,6 +305,17 @@ def test_a_cluster_already_in_shape_runs_nothing_and_records_why(make_cluster: A
     assert log[-1].summary == (
         f"migration add-index (pre, 1.5.0) not needed: ConfigMap/{NS}/books-add-index exists"
     )
+    # ``reconciler migrations`` lists the ledger from Git
+    capsys.readouterr()
+    argv = ["migrations", "--repo", cluster.repo.url, "--cluster", "prod", "books"]
+    assert main([*argv, "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["instance"], r["name"], r["version"], r["outcome"]) for r in rows] == [
+        ("books", "add-index", "1.5.0", "notNeeded"),
+        ("books", "split-totals", "2.0.0", "notNeeded"),
+        ("books", "backfill", "2.0.0", "notNeeded"),
+        ("books", "drop-legacy", "2.0.1", "notNeeded"),
+    ]
 
 
 def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
