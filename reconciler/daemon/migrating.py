@@ -11,10 +11,11 @@ The daemon's pass and ``apply`` call :class:`MigrationHooks` at four points:
    one applies nothing of the new version: the instance is ``Failed`` with reason
    ``MigrationFailed`` and the migration's message, backs off like any failure, and
    is retried after the backoff or when its inputs change. Other instances go on.
-3. ``after_health(...)``: once the instance is healthy at the version this pass
-   moved it to, its ``post`` migrations (``app``, then ``global``); a failed one
-   leaves the new version running and the instance ``Stalled``/``MigrationFailed``,
-   retried after the backoff (its ledger says it failed).
+3. ``after_health(...)``: once the instance is healthy at its version, the
+   ``post`` migrations of that version its ledger has not settled (``app``, then
+   ``global``): in the pass that moved it there, or a later one when it was not
+   healthy in time. A failed one leaves the new version running and the instance
+   ``Stalled``/``MigrationFailed``, retried after the backoff.
 4. ``before_prune``/``after_prune`` (an :class:`~reconciler.daemon.applying.Uninstaller`):
    an instance whose file was deleted runs its version's ``uninstall`` migrations,
    then the ``undo`` of every migration its ledger records as applied, newest first,
@@ -181,7 +182,7 @@ class MigrationHooks:
         results: Sequence[InstanceResult],
         healths: Sequence[HealthReport | None] | None = None,
     ) -> None:
-        """Post migrations of every instance this pass moved and found healthy.
+        """Post migrations due of every healthy instance (see :meth:`_post_due`).
 
         Without ``healths`` (``apply`` checks no health otherwise) an instance with
         post migrations due is waited for here, up to ``health_timeout``.
@@ -414,26 +415,28 @@ class MigrationHooks:
     def _post_due(self, plan: InstancePlan, version: AppVersion) -> tuple[bool, str | None]:
         """Whether ``plan``'s post migrations are due, and what ran before the change.
 
-        Due in the pass that moved the instance to ``version``, and in later passes
-        while a post migration of ``version`` is recorded as failed (a retry; its
-        record keeps the version the change started from, for its checks).
+        Due whenever the instance is at ``version`` and one of its post migrations
+        is not settled in the ledger: in the pass that moved it there, and in any
+        later one (it was not healthy in time, a run failed, or it predates the
+        hooks: then its checks decide). The version the change started from is
+        this pass's, else the one a record of this version kept.
         """
-        if not any(m.phase == "post" for m in version.migrations):
+        posts = [m for m in version.migrations if m.phase == "post"]
+        if not posts:
             return False, None
         if plan.name in self.changing:
             return True, self.deployed.get(plan.name)
         try:
             ledger = self.steps.ledger(plan.name, plan.instance.namespace)
+            shared = self.steps.global_ledger() if any(m.scope == "global" for m in posts) else None
         except LedgerFormatError as e:
             self.post_failed[plan.name] = f"the migration ledger cannot be read: {e}"
             return False, None
-        for m in version.migrations:
-            runs = ledger.current(m.name)
-            if m.phase == "post" and not ledger.settled(m.name) and runs:
-                last = runs[-1]
-                if last.outcome == FAILED and last.version == version.key:
-                    return True, last.from_version
-        return False, None
+        books = {"app": ledger, "global": shared or ledger}
+        if all(books[m.scope].settled(m.name) for m in posts):
+            return False, None
+        started = [r.from_version for r in ledger.records if r.version == version.key]
+        return True, next((v for v in reversed(started) if v), self.deployed.get(plan.name))
 
     def _wait(self, plan: InstancePlan) -> HealthReport:
         refs = [ObjectRef.of(obj) for obj in plan.objects]

@@ -188,18 +188,21 @@ class MigrationSteps:
         return ledger
 
     def global_ledger(self) -> MigrationLedger:
-        """The cluster's ledger, wherever it was first written (raises if broken)."""
+        """The cluster's ledger, wherever it was first written (raises if broken).
+
+        Looked up in the pass's ConfigMaps at its usual place first (no request),
+        else by its labels in every namespace (one list).
+        """
         if self._global is None:
-            selector = f"{LEDGER_LABEL}=global,{CLUSTER_LABEL}={self.cluster}"
-            found = [
-                obj
-                for obj in self.client.list("v1", "ConfigMap", label_selector=selector)
-                if (obj.get("metadata") or {}).get("name") == GLOBAL_NAME
-            ]
+            obj = self.live.get(ObjectRef("v1", "ConfigMap", self.ledger_namespace, GLOBAL_NAME))
+            if obj is None or _labels(obj).get(CLUSTER_LABEL) != self.cluster:
+                selector = f"{LEDGER_LABEL}=global,{CLUSTER_LABEL}={self.cluster}"
+                found = self.client.list("v1", "ConfigMap", label_selector=selector)
+                obj = next((o for o in found if o["metadata"].get("name") == GLOBAL_NAME), None)
             self._global = MigrationLedger("global", self.cluster)
-            if found:
-                self._global_namespace = str(found[0]["metadata"]["namespace"])
-                self._global = ledger_from_configmap(found[0])
+            if obj is not None:
+                self._global_namespace = str(obj["metadata"]["namespace"])
+                self._global = ledger_from_configmap(obj)
         return self._global
 
     def append(self, instance: str, namespace: str, record: MigrationRecord) -> str:
@@ -279,6 +282,10 @@ class _WithinLimits:
         if trouble:
             return JobOutcome(False, 0.0, f"{ObjectRef.of(job)}: {trouble}")
         return self._runner.run_job(job, timeout)
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("labels") or {}
 
 
 def app_ledger_ref(instance: str, namespace: str) -> ObjectRef:

@@ -247,8 +247,21 @@ class MigrationLedger:
     records: tuple[MigrationRecord, ...] = field(default_factory=tuple)
 
     def with_record(self, record: MigrationRecord) -> MigrationLedger:
-        """A new ledger with ``record`` appended (transitions return new values)."""
-        return replace(self, records=(*self.records, record))
+        """A new ledger with ``record`` appended (transitions return new values).
+
+        A failure replaces the earlier failures of the same run (name, phase, scope
+        and version): a migration retried for weeks keeps one record, since the
+        ledger lives in a ConfigMap and a status file, both of bounded size.
+        """
+        kept = self.records
+        if record.outcome == FAILED:
+            key = (record.name, record.phase, record.scope, record.version)
+            kept = tuple(
+                r
+                for r in kept
+                if r.outcome != FAILED or (r.name, r.phase, r.scope, r.version) != key
+            )
+        return replace(self, records=(*kept, record))
 
     def latest(self, name: str) -> MigrationRecord | None:
         for record in reversed(self.records):

@@ -488,3 +488,22 @@ def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
     assert cluster.jobs_created().count("books-backfill") == 2
     assert [r[3] for r in cluster.ledger() if r[0] == "backfill"] == ["failed", "succeeded"]
     assert cluster.daemon.ledger.read()["books"].phase is Phase.READY
+
+
+def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy_there(
+    make_cluster: Any,
+) -> None:
+    """Post migrations are due while unsettled, not only in the pass that changed the
+    version: an instance that was not healthy in time, or that predates the hook."""
+    cluster: Cluster = make_cluster()
+    without = version_yaml("2.0.0", ADD_INDEX + SPLIT_TOTALS)
+    commit_file(cluster.repo, "apps/ledger/versions/2.0.0/version.yaml", without, "no backfill")
+    assert cluster.upgrade("2.0.0").ok
+    assert "books-backfill" not in cluster.jobs_created()
+    full = version_yaml("2.0.0", SHIPPED["2.0.0"])
+    commit_file(cluster.repo, "apps/ledger/versions/2.0.0/version.yaml", full, "backfill")
+    later = cluster.daemon.run_pass()
+    assert later.ok, later
+    assert subjects(later)[0].startswith("prod/books: migration backfill (post, 2.0.0) succeeded")
+    assert cluster.jobs_created().count("books-backfill") == 1
+    assert subjects(cluster.daemon.run_pass()) == []  # settled: never again

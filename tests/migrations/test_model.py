@@ -156,3 +156,19 @@ def test_an_undone_migration_is_no_longer_applied_nor_settled() -> None:
     assert not verdicts["b"].consider
     again = ledger.with_record(record("a", "succeeded", "2.0.0"))
     assert [r.name for r in again.applied()] == ["a", "b"]
+
+
+def test_a_repeated_failure_replaces_the_one_before_it() -> None:
+    """A migration retried for weeks keeps one failed record: ledgers are size-bounded."""
+    ledger = MigrationLedger("app", "ledger")
+    for _ in range(3):
+        ledger = ledger.with_record(record("a", "failed"))
+    ledger = ledger.with_record(record("a", "failed", "2.0.1"))  # another version's run
+    ledger = ledger.with_record(record("b", "failed"))
+    assert [(r.name, r.version) for r in ledger.records] == [
+        ("a", "2.0.0"),
+        ("a", "2.0.1"),
+        ("b", "2.0.0"),
+    ]
+    ledger = ledger.with_record(record("a", "succeeded", "2.0.1"))
+    assert [r.outcome for r in ledger.records if r.name == "a"] == ["failed", "failed", "succeeded"]
