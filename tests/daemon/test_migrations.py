@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -194,30 +195,26 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(tmp_path: Path) -> Iterator[Any]:
+    """``make_cluster(**fail)``: a fresh cluster; ``fail`` names Jobs whose pods fail."""
     samples.RUNS.clear()
-    made: list[Any] = []
+    with ExitStack() as stack:
 
-    def make(name: str = "a", **fail: bool) -> Cluster:
-        source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
-        repo = create_catalog_repo(source, tmp_path / name / "repos")
-        sandbox_cm = running_sandbox(timing=FAST)
-        sandbox = sandbox_cm.__enter__()
-        client = KubeClient.connect(str(sandbox.kubeconfig))
-        made.append((sandbox_cm, client))
-        settings = DaemonSettings(
-            repo=repo.url,
-            cluster="prod",
-            health_timeout=10.0,
-            cache_dir=tmp_path / name / "cache",
-            backoff_base=600.0,
-        )
-        daemon = Daemon(settings, client, metrics=DaemonMetrics(), registry=REGISTRY)
-        return Cluster(repo, sandbox, client, daemon, JobLog(sandbox))
+        def make(name: str = "a", **fail: bool) -> Cluster:
+            source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
+            repo = create_catalog_repo(source, tmp_path / name / "repos")
+            sandbox = stack.enter_context(running_sandbox(timing=FAST))
+            client = stack.enter_context(KubeClient.connect(str(sandbox.kubeconfig)))
+            settings = DaemonSettings(
+                repo=repo.url,
+                cluster="prod",
+                health_timeout=10.0,
+                cache_dir=tmp_path / name / "cache",
+                backoff_base=600.0,
+            )
+            daemon = Daemon(settings, client, metrics=DaemonMetrics(), registry=REGISTRY)
+            return Cluster(repo, sandbox, client, daemon, JobLog(sandbox))
 
-    yield make
-    for sandbox_cm, client in made:
-        client.close()
-        sandbox_cm.__exit__(None, None, None)
+        yield make
 
 
 def subjects(outcome: PassOutcome, instance: str = "books") -> list[str]:
