@@ -8,6 +8,8 @@ files, unresolvable selection, blocked downgrade) keeps its objects as they are
 and makes the command exit 1, while every other instance is still handled.
 Instances deleted from Git are uninstalled (their objects pruned), unless the
 commit removes more instances than ``prune.maxRemovedInstances`` allows.
+``apply`` runs migration hooks as the daemon does (``reconciler.daemon.migrating``)
+and prints each run under its instance.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from reconciler.daemon.applying import (
     instance_target,
     remove_deleted,
 )
+from reconciler.daemon.migrating import MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.kube import (
     ApplyOptions,
@@ -40,6 +43,7 @@ from reconciler.kube import (
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.changeset import ChangeSet, ObjectRef
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.status import describe_migration
 
 
 def apply_command(args: argparse.Namespace) -> int:
@@ -52,15 +56,21 @@ def apply_command(args: argparse.Namespace) -> int:
         allow_mass_prune=bool(getattr(args, "allow_mass_prune", False)),
     )
     with _connected(args, entry) as (client, live):
-        plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
-        results = apply_plans(client, live, plans, options)
-        results += remove_deleted(client, live, entry, options)
+        deployed = live.deployed_versions(entry.instances)
+        plans = plan_cluster(catalog, args.cluster, deployed)
+        hooks = MigrationHooks.begin(
+            client, live, catalog, plans, deployed, cluster=args.cluster, limits=options.limits
+        )
+        results = apply_plans(client, live, plans, options, before=hooks.before_apply)
+        hooks.after_health(plans, results)  # waits only for instances with post migrations
+        results += remove_deleted(client, live, entry, options, hooks)
     changes = ChangeSet.of(e for r in results for e in r.changes.entries)
     if args.output == "json":
         print_json([e.to_dict() for e in changes.entries])
     else:
-        _print_apply(results, changes)
-    return EXIT_OK if all(r.ok for r in results) else EXIT_PROBLEMS
+        _print_apply(results, changes, hooks)
+    ok = all(r.ok for r in results) and not hooks.post_failed
+    return EXIT_OK if ok else EXIT_PROBLEMS
 
 
 def diff_command(args: argparse.Namespace) -> int:
@@ -117,14 +127,19 @@ def _plan_error(plan: InstancePlan) -> ObjectDiff:
     return ObjectDiff(inst.name, ref, "error", "", message)
 
 
-def _print_apply(results: list[InstanceResult], changes: ChangeSet) -> None:
+def _print_apply(results: list[InstanceResult], changes: ChangeSet, hooks: MigrationHooks) -> None:
     for result in results:
         status = "" if result.ok else f" failed ({result.reason or 'ApplyFailed'})"
         print(f"{result.instance}:{status}")
+        for event in hooks.events:
+            if event.instance == result.instance:
+                print(f"  {describe_migration(event.record.to_dict())}")
         for e in result.changes.entries:
             print(f"  {e}")
         if not result.ok and result.message:
             eprint(f"reconciler: {result.instance}: {result.message}")
+        if result.instance in hooks.post_failed:
+            eprint(f"reconciler: {result.instance}: {hooks.post_failed[result.instance]}")
     failed = sum(1 for r in results if not r.ok)
     tail = f", {failed} failed" if failed else ""
     print(f"apply: {len(results)} instances{tail}; objects: {changes.summary()}")

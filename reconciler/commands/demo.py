@@ -12,7 +12,10 @@ daemon's passes and tells what happens:
    upgrades the instances that follow it;
 4. a commit that breaks an instance file is recorded as ``CatalogInvalid``
    while the cluster keeps running the last good version, and the fix recovers;
-5. it prints the status branch's ``git log`` and the commands to explore.
+5. moving ledger to 2.1.0 considers its migration hooks: the global one runs as a
+   Job, the post one is skipped because the cluster is already in shape, and both
+   land in the ledger (in the cluster and on the status branch);
+6. it prints the status branch's ``git log`` and the commands to explore.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.migrations import ledger_rows, ledger_table
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
 from reconciler.model.status import InstanceStatus, Phase
@@ -197,11 +201,14 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
         fixed = daemon.run_pass()
         _summarise(story, fixed)
 
+        migrated = _migrations(story, repo, client, daemon)
+
     story.chapter(f"What happened, as recorded on status/{CLUSTER} (git log --oneline)")
     for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
         story.line(line)
-    outcomes = (first, quiet, upgrade, candidate, broken, fixed)
-    return all(o.error is None for o in outcomes) and _final(fixed, "web") is Phase.READY
+    outcomes = (first, quiet, upgrade, candidate, broken, fixed, migrated)
+    ready = _final(fixed, "web") is Phase.READY and _final(migrated, "ledger") is Phase.READY
+    return all(o.error is None for o in outcomes) and ready
 
 
 def _roll(story: Story, daemon: Daemon, instance: str, limit: float = 120.0) -> PassOutcome:
@@ -278,6 +285,30 @@ class ReadyPods:
         return " -> ".join(f"{new}+{old}" for new, old in self.steps) or "no change"
 
 
+def _migrations(story: Story, repo: CatalogRepo, client: KubeClient, daemon: Daemon) -> PassOutcome:
+    """Chapter: migration hooks run once, decided by the cluster's state."""
+    story.chapter("Migration hooks: move channel stable of ledger to 2.1.0")
+    story.line("2.1.0 ships register-event-schemas (global, pre: a Job) and")
+    story.line(
+        "backfill-order-totals (post), needed while ConfigMap ledger-order-totals is missing;"
+    )
+    story.line("this cluster's totals were backfilled by hand last year, so it exists:")
+    meta = {"name": "ledger-order-totals", "namespace": "ledger"}
+    client.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"done": "1"}})
+    move = set_channel(repo.work, "ledger", "stable", "2.1.0", push=True)
+    story.line(f"commit {move.commit[:12] if move.commit else '?'}: ledger: stable -> 2.1.0")
+    _roll(story, daemon, "ledger")  # 2.1.0 plans batches: pre migrations, then the batches
+    outcome = daemon.run_pass()  # post migrations once the new version is healthy
+    _summarise(story, outcome)
+    status = daemon.ledger.read().get("ledger")
+    rows, _ = ledger_rows("ledger", status.migrations if status is not None else None)
+    story.line("the ledger of instance ledger (reconciler migrations --cluster prod ledger):")
+    for line in ledger_table(rows).splitlines():
+        story.line(f"  {line}")
+    story.line("the next upgrade never runs these again, whatever version ships them")
+    return outcome
+
+
 def _summarise(story: Story, outcome: PassOutcome) -> None:
     report = outcome.report
     if report is None:
@@ -311,6 +342,7 @@ def _explore(repo: CatalogRepo, workdir: Path, kubeconfig: Path) -> None:
 Explore what the demo left behind in {workdir}:
   reconciler status  --repo {repo.url} --cluster {CLUSTER}
   reconciler history --repo {repo.url} --cluster {CLUSTER} web
+  reconciler migrations --repo {repo.url} --cluster {CLUSTER}
   git -C {repo.remote} log status/{CLUSTER} --format='%h %s%n%b' -3
   git -C {repo.work} log --oneline
   reconciler resolve {repo.work} --cluster {CLUSTER} --explain

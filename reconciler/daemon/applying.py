@@ -7,11 +7,14 @@ owns), and every other instance is applied with ``reconciler.kube``. An
 instance's engine error fails that instance alone. Instances deleted from Git
 are uninstalled through ``remove_instance`` (no flag needed), unless the commit
 removes more instances than the cluster's ``prune.maxRemovedInstances`` allows.
+Migration hooks (``reconciler.daemon.migrating``) plug in through ``before`` and
+an ``Uninstaller``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import (
@@ -47,6 +50,15 @@ def instance_target(cluster: str, plan: InstancePlan, source_commit: str = "") -
     )
 
 
+class Uninstaller(Protocol):
+    """Runs an uninstalled instance's migrations around its prune (``MigrationHooks``)."""
+
+    def before_prune(self, inventory: Inventory) -> InstanceResult | None:
+        """None to go on and prune, else the failed result that stops the uninstall."""
+
+    def after_prune(self, result: InstanceResult) -> None: ...
+
+
 def apply_plans(
     client: KubeClient,
     live: LiveState,
@@ -54,9 +66,17 @@ def apply_plans(
     options: ApplyOptions,
     *,
     source_commit: str = "",
+    before: Callable[[InstancePlan], InstanceResult | None] | None = None,
 ) -> list[InstanceResult]:
-    """Apply every plan; one result per plan, in order."""
-    return [apply_plan(client, live, plan, options, source_commit=source_commit) for plan in plans]
+    """Apply every plan; one result per plan, in order.
+
+    ``before(plan)`` (pre migrations) returning a result stops that plan's apply.
+    """
+    return [
+        (before and before(plan))
+        or apply_plan(client, live, plan, options, source_commit=source_commit)
+        for plan in plans
+    ]
 
 
 def apply_plan(
@@ -97,7 +117,11 @@ def kept_as_is(live: LiveState, plan: InstancePlan, action: Action, message: str
 
 
 def remove_deleted(
-    client: KubeClient, live: LiveState, entry: ClusterEntry, options: ApplyOptions
+    client: KubeClient,
+    live: LiveState,
+    entry: ClusterEntry,
+    options: ApplyOptions,
+    uninstaller: Uninstaller | None = None,
 ) -> list[InstanceResult]:
     """Uninstall instances that have an inventory in the cluster but no file in Git.
 
@@ -108,6 +132,8 @@ def remove_deleted(
     remove more instances than ``prune.maxRemovedInstances`` allows (default:
     more than half, or all) removes none: each is ``PruneRefused``.
     Each result carries the inventory it removed, for the status record.
+    ``uninstaller`` runs the instance's uninstall migrations and undo steps first
+    (a failure keeps every object for a retry) and forgets its ledger after.
     """
     if not entry.cluster.valid:
         return []
@@ -118,8 +144,14 @@ def remove_deleted(
     results = []
     for name in gone:
         inventory = inventories[name]
+        stopped = uninstaller.before_prune(inventory) if uninstaller is not None else None
+        if stopped is not None:
+            results.append(stopped)
+            continue
         changes, reason, message = remove_instance(client, live, inventory)
         results.append(InstanceResult(name, changes, reason, message, inventory))
+        if uninstaller is not None:
+            uninstaller.after_prune(results[-1])
     return results
 
 

@@ -1,7 +1,8 @@
 """Log configuration: plain text for people, JSON lines for log pipelines.
 
 JSON records carry ``cluster`` and ``instance`` when the caller passes them via
-``extra=``, so a log pipeline can filter one instance's story.
+``extra=``, so a log pipeline can filter one instance's story (and a migration
+run's name, phase, outcome and durations).
 """
 
 from __future__ import annotations
@@ -11,7 +12,20 @@ import logging
 import time
 from typing import Any
 
-_CONTEXT_FIELDS = ("cluster", "instance", "app", "version", "phase", "reason")
+_CONTEXT_FIELDS = (
+    "cluster",
+    "instance",
+    "app",
+    "version",
+    "phase",
+    "reason",
+    # a migration run (reconciler.daemon.migration_steps.log_run)
+    "migration",
+    "migration_phase",
+    "outcome",
+    "duration",
+    "check_duration",
+)
 
 
 class JsonFormatter(logging.Formatter):

@@ -19,12 +19,14 @@ from pathlib import Path
 from reconciler.catalog import load_catalog
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
 from reconciler.kube import KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
+from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
@@ -79,6 +81,7 @@ class DaemonSettings:
             allow_empty_prune=self.allow_empty_prune,
             allow_mass_prune=self.allow_mass_prune,
             writer=self.writer,
+            ledger_namespace=self.leader_namespace,  # the reconciler's own namespace
         )
 
     @property
@@ -124,9 +127,11 @@ class Daemon:
         client: KubeClient,
         *,
         metrics: DaemonMetrics | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
+        self.registry = registry or Registry.installed()  # Python migrations, read once
         self.metrics = metrics or DaemonMetrics()
         self.metrics.start(settings.cluster)
         self.ledger = StatusLedger(
@@ -210,12 +215,14 @@ class Daemon:
                 self.settings.pass_settings,
                 hold=self._holding,
                 previous=self.statuses,
+                registry=self.registry,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
             return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
-        commits, error = self.record(report.statuses, checkout.commit)
+        runs = tuple(s for event in report.migrations for s in event.statuses)
+        commits, error = self.record((*runs, *report.statuses), checkout.commit)
         self._log_changes(report, {c.instance for c in commits})
         self._emit_events(report, {c.instance for c in commits})
         self._report_rollouts(report)
@@ -332,7 +339,8 @@ class Daemon:
         for status in report.statuses:
             self.statuses[status.instance] = status
             plan = plans.get(status.instance)
-            if status.phase is Phase.FAILED and plan is not None:
+            failed = status.phase is Phase.FAILED or status.reason == MIGRATION_FAILED
+            if failed and plan is not None:
                 if status.instance not in self._failed_inputs or self.backoff.ready(
                     status.instance, now
                 ):
@@ -365,3 +373,6 @@ class Daemon:
         self.metrics.set_phases(cluster, report.phase_counts())
         counts = {str(action): report.changes.count(action) for action in Action}
         self.metrics.count_actions(cluster, counts)
+        for event in report.migrations:
+            record = event.record
+            self.metrics.observe_migration(record.name, record.phase, record.outcome, event.seconds)

@@ -2,10 +2,10 @@
 
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
-``set_leader``, ``count_webhook``); ``DaemonHttpServer`` serves ``render()`` on
-``GET /metrics``. Each ``DaemonMetrics`` owns a ``CollectorRegistry`` instead of
-using prometheus_client's global one, so tests and several daemons in one
-process never clash over metric names.
+``set_leader``, ``count_webhook``, ``observe_migration``); ``DaemonHttpServer``
+serves ``render()`` on ``GET /metrics``. Each ``DaemonMetrics`` owns a
+``CollectorRegistry`` instead of using prometheus_client's global one, so tests
+and several daemons in one process never clash over metric names.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ WEBHOOK_RESULTS = ("triggered", "ignored", "rejected")
 # A pass spans fetch, render, apply and health waits: from sub-second to minutes.
 PASS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 FETCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# A migration is a state check (milliseconds when the cluster is in shape) or a run
+# (a Job: seconds to an hour).
+MIGRATION_BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+MIGRATION_OUTCOMES = ("succeeded", "notNeeded", "failed")
 
 
 PASS_RESULTS = ("success", "failure", "error")
@@ -116,6 +120,13 @@ class DaemonMetrics:
             "reconciler_instance_rollout_batch",
             "The batch an instance's unfinished rollout is in (0: none).",
             ["cluster", "instance"],
+            registry=self.registry,
+        )
+        self.migration_duration = Histogram(
+            "reconciler_migration_duration_seconds",
+            "Migration hook runs (state check plus run), by migration, phase and outcome.",
+            ["migration", "phase", "outcome"],
+            buckets=MIGRATION_BUCKETS,
             registry=self.registry,
         )
         self._phases_seen: dict[str, set[str]] = {}
@@ -204,6 +215,12 @@ class DaemonMetrics:
         if result not in WEBHOOK_RESULTS:
             raise ValueError(f"unknown webhook result {result!r}")
         self.webhooks.labels(provider, result).inc()
+
+    def observe_migration(self, migration: str, phase: str, outcome: str, seconds: float) -> None:
+        """One migration run: ``phase`` is pre, post, uninstall or undo."""
+        if outcome not in MIGRATION_OUTCOMES:
+            raise ValueError(f"unknown migration outcome {outcome!r}")
+        self.migration_duration.labels(migration, phase, outcome).observe(max(seconds, 0.0))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

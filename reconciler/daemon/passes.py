@@ -4,7 +4,8 @@
 plan (with the versions the cluster's inventories say are deployed) ->
 apply every instance (one failure never stops the others) -> prune instances
 deleted from Git -> check health within a timeout -> build one status record per
-instance -> commit the records that changed to the status branch. Every step's
+instance -> commit the records that changed to the status branch. Migration
+hooks (``reconciler.daemon.migrating``) run around those steps. Every step's
 result is a value; logs, metrics, the status files and the CLI output are
 rendered from the returned ``PassReport``.
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
+from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.rolling import Rolled, after_rollout, drive, rollout_status, rolls
 from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
@@ -32,6 +34,7 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
@@ -47,6 +50,7 @@ class PassSettings:
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False
     writer: str = ""  # recorded in every inventory; see ``ApplyOptions.writer``
+    ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE  # the cluster's global migration ledger
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class PassReport:
     removed: tuple[InstanceResult, ...] = ()
     plans: tuple[InstancePlan, ...] = ()
     namespaces: Mapping[str, str] = field(default_factory=dict)  # instance -> its namespace
+    migrations: tuple[MigrationEvent, ...] = ()  # each run, with its status commit(s)
     started: float = 0.0
     duration: float = 0.0
     next_look: float | None = None  # seconds until a rollout wants another pass
@@ -89,6 +94,7 @@ def reconcile_checkout(
     *,
     hold: Callable[[InstancePlan], bool] = never_hold,
     previous: Mapping[str, InstanceStatus] | None = None,
+    registry: Registry | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -110,6 +116,18 @@ def reconcile_checkout(
         writer=settings.writer,
     )
     held = {plan.name for plan in plans if hold(plan)}
+    hooks = MigrationHooks.begin(
+        client,
+        live,
+        catalog,
+        plans,
+        deployed,
+        cluster=settings.cluster,
+        held=held,
+        registry=registry,
+        limits=options.limits,
+        ledger_namespace=settings.ledger_namespace,
+    )
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
     results = []
@@ -118,6 +136,10 @@ def reconcile_checkout(
         batches = rolls(plan, deployed.get(plan.name), record)
         if plan.name in held:
             results.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
+            continue
+        blocked = hooks.before_apply(plan)  # pre migrations; a failure applies nothing
+        if blocked is not None:
+            results.append(blocked)
         elif batches is not None:
             step = drive(
                 client,
@@ -134,8 +156,9 @@ def reconcile_checkout(
             results.append(step.result)
         else:
             results.append(apply_plan(client, live, plan, options, source_commit=commit))
-    removed = remove_deleted(client, live, entry, options)
+    removed = remove_deleted(client, live, entry, options, hooks)
     healths = check_health(client, live, plans, results, settings.health_timeout, skip=set(rolled))
+    hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
     outcomes = [
@@ -164,6 +187,7 @@ def reconcile_checkout(
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     looks = [r.next_look for r in rolled.values() if r.next_look is not None]
+    statuses = hooks.recorded(statuses, held)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         log.info(
@@ -187,6 +211,7 @@ def reconcile_checkout(
         started=started,
         duration=time.time() - started,
         next_look=min(looks) if looks else None,
+        migrations=tuple(hooks.events),
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.migrations import Registry, check_migrations
+from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
@@ -53,14 +53,19 @@ def plan_fingerprint(plan: InstancePlan) -> str:
     """A digest of what a plan would do: equal digests mean the inputs did not change.
 
     The daemon's backoff keys on it: a failing instance is retried early only
-    when a commit changed what it would apply (or why it cannot).
+    when a commit changed what it would apply (or why it cannot), its migration
+    hooks included (a fixed Job of a failed migration is a new input).
     """
+    version = plan.version
     data = {
         "version": plan.resolution.next_version,
         "reason": plan.reason,
         "message": plan.message,
         "objects": plan.objects,
         "suspend": plan.instance.suspend,
+        "migrations": [migration_checksum(version, m) for m in version.migrations]
+        if version is not None
+        else [],
     }
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -14,6 +14,7 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
 - ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
 - ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
 - ``set_partition``/``release_partition``: a StatefulSet's batch during a rollout.
+- ``KubeJobRunner(client).run_job(job, timeout)``: a migration Job to its end.
 
 Only this package imports ``kubernetes``; its errors become ``reconciler.kube.errors``.
 """
@@ -30,6 +31,7 @@ from reconciler.kube.diff import ObjectDiff, diff_instance
 from reconciler.kube.errors import ClusterUnreachable, ConflictError, KubeApiError
 from reconciler.kube.health import Health, HealthReport, ObjectHealth, evaluate, wait_healthy
 from reconciler.kube.inventory import Inventory, read_deployed_versions, read_inventories
+from reconciler.kube.jobs import KubeJobRunner
 from reconciler.kube.limits import Limits
 from reconciler.kube.live import LiveState
 from reconciler.kube.prune import EMPTY_RENDER, PRUNE_REFUSED, remove_instance
@@ -56,6 +58,7 @@ __all__ = [
     "Inventory",
     "KubeApiError",
     "KubeClient",
+    "KubeJobRunner",
     "KubeRolloutDriver",
     "Limits",
     "LiveState",

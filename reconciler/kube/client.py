@@ -150,7 +150,47 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Response:
         """Send one request, retrying transient failures; errors name ``subject`` and ``verb``."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        status, data, warnings = self._exchange(
+            method,
+            path,
+            subject=subject,
+            verb=verb,
+            query=query,
+            body=body,
+            headers={"Accept": "application/json", "Content-Type": content_type},
+        )
+        return Response(status, _json_body(data, subject, verb), warnings)
+
+    def read_text(
+        self, path: str, *, subject: str, verb: str, query: Sequence[tuple[str, str]] = ()
+    ) -> str:
+        """GET a plain-text subresource (a pod's ``log``), with the retries of ``request``.
+
+        Errors still come back as JSON ``Status`` bodies and raise like ``request``.
+        """
+        _, data, _ = self._exchange(
+            "GET",
+            path,
+            subject=subject,
+            verb=verb,
+            query=query,
+            body=None,
+            headers={"Accept": "text/plain, application/json"},
+        )
+        return data.decode("utf-8", "replace")
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        subject: str,
+        verb: str,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> tuple[int, bytes, tuple[str, ...]]:
+        """The retry loop: (status, raw body, warnings) of a 2xx answer, else raises."""
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
@@ -174,7 +214,7 @@ class KubeClient:
                 log.warning("%s: %s: the API server warns: %s", subject, verb, text)
             if status >= 400:
                 raise api_error(subject, verb, status, http_reason, data)
-            return Response(status, _json_body(data, subject, verb), warnings)
+            return status, data, warnings
         raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _send(

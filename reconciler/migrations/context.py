@@ -1,9 +1,10 @@
 """What a migration is told about the change it belongs to: ``ctx`` and the Job's environment.
 
-One ``MigrationContext`` is built per migration run by the daemon (round two) or
-by ``reconciler.testing``; Python migrations receive it as ``ctx``, and Job
-migrations get the same facts as ``RECONCILER_*`` environment variables
-(:func:`job_environment`), so both kinds see one contract (SPEC section 5).
+One ``MigrationContext`` is built per migration run by the daemon
+(``reconciler.daemon.migration_steps``) or by ``reconciler.testing``; Python
+migrations receive it as ``ctx``, and Job migrations get the same facts as
+``RECONCILER_*`` environment variables (:func:`job_environment`), so both kinds
+see one contract (SPEC section 5).
 """
 
 from __future__ import annotations

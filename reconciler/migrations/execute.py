@@ -49,7 +49,7 @@ class Runtime:
 
     reader: ObjectReader
     registry: Registry
-    job_runner: JobRunner | None = None  # None until Job runs exist (round two)
+    job_runner: JobRunner | None = None  # None: Job migrations fail (Python ones still run)
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], str] = utc_now
 

@@ -8,7 +8,7 @@ capped by it and Kubernetes itself stops a runaway Job.
 
 Executing it (create, watch its pods, delete after success, keep the last failed
 one and read its pod's reason and log tail) needs the sandbox's Jobs with pods and
-lives behind :class:`JobRunner`, implemented in ``reconciler.kube`` in round two.
+lives behind :class:`JobRunner`, implemented by ``reconciler.kube.KubeJobRunner``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class JobOutcome:
 
 
 class JobRunner(Protocol):
-    """Creates a rendered Job, waits for it and cleans up (round two, in ``kube/``).
+    """Creates a rendered Job, waits for it and cleans up (``reconciler.kube.KubeJobRunner``).
 
     Contract: create ``job``; wait at most ``timeout`` seconds for it to succeed
     or fail; delete it after success; keep it after failure and report its pod's

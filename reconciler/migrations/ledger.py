@@ -7,7 +7,7 @@ what it describes: ``reconciler-migrations-<instance>`` in the instance's
 namespace, and ``reconciler-migrations--global`` for the cluster's global
 migrations (the double dash cannot be an instance's name, which is a DNS label
 that starts with a letter or digit). Building and parsing the object is pure;
-the daemon applies and reads it through ``reconciler.kube`` (round two).
+the daemon applies and reads it (``reconciler.daemon.migration_steps``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which migrations a change considers, and what uninstalling an instance must undo (pure).
 
-The daemon (round two) asks these questions every pass, before touching the
-cluster:
+The daemon (``reconciler.daemon.migrating``) asks these questions every pass,
+before touching the cluster:
 
 - :func:`pending`: the migrations of one version, phase and scope that the
   once-only rule still lets run, with their checksums (for the ledger records).
@@ -87,7 +87,9 @@ def plan_uninstall(
         uninstall = tuple(m for m in current.migrations if m.phase == "uninstall")
     steps: list[UndoStep] = []
     for record in ledger.applied():
-        if record.phase == "uninstall":
+        # uninstall steps are not undone; a global migration serves the whole cluster
+        # (its record is copied to the instance that ran it) and outlives the instance
+        if record.phase == "uninstall" or record.scope != "app":
             continue
         version = versions.get(record.version)
         if version is None:

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 PHASES = ("pre", "post", "uninstall")
+# The phase of a record that reversed an applied migration while its instance was
+# uninstalled: never a phase a version declares, only one the ledger records.
+UNDO = "undo"
 SCOPES = ("app", "global")
 SUCCEEDED = "succeeded"
 NOT_NEEDED = "notNeeded"
@@ -168,6 +171,7 @@ class MigrationRecord:
     check_duration: float  # seconds the state check took
     outcome: str  # succeeded | notNeeded | failed
     message: str = ""
+    from_version: str | None = None  # what ran before the change it served (None: an install)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -197,6 +201,7 @@ class MigrationRecord:
                 check_duration=float(raw.get("checkDuration", 0.0)),
                 outcome=_text(raw, "outcome"),
                 message=str(raw.get("message", "")),
+                from_version=None if raw.get("fromVersion") is None else str(raw["fromVersion"]),
             )
         except (TypeError, ValueError) as e:
             if isinstance(e, LedgerFormatError):
@@ -217,6 +222,8 @@ class MigrationRecord:
         }
         if self.message:
             out["message"] = self.message
+        if self.from_version is not None:
+            out["fromVersion"] = self.from_version
         return out
 
 
@@ -240,8 +247,21 @@ class MigrationLedger:
     records: tuple[MigrationRecord, ...] = field(default_factory=tuple)
 
     def with_record(self, record: MigrationRecord) -> MigrationLedger:
-        """A new ledger with ``record`` appended (transitions return new values)."""
-        return replace(self, records=(*self.records, record))
+        """A new ledger with ``record`` appended (transitions return new values).
+
+        A failure replaces the earlier failures of the same run (name, phase, scope
+        and version): a migration retried for weeks keeps one record, since the
+        ledger lives in a ConfigMap and a status file, both of bounded size.
+        """
+        kept = self.records
+        if record.outcome == FAILED:
+            key = (record.name, record.phase, record.scope, record.version)
+            kept = tuple(
+                r
+                for r in kept
+                if r.outcome != FAILED or (r.name, r.phase, r.scope, r.version) != key
+            )
+        return replace(self, records=(*kept, record))
 
     def latest(self, name: str) -> MigrationRecord | None:
         for record in reversed(self.records):
@@ -249,13 +269,31 @@ class MigrationLedger:
                 return record
         return None
 
+    def current(self, name: str) -> tuple[MigrationRecord, ...]:
+        """The runs of ``name`` since it was last undone (all of them if it never was).
+
+        An uninstall that undid a migration and then failed leaves the instance in
+        the cluster; if its file comes back, the migration must be considered again.
+        """
+        runs: list[MigrationRecord] = []
+        for record in self.records:
+            if record.name != name:
+                continue
+            if record.phase == UNDO:
+                if record.outcome == SUCCEEDED:
+                    runs.clear()
+                continue
+            runs.append(record)
+        return tuple(runs)
+
     def settled(self, name: str) -> bool:
-        """True once ``name`` succeeded or was found not needed (whatever came later)."""
-        return any(r.name == name and r.settled for r in self.records)
+        """True once ``name`` succeeded or was found not needed (and was not undone since)."""
+        return any(r.settled for r in self.current(name))
 
     def applied(self) -> tuple[MigrationRecord, ...]:
-        """Records of migrations that really ran and succeeded, newest first (the undo order)."""
-        return tuple(r for r in reversed(self.records) if r.outcome == SUCCEEDED)
+        """Runs that really changed the cluster and are not undone, newest first (undo order)."""
+        live = {id(r) for name in {r.name for r in self.records} for r in self.current(name)}
+        return tuple(r for r in reversed(self.records) if r.outcome == SUCCEEDED and id(r) in live)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> MigrationLedger:
@@ -296,14 +334,19 @@ def to_consider(
 
     A name that succeeded or was not needed is skipped for good, even when a later
     version ships it with another checksum (that is a validation warning: changed
-    logic needs a new name). A failed or never-seen name is considered again.
+    logic needs a new name). A failed or never-seen name is considered again, and
+    so is one undone since (its instance's uninstall reversed it).
     """
     out = []
     for name, checksum in migrations:
-        settled = next((r for r in reversed(ledger.records) if r.name == name and r.settled), None)
+        runs = ledger.current(name)
+        settled = next((r for r in reversed(runs) if r.settled), None)
         if settled is None:
-            last = ledger.latest(name)
-            reason = "never run" if last is None else f"last run failed ({last.version})"
+            last = runs[-1] if runs else None
+            if last is not None:
+                reason = f"last run failed ({last.version})"
+            else:
+                reason = "undone since its last run" if ledger.latest(name) else "never run"
             out.append(Consideration(name, True, reason))
             continue
         changed = settled.checksum != checksum
@@ -321,6 +364,7 @@ __all__ = [
     "PHASES",
     "SCOPES",
     "SUCCEEDED",
+    "UNDO",
     "CheckRef",
     "Consideration",
     "Deprecation",

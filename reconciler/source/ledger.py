@@ -143,6 +143,8 @@ class StatusLedger:
     ) -> list[CommitInfo]:
         """Commit every status that differs from its record; return the commits published.
 
+        Several statuses of one instance are recorded in the order given, one commit
+        each (a migration run, then the upgrade it preceded: SPEC section 5).
         ``source_commit`` fills records whose ``source_commit`` is empty; ``now``
         (RFC 3339) stamps changed records and new condition transitions. Raises
         ``SourceError`` when the branch cannot be fetched or pushed (after retries)
@@ -197,8 +199,8 @@ class StatusLedger:
 
     def _validated(
         self, statuses: Iterable[InstanceStatus], source_commit: str | None
-    ) -> dict[str, InstanceStatus]:
-        wanted: dict[str, InstanceStatus] = {}
+    ) -> dict[str, list[InstanceStatus]]:
+        wanted: dict[str, list[InstanceStatus]] = {}
         for status in statuses:
             _checked_name(status.instance)
             if status.cluster != self.cluster:
@@ -208,7 +210,7 @@ class StatusLedger:
                 )
             if source_commit and not status.source_commit:
                 status = replace(status, source_commit=source_commit)
-            wanted[status.instance] = self._redacted(status)
+            wanted.setdefault(status.instance, []).append(self._redacted(status))
         return wanted
 
     def _redacted(self, status: InstanceStatus) -> InstanceStatus:
@@ -230,18 +232,21 @@ class StatusLedger:
         return objects.read_tree(self._store.repo, sub[0])
 
     def _build(
-        self, base: str | None, wanted: dict[str, InstanceStatus], now: str | None
+        self, base: str | None, wanted: dict[str, list[InstanceStatus]], now: str | None
     ) -> tuple[list[CommitInfo], str]:
-        """A chain of commits on ``base``, one per changed instance, in instance order."""
+        """A chain of commits on ``base``, one per changed record, in instance order."""
         entries = self._instance_entries(base)
         changes: list[tuple[str, objects.Change]] = []
         for name in sorted(wanted):
             previous, note = self._previous(entries, name)
-            prepared = prepare_record(wanted[name], previous, now=now)
-            if prepared.changed:
+            for status in wanted[name]:
+                prepared = prepare_record(status, previous, now=now)
+                if not prepared.changed:
+                    continue
                 message = commit_message(prepared.status, previous, note=note)
                 data = dump_status(prepared.status)
                 changes.append((name, objects.Change(status_path(name), data, message)))
+                previous, note = prepared.status, ""
         shas = objects.write_chain(self._store.repo, base, [c for _, c in changes])
         commits = [
             CommitInfo(sha, name, change.message.split("\n", 1)[0])

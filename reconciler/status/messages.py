@@ -9,6 +9,7 @@ calls ``commit_message``; ``history`` calls ``parse_trailers``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from reconciler.model.rollout import RolloutRecord, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
@@ -23,6 +24,7 @@ TRAILER_ROLLOUT = "Reconciler-Rollout"
 TRAILER_ROLLOUT_STATE = "Reconciler-Rollout-State"
 TRAILER_BATCH = "Reconciler-Batch"
 TRAILER_REPLICAS = "Reconciler-Replicas"
+TRAILER_MIGRATION = "Reconciler-Migration"
 TRAILER_KEYS = (
     TRAILER_CLUSTER,
     TRAILER_INSTANCE,
@@ -60,7 +62,43 @@ def trailers_for(status: InstanceStatus, previous: InstanceStatus | None = None)
     rollout = _rollout_step(status, previous)
     if rollout is not None:
         out.update(rollout_trailers(rollout))
+    run = new_migration(status, previous)
+    if run is not None:
+        out[TRAILER_MIGRATION] = _one_line(f"{run.get('name', '?')} {run.get('outcome', '?')}")
     return out
+
+
+def new_migration(
+    status: InstanceStatus, previous: InstanceStatus | None
+) -> Mapping[str, Any] | None:
+    """The migration record this commit adds, when it is one migration run (SPEC section 5).
+
+    The daemon records each run as its own status (the instance's ledger with one
+    more record), so ``git log`` tells each run apart from the change it served.
+    """
+    entries = status.migrations or ()
+    if not entries:
+        return None
+    before = (previous.migrations or ()) if previous is not None else ()
+    return None if entries[-1] in before else entries[-1]
+
+
+def describe_migration(run: Mapping[str, Any]) -> str:
+    """``migration add-orders-index (pre, 2.0.0) succeeded in 41.2s``."""
+    head = f"migration {run.get('name', '?')} ({run.get('phase', '?')}, {run.get('version', '?')})"
+    outcome = run.get("outcome")
+    took = _seconds(run.get("duration"))
+    message = _one_line(str(run.get("message") or ""))
+    if outcome == "succeeded":
+        return f"{head} succeeded in {took}"
+    if outcome == "notNeeded":
+        return f"{head} not needed" + (f": {message}" if message else "")
+    return f"{head} failed after {took}" + (f": {message}" if message else "")
+
+
+def _seconds(value: object) -> str:
+    seconds = float(value) if isinstance(value, int | float) else 0.0
+    return f"{seconds:.1f}s" if seconds >= 0.1 else f"{seconds * 1000:.0f}ms"
 
 
 def rollout_trailers(record: RolloutRecord) -> dict[str, str]:
@@ -83,8 +121,12 @@ def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> 
     """What happened, in a few words, ending with the phase (and reason when not Ready).
 
     A rollout step is told in SPEC section 4's words and without the phase:
-    ``rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)``.
+    ``rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)``; a migration
+    run in section 5's: ``migration add-orders-index (pre, 2.0.0) succeeded in 41.2s``.
     """
+    run = new_migration(status, previous)
+    if run is not None:
+        return describe_migration(run)
     if status.phase is Phase.REMOVED:
         return status.message or "removed"
     app = status.app or "app"

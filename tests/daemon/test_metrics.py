@@ -38,7 +38,23 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_rollouts": "counter",
         "reconciler_rollout_batch_duration_seconds": "histogram",
         "reconciler_instance_rollout_batch": "gauge",
+        "reconciler_migration_duration_seconds": "histogram",
     }
+
+
+def test_migration_runs_are_timed_by_migration_phase_and_outcome() -> None:
+    metrics = DaemonMetrics()
+    metrics.observe_migration("add-index", "pre", "succeeded", 41.2)
+    metrics.observe_migration("add-index", "pre", "notNeeded", 0.004)
+    got = samples(metrics)
+    ran = (("migration", "add-index"), ("outcome", "succeeded"), ("phase", "pre"))
+    skipped = (("migration", "add-index"), ("outcome", "notNeeded"), ("phase", "pre"))
+    assert got[("reconciler_migration_duration_seconds_sum", ran)] == pytest.approx(41.2)
+    bucket = "reconciler_migration_duration_seconds_bucket"
+    assert got[(bucket, (("le", "15.0"), *ran))] == 0
+    assert got[(bucket, (("le", "0.01"), *skipped))] == 1
+    with pytest.raises(ValueError, match="unknown migration outcome"):
+        metrics.observe_migration("add-index", "pre", "skipped", 1.0)
 
 
 def test_pass_observations() -> None:

@@ -314,6 +314,15 @@ def test_the_cluster_role_covers_every_kind_the_catalog_renders(
     assert_bound(objects, "ClusterRoleBinding", role)
 
 
+def test_the_cluster_role_reads_the_pods_and_logs_of_failed_migration_jobs(
+    objects: list[dict[str, Any]],
+) -> None:
+    """``KubeJobRunner`` lists a failed Job's pods and reads the tail of one's log."""
+    rules = one(objects, "ClusterRole")["rules"]
+    assert {"get", "list"} <= allowed(rules, "", "pods")
+    assert "get" in allowed(rules, "", "pods/log")
+
+
 def test_the_cluster_role_tells_operators_to_narrow_it() -> None:
     text = (DEPLOY / "clusterrole.yaml").read_text()
     assert "narrow" in text.lower()

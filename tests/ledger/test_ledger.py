@@ -72,6 +72,24 @@ def test_one_commit_per_change_and_none_when_nothing_changed(empty_remote: Path)
     assert f"Reconciler-Source-Commit: {'a' * 40}" in trailers  # the record's own wins
 
 
+def test_several_records_of_one_instance_become_commits_in_their_order(
+    empty_remote: Path,
+) -> None:
+    """A migration run, then the upgrade it preceded: one commit each (SPEC section 5)."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    ledger.record([status()], now=NOW)
+    run = {"name": "add-index", "version": "6.6.0", "phase": "pre", "outcome": "succeeded"}
+    migrated = status(desired_version="6.6.0", phase=Phase.PROGRESSING, migrations=(run,))
+    upgraded = replace(migrated, version="6.6.0", phase=Phase.READY)
+    commits = ledger.record([migrated, upgraded, upgraded, status("api")], now=NOW)
+    assert [(c.instance, c.subject) for c in commits] == [
+        ("api", "prod/api: podinfo 6.5.0 (Ready)"),
+        ("web", "prod/web: migration add-index (pre, 6.6.0) succeeded in 0ms"),
+        ("web", "prod/web: upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"),
+    ]
+    assert ledger.read()["web"].version == "6.6.0"
+
+
 def test_read_snapshot_and_history(empty_remote: Path) -> None:
     ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
     assert not ledger.snapshot().exists and ledger.history() == []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reconciler.model.migrations import (
+    UNDO,
     LedgerFormatError,
     MigrationCheck,
     MigrationLedger,
@@ -46,6 +49,9 @@ def test_record_round_trips_through_dict() -> None:
         "message": "boom",
     }
     assert MigrationRecord.from_dict(data) == rec
+    upgrade = dataclasses.replace(rec, from_version="1.5.0")
+    assert upgrade.to_dict()["fromVersion"] == "1.5.0"
+    assert MigrationRecord.from_dict(upgrade.to_dict()) == upgrade
 
 
 def test_record_rejects_unknown_outcome_and_missing_fields() -> None:
@@ -127,3 +133,42 @@ def test_check_knows_whether_state_decides() -> None:
     assert check.has_state_condition
     assert check.to_dict() == full
     assert MigrationCheck.from_dict(None).empty
+
+
+def test_an_undone_migration_is_no_longer_applied_nor_settled() -> None:
+    """An uninstall that undid ``a`` and then failed leaves the instance: if its file
+    comes back, ``a`` is considered again, and a retried uninstall does not undo it twice."""
+    undo = dataclasses.replace(record("a", "succeeded", "1.5.0"), phase=UNDO)
+    ledger = MigrationLedger(
+        "app",
+        "ledger",
+        (
+            record("a", "succeeded", "1.5.0"),
+            record("b", "succeeded", "2.0.0"),
+            dataclasses.replace(undo, name="b", version="2.0.0", outcome="failed"),
+            undo,
+        ),
+    )
+    assert [r.name for r in ledger.applied()] == ["b"]  # a failed undo leaves b applied
+    assert not ledger.settled("a") and ledger.settled("b")
+    verdicts = {c.name: c for c in to_consider([("a", "sha256:a"), ("b", "sha256:a")], ledger)}
+    assert verdicts["a"].consider and verdicts["a"].reason == "undone since its last run"
+    assert not verdicts["b"].consider
+    again = ledger.with_record(record("a", "succeeded", "2.0.0"))
+    assert [r.name for r in again.applied()] == ["a", "b"]
+
+
+def test_a_repeated_failure_replaces_the_one_before_it() -> None:
+    """A migration retried for weeks keeps one failed record: ledgers are size-bounded."""
+    ledger = MigrationLedger("app", "ledger")
+    for _ in range(3):
+        ledger = ledger.with_record(record("a", "failed"))
+    ledger = ledger.with_record(record("a", "failed", "2.0.1"))  # another version's run
+    ledger = ledger.with_record(record("b", "failed"))
+    assert [(r.name, r.version) for r in ledger.records] == [
+        ("a", "2.0.0"),
+        ("a", "2.0.1"),
+        ("b", "2.0.0"),
+    ]
+    ledger = ledger.with_record(record("a", "succeeded", "2.0.1"))
+    assert [r.outcome for r in ledger.records if r.name == "a"] == ["failed", "failed", "succeeded"]

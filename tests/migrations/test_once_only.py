@@ -1,8 +1,8 @@
 """Once in a cluster's life: an upgrade through four versions runs each migration once.
 
-The daemon (round two) drives these stage calls in a pass; this test drives the
-same calls by hand so the once-only rule, the state checks and the undo order
-are proved against a real (sandbox) cluster before the daemon composes them.
+The daemon drives these stage calls in a pass (``tests/daemon/test_migrations.py``);
+this test drives the same calls by hand, so the once-only rule, the state checks
+and the undo order are proved against a real (sandbox) cluster on their own.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from reconciler.migrations import migration_checksum, pending, plan_uninstall
 from reconciler.model.catalog import AppVersion, Migration
-from reconciler.model.migrations import MigrationLedger, MigrationRecord
+from reconciler.model.migrations import UNDO, MigrationLedger, MigrationRecord
 from reconciler.model.version import parse_version
 
 
@@ -98,3 +100,13 @@ def test_a_version_the_ledger_needs_and_the_catalog_lost_is_an_error() -> None:
         .errors[0]
         .startswith("the deployed version is not in the catalog")
     )
+
+
+def test_a_retried_uninstall_skips_what_was_undone_and_never_undoes_global_runs() -> None:
+    """The first attempt undid ``b`` and failed on ``a``; global ``g`` serves the cluster."""
+    undone_b = dataclasses.replace(rec("b", "1.40.0", phase="post"), phase=UNDO)
+    failed_a = dataclasses.replace(rec("a", "1.31.0", "failed"), phase=UNDO)
+    global_g = dataclasses.replace(rec("g", "1.41.0"), scope="global")
+    ledger = MigrationLedger("app", "books", (*LEDGER.records, global_g, undone_b, failed_a))
+    plan = plan_uninstall(V["1.41.0"], ledger, V)
+    assert [(s.record.name, s.version.key) for s in plan.undo] == [("a", "1.31.0")]

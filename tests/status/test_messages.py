@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
@@ -157,3 +158,28 @@ def test_an_unchanged_rollout_adds_no_rollout_trailers() -> None:
     after = replace(READY, rollout=ROLLING, objects=8)
     assert "Reconciler-Rollout" not in commit_message(after, before)
     assert "objects 7 -> 8" in commit_message(after, before)
+
+
+def run(name: str, outcome: str, duration: float = 41.25, message: str = "") -> dict[str, Any]:
+    record = {"name": name, "version": "2.0.0", "phase": "pre", "outcome": outcome}
+    return {**record, "duration": duration, **({"message": message} if message else {})}
+
+
+def test_each_migration_run_is_its_own_commit_in_spec_section_5_words() -> None:
+    before = replace(READY, migrations=(run("add-index", "succeeded"),))
+    ran = replace(before, migrations=(*before.migrations, run("split-totals", "succeeded")))
+    message = commit_message(ran, before)
+    assert message.startswith("prod/web: migration split-totals (pre, 2.0.0) succeeded in 41.2s\n")
+    assert "\nReconciler-Migration: split-totals succeeded\n" in message
+    skipped = replace(READY, migrations=(run("x", "notNeeded", 0.0, "ConfigMap/fin/x exists"),))
+    assert describe_change(skipped, None) == (
+        "migration x (pre, 2.0.0) not needed: ConfigMap/fin/x exists"
+    )
+    failed = replace(READY, migrations=(run("x", "failed", 0.05, "Job/fin/x failed\nlog"),))
+    assert describe_change(failed, READY) == (
+        "migration x (pre, 2.0.0) failed after 50ms: Job/fin/x failed log"
+    )
+    # the change the runs served: no new record, no migration subject nor trailer
+    upgraded = replace(ran, version="6.6.0")
+    assert describe_change(upgraded, ran) == "upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
+    assert "Reconciler-Migration" not in commit_message(upgraded, ran)

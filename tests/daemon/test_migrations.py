@@ -1,0 +1,506 @@
+"""Migration hooks driven by the daemon, end to end (SPEC section 5).
+
+A real catalog repository, the sandbox (whose Jobs run real pods to completion)
+and the daemon: migrations run once in the life of an instance, decided by the
+cluster's state; a failed ``pre`` applies nothing of the new version; removing an
+instance undoes every migration from the version that applied it. Each run is a
+record in the cluster's ledger ConfigMap, in the ``InstanceStatus`` and its own
+status commit.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cli import main
+from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
+from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.kube import KubeClient
+from reconciler.migrations import GROUP, Registry, ledger_from_configmap
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.status import Phase
+from reconciler.sandbox.store import StoredEvent
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.sandbox.timing import Timing
+from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo, remove_file
+from tests.factories import write_catalog
+from tests.migrations import samples
+
+REGISTRY = Registry.from_entry_points(
+    [EntryPoint("counting", "tests.migrations.samples:CountingMarker", GROUP)]
+)
+FAST = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05)
+NS = "team-fin"
+
+JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ${{instance.name}}-{name}
+{annotations}spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        sandbox.reconciler.dev/log: "{name} of ${{app.name}} ${{app.version}}"{fail}
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: busybox:1.36
+          command: ["sh", "-c", "echo {name}"]
+"""
+
+
+def job(name: str, *, fail: bool = False) -> str:
+    mark = '\n        sandbox.reconciler.dev/fail: "true"' if fail else ""
+    return JOB.format(name=name, annotations="", fail=mark)
+
+
+def state_check(name: str) -> str:
+    """Needed while ``<instance>-<name>`` is missing: what each migration would create."""
+    return (
+        "    check:\n      objectMissing: {apiVersion: v1, kind: ConfigMap, "
+        f'name: "${{instance.name}}-{name}"}}\n'
+    )
+
+
+def version_yaml(key: str, migrations: str) -> str:
+    upgrade = "" if key == "1.4.0" else 'upgradeFrom: ">=1.4.0"\n'
+    return (
+        f"apiVersion: reconciler/v1\nkind: AppVersion\napp: ledger\nversion: {key}\n{upgrade}"
+        "parameters:\n  greeting: {default: hello}\n"
+        + (f"migrations:\n{migrations}" if migrations else "")
+    )
+
+
+def entry(name: str, phase: str, body: str, *, undo: bool = True) -> str:
+    """A Job migration (with its state check and an undo Job) or a ``python:`` one."""
+    text = f"  - name: {name}\n    phase: {phase}\n"
+    if phase != "uninstall":
+        text += state_check(name)
+    if body == "python":
+        return text + "    python: counting\n    timeoutSeconds: 30\n"
+    text += f"    job: migrations/{name}.yaml\n"
+    if undo:
+        text += f"    undo: migrations/undo-{name}.yaml\n"
+    return text + "    timeoutSeconds: 30\n"
+
+
+ADD_INDEX = entry("add-index", "pre", "job")
+SPLIT_TOTALS = entry("split-totals", "pre", "python")
+BACKFILL = entry("backfill", "post", "job")
+DROP_LEGACY = entry("drop-legacy", "pre", "job")
+RELEASE = entry("release", "uninstall", "job", undo=False)
+# 1.5.0 ships add-index; 2.0.0 and 2.0.1 ship it again, unchanged (same checksum).
+SHIPPED = {
+    "1.4.0": "",
+    "1.5.0": ADD_INDEX,
+    "2.0.0": ADD_INDEX + SPLIT_TOTALS + BACKFILL,
+    "2.0.1": ADD_INDEX + SPLIT_TOTALS + BACKFILL + DROP_LEGACY + RELEASE,
+}
+
+
+def ledger_files(**fail: bool) -> dict[str, str | bytes | None]:
+    files: dict[str, str | bytes | None] = {
+        "apps/ledger/app.yaml": "apiVersion: reconciler/v1\nkind: App\nname: ledger\n",
+        "clusters/prod/instances/books.yaml": instance("1.4.0"),
+        # a bystander (removing books alone must not be "every instance" to the prune
+        # guard); the podinfo Deployments would only make each pass wait for pods
+        "clusters/prod/instances/cards.yaml": instance("1.4.0").replace("books", "cards"),
+        "clusters/prod/instances/web.yaml": None,
+        "clusters/prod/instances/api.yaml": None,
+    }
+    for key, migrations in SHIPPED.items():
+        root = f"apps/ledger/versions/{key}"
+        files[f"{root}/version.yaml"] = version_yaml(key, migrations)
+        files[f"{root}/manifests/config.yaml"] = textwrap.dedent(
+            """\
+            apiVersion: v1
+            kind: ConfigMap
+            metadata:
+              name: ${instance.name}-config
+            data:
+              version: ${app.version}
+            """
+        )
+        for name in ("add-index", "backfill", "drop-legacy", "release"):
+            if f"name: {name}\n" in migrations:
+                files[f"{root}/migrations/{name}.yaml"] = job(name, fail=fail.get(name, False))
+                files[f"{root}/migrations/undo-{name}.yaml"] = job(f"undo-{name}-{key}")
+    return files
+
+
+def instance(version: str) -> str:
+    return (
+        "apiVersion: reconciler/v1\nkind: Instance\nname: books\napp: ledger\n"
+        f'version: "{version}"\nnamespace: {NS}\n'
+    )
+
+
+class JobLog:
+    """Every Job the sandbox stored, in creation order (a listener on its writes)."""
+
+    def __init__(self, sandbox: SandboxHandle) -> None:
+        self.created: list[dict[str, Any]] = []
+        sandbox.observe(self._seen)
+
+    def _seen(self, event: StoredEvent) -> None:
+        if event.type == "ADDED" and event.obj.get("kind") == "Job":
+            self.created.append(event.obj)
+
+    def names(self) -> list[str]:
+        return [str(j["metadata"]["name"]) for j in self.created]
+
+
+@dataclass
+class Cluster:
+    """A catalog repository, a sandbox and a daemon with the test's Python migrations."""
+
+    repo: CatalogRepo
+    sandbox: SandboxHandle
+    client: KubeClient
+    daemon: Daemon
+    jobs: JobLog
+
+    def upgrade(self, version: str) -> PassOutcome:
+        commit_file(self.repo, "clusters/prod/instances/books.yaml", instance(version), version)
+        return self.daemon.run_pass()
+
+    def jobs_created(self) -> list[str]:
+        return self.jobs.names()
+
+    def ledger(self) -> list[tuple[str, str, str, str]]:
+        cm = self.client.get(ObjectRef("v1", "ConfigMap", NS, "reconciler-migrations-books"))
+        assert cm is not None
+        records = ledger_from_configmap(cm).records
+        return [(r.name, r.phase, r.version, r.outcome) for r in records]
+
+    def shape(self, *names: str) -> None:
+        """Put the cluster in the shape the named migrations would leave it in."""
+        self.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        for name in names:
+            meta = {"name": f"books-{name}", "namespace": NS}
+            self.client.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[Any]:
+    """``make_cluster(**fail)``: a fresh cluster; ``fail`` names Jobs whose pods fail."""
+    samples.RUNS.clear()
+    with ExitStack() as stack:
+
+        def make(name: str = "a", **fail: bool) -> Cluster:
+            source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
+            repo = create_catalog_repo(source, tmp_path / name / "repos")
+            sandbox = stack.enter_context(running_sandbox(timing=FAST))
+            client = stack.enter_context(KubeClient.connect(str(sandbox.kubeconfig)))
+            settings = DaemonSettings(
+                repo=repo.url,
+                cluster="prod",
+                health_timeout=10.0,
+                cache_dir=tmp_path / name / "cache",
+                backoff_base=600.0,
+            )
+            daemon = Daemon(settings, client, metrics=DaemonMetrics(), registry=REGISTRY)
+            return Cluster(repo, sandbox, client, daemon, JobLog(sandbox))
+
+        yield make
+
+
+def subjects(outcome: PassOutcome, instance: str = "books") -> list[str]:
+    return [c.subject for c in outcome.commits if c.instance == instance]
+
+
+def test_an_upgrade_through_four_versions_runs_each_migration_exactly_once(
+    make_cluster: Any,
+) -> None:
+    cluster: Cluster = make_cluster()
+    first = cluster.daemon.run_pass()
+    assert first.ok, first
+    assert subjects(first) == ["prod/books: ledger 1.4.0 (Ready)"]  # 1.4.0 ships none
+
+    step = cluster.upgrade("1.5.0")
+    assert step.ok, step
+    assert subjects(step) == [
+        "prod/books: migration add-index (pre, 1.5.0) succeeded in " + _took(step, "add-index"),
+        "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
+    ]
+    step = cluster.upgrade("2.0.0")
+    assert step.ok, step
+    assert [s.split(" in ")[0] for s in subjects(step)] == [
+        "prod/books: migration split-totals (pre, 2.0.0) succeeded",
+        "prod/books: upgraded ledger 1.5.0 -> 2.0.0 (Ready)",
+        "prod/books: migration backfill (post, 2.0.0) succeeded",
+    ]
+    step = cluster.upgrade("2.0.1")
+    assert step.ok, step
+    assert cluster.jobs_created() == ["books-add-index", "books-backfill", "books-drop-legacy"]
+    assert samples.RUNS == [("run", "books", "split-totals", "2.0.0")]
+    assert cluster.ledger() == [
+        ("add-index", "pre", "1.5.0", "succeeded"),
+        ("split-totals", "pre", "2.0.0", "succeeded"),
+        ("backfill", "post", "2.0.0", "succeeded"),
+        ("drop-legacy", "pre", "2.0.1", "succeeded"),
+    ]
+    # the succeeded Jobs are gone; the instance runs 2.0.1 and its status holds the ledger
+    assert cluster.client.list("batch/v1", "Job", namespace=NS) == []
+    status = cluster.daemon.ledger.read()["books"]
+    assert (status.version, status.phase) == ("2.0.1", Phase.READY)
+    assert [m["name"] for m in status.migrations or ()] == [
+        "add-index",
+        "split-totals",
+        "backfill",
+        "drop-legacy",
+    ]
+    assert status.migrations is not None and status.migrations[-1]["fromVersion"] == "2.0.0"
+    metrics = cluster.daemon.metrics.render().decode()
+    assert (
+        'reconciler_migration_duration_seconds_count{migration="drop-legacy",'
+        'outcome="succeeded",phase="pre"} 1.0' in metrics
+    )
+
+    # a pass with nothing new runs nothing, writes nothing and commits nothing
+    cluster.sandbox.reset_request_log()
+    again = cluster.daemon.run_pass()
+    assert again.ok and again.commits == []
+    assert not [e for e in cluster.sandbox.request_log() if e.verb not in ("get", "list")]
+
+
+def _took(outcome: PassOutcome, name: str) -> str:
+    assert outcome.report is not None
+    run = next(e for e in outcome.report.migrations if e.record.name == name)
+    seconds = run.record.duration
+    return f"{seconds:.1f}s" if seconds >= 0.1 else f"{seconds * 1000:.0f}ms"
+
+
+def test_a_cluster_already_in_shape_runs_nothing_and_records_why(
+    make_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster: Cluster = make_cluster()
+    cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
+    assert cluster.daemon.run_pass().ok
+    for version in ("1.5.0", "2.0.0", "2.0.1"):
+        assert cluster.upgrade(version).ok
+    assert cluster.jobs_created() == [] and samples.RUNS == []
+    assert [(name, outcome) for name, _, _, outcome in cluster.ledger()] == [
+        ("add-index", "notNeeded"),
+        ("split-totals", "notNeeded"),
+        ("backfill", "notNeeded"),
+        ("drop-legacy", "notNeeded"),
+    ]
+    log = [c for c in cluster.daemon.ledger.history("books") if "migration" in c.summary]
+    assert log[-1].summary == (
+        f"migration add-index (pre, 1.5.0) not needed: ConfigMap/{NS}/books-add-index exists"
+    )
+    # ``reconciler migrations`` lists the ledger from Git
+    capsys.readouterr()
+    argv = ["migrations", "--repo", cluster.repo.url, "--cluster", "prod", "books"]
+    assert main([*argv, "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["instance"], r["name"], r["version"], r["outcome"]) for r in rows] == [
+        ("books", "add-index", "1.5.0", "notNeeded"),
+        ("books", "split-totals", "2.0.0", "notNeeded"),
+        ("books", "backfill", "2.0.0", "notNeeded"),
+        ("books", "drop-legacy", "2.0.1", "notNeeded"),
+    ]
+
+
+def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
+    make_cluster: Any,
+) -> None:
+    cluster: Cluster = make_cluster(**{"add-index": True})
+    assert cluster.daemon.run_pass().ok
+    step = cluster.upgrade("1.5.0")
+    status = cluster.daemon.ledger.read()["books"]
+    assert (status.phase, status.reason, status.version) == (
+        Phase.FAILED,
+        "MigrationFailed",
+        "1.4.0",
+    )
+    assert (
+        status.message.startswith("migration add-index (pre, 1.5.0) failed after ")
+        and "nothing of ledger 1.5.0 was applied" in status.message
+    )
+    assert f"Job/{NS}/books-add-index failed (BackoffLimitExceeded" in status.message
+    assert "add-index of ledger 1.5.0" in status.message  # the tail of the pod's log
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
+    assert config is not None and config["data"]["version"] == "1.4.0"  # nothing of 1.5.0
+    assert cluster.client.get(ObjectRef("batch/v1", "Job", NS, "books-add-index")) is not None
+    assert subjects(step)[0].startswith("prod/books: migration add-index (pre, 1.5.0) failed")
+    assert len(subjects(step)) == 1  # the failure is the run's commit; nothing else changed
+    trailers = cluster.daemon.ledger.history("books")[0]
+    assert trailers.phase == "Failed"
+    assert cluster.daemon.ledger.read()["cards"].phase is Phase.READY  # the others go on
+
+    # backing off: the next pass leaves it alone (no new Job, no commit)
+    held = cluster.daemon.run_pass()
+    assert subjects(held) == [] and cluster.jobs_created() == ["books-add-index"]
+
+    # a fixed Job is a new input: retried at once, then the upgrade goes through
+    commit_file(
+        cluster.repo,
+        "apps/ledger/versions/1.5.0/migrations/add-index.yaml",
+        job("add-index"),
+        "fix",
+    )
+    fixed = cluster.daemon.run_pass()
+    assert fixed.ok, fixed
+    assert cluster.jobs_created() == ["books-add-index", "books-add-index"]
+    assert [r[3] for r in cluster.ledger()] == ["failed", "succeeded"]
+    assert cluster.daemon.ledger.read()["books"].version == "1.5.0"
+
+
+def test_removing_an_instance_undoes_each_migration_from_the_version_that_applied_it(
+    make_cluster: Any,
+) -> None:
+    cluster: Cluster = make_cluster()
+    assert cluster.daemon.run_pass().ok
+    for version in ("1.5.0", "2.0.0", "2.0.1"):
+        assert cluster.upgrade(version).ok
+    before = len(cluster.jobs_created())
+    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    gone = cluster.daemon.run_pass()
+    assert gone.ok, gone
+    # uninstall migrations first, then the undo of each applied one, newest first,
+    # each rendered from its own version (the undo Job's name carries it)
+    assert cluster.jobs_created()[before:] == [
+        "books-release",
+        "books-undo-drop-legacy-2.0.1",
+        "books-undo-backfill-2.0.0",
+        "books-undo-add-index-1.5.0",
+    ]
+    assert samples.RUNS[-1] == ("undo", "books", "split-totals", "None")  # python, 2.0.0's
+    status = cluster.daemon.ledger.read().get("books")
+    assert status is None or status.phase is Phase.REMOVED
+    removed = [c.subject for c in gone.commits if c.instance == "books"]
+    assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
+    assert [s.split(" succeeded")[0] for s in removed[1:5]] == [
+        "prod/books: migration drop-legacy (undo, 2.0.1)",
+        "prod/books: migration backfill (undo, 2.0.0)",
+        "prod/books: migration split-totals (undo, 2.0.0)",
+        "prod/books: migration add-index (undo, 1.5.0)",
+    ]
+    assert removed[-1].startswith("prod/books: removed (")
+    # pruned, and the ledger went with it: a new install starts afresh
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is None
+    ledger = ObjectRef("v1", "ConfigMap", NS, "reconciler-migrations-books")
+    assert cluster.client.get(ledger) is None
+
+
+def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(release=True)
+    cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
+    assert cluster.upgrade("2.0.1").ok  # a fresh install of 2.0.1, already in shape
+    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    stuck = cluster.daemon.run_pass()
+    status = next(s for s in stuck.report.statuses if s.instance == "books")  # type: ignore[union-attr]
+    assert (status.phase, status.reason) == (Phase.FAILED, "MigrationFailed")
+    assert status.message.startswith("migration release (uninstall, 2.0.1) failed")
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is not None
+    # nothing was applied by any migration, so nothing is undone; the retry runs it again
+    cluster.daemon.run_pass()
+    assert cluster.jobs_created() == ["books-release", "books-release"]
+
+
+def test_global_pre_migrations_run_once_for_all_instances_that_change(tmp_path: Path) -> None:
+    """Two instances move to a version with a global pre migration in one pass."""
+    files = ledger_files()
+    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
+        "1.5.0",
+        "  - name: register-schemas\n    phase: pre\n    scope: global\n"
+        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
+    )
+    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
+    files["clusters/prod/instances/books.yaml"] = instance("1.5.0")
+    files["clusters/prod/instances/cards.yaml"] = instance("1.5.0").replace("books", "cards")
+    source = write_catalog(tmp_path / "template", files)
+    repo = create_catalog_repo(source, tmp_path / "repos")
+    with (
+        running_sandbox(timing=FAST) as sandbox,
+        KubeClient.connect(str(sandbox.kubeconfig)) as client,
+    ):
+        settings = DaemonSettings(repo=repo.url, cluster="prod", cache_dir=tmp_path / "cache")
+        daemon = Daemon(replace(settings, health_timeout=10.0), client, registry=REGISTRY)
+        jobs = JobLog(sandbox)
+        outcome = daemon.run_pass()
+        assert outcome.ok, outcome
+        assert jobs.names() == ["books-register-schemas"]  # for the first instance to change
+        env = jobs.created[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+        values = {e["name"]: e["value"] for e in env}
+        assert values["RECONCILER_INSTANCE"] == "" and values["RECONCILER_PHASE"] == "pre"
+        components = json.loads(
+            values["RECONCILER_COMPONENTS"]
+        )  # every instance this pass installs
+        assert {c["instance"] for c in components} == {"books", "cards"}
+        assert {"instance": "cards", "app": "ledger", "from": None, "to": "1.5.0"} in components
+        cm = client.list("v1", "ConfigMap", label_selector="reconciler.dev/migrations=global")
+        assert [c["metadata"]["name"] for c in cm] == ["reconciler-migrations--global"]
+        assert cm[0]["metadata"]["namespace"] == "reconciler-system"
+        assert [r.name for r in ledger_from_configmap(cm[0]).records] == ["register-schemas"]
+        statuses = daemon.ledger.read()
+        assert [m["scope"] for m in statuses["books"].migrations or ()] == ["global"]
+        assert statuses["cards"].migrations is None
+
+
+def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
+    make_cluster: Any,
+) -> None:
+    cluster: Cluster = make_cluster(backfill=True)
+    cluster.shape("split-totals")
+    assert cluster.upgrade("1.5.0").ok
+    step = cluster.upgrade("2.0.0")
+    status = cluster.daemon.ledger.read()["books"]
+    assert (status.phase, status.reason, status.version) == (
+        Phase.STALLED,
+        "MigrationFailed",
+        "2.0.0",
+    )
+    assert status.message.startswith("migration backfill (post, 2.0.0) failed after ")
+    assert status.message.endswith("; 2.0.0 keeps running")
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
+    assert config is not None and config["data"]["version"] == "2.0.0"
+    assert [s.split(": ")[1].split(" (")[0] for s in subjects(step)] == [
+        "migration split-totals",  # not needed: the cluster is in shape for it
+        "upgraded ledger 1.5.0 -> 2.0.0",
+        "migration backfill",
+    ]
+    # backing off like a failure; a fixed Job is a new input and is retried at once
+    assert subjects(cluster.daemon.run_pass()) == []
+    fixed_job = job("backfill")
+    commit_file(
+        cluster.repo, "apps/ledger/versions/2.0.0/migrations/backfill.yaml", fixed_job, "fix"
+    )
+    fixed = cluster.daemon.run_pass()
+    assert fixed.ok, fixed
+    assert cluster.jobs_created().count("books-backfill") == 2
+    assert [r[3] for r in cluster.ledger() if r[0] == "backfill"] == ["failed", "succeeded"]
+    assert cluster.daemon.ledger.read()["books"].phase is Phase.READY
+
+
+def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy_there(
+    make_cluster: Any,
+) -> None:
+    """Post migrations are due while unsettled, not only in the pass that changed the
+    version: an instance that was not healthy in time, or that predates the hook."""
+    cluster: Cluster = make_cluster()
+    without = version_yaml("2.0.0", ADD_INDEX + SPLIT_TOTALS)
+    commit_file(cluster.repo, "apps/ledger/versions/2.0.0/version.yaml", without, "no backfill")
+    assert cluster.upgrade("2.0.0").ok
+    assert "books-backfill" not in cluster.jobs_created()
+    full = version_yaml("2.0.0", SHIPPED["2.0.0"])
+    commit_file(cluster.repo, "apps/ledger/versions/2.0.0/version.yaml", full, "backfill")
+    later = cluster.daemon.run_pass()
+    assert later.ok, later
+    assert subjects(later)[0].startswith("prod/books: migration backfill (post, 2.0.0) succeeded")
+    assert cluster.jobs_created().count("books-backfill") == 1
+    assert subjects(cluster.daemon.run_pass()) == []  # settled: never again
