@@ -8,7 +8,7 @@ The daemon's pass and ``apply`` call :class:`MigrationHooks` at four points:
    stops every upgrade of the pass; unchanged instances are still kept in sync.
 2. ``before_apply(plan)``: just before an instance's version changes (an install or
    one step of an upgrade path), its version's ``app`` ``pre`` migrations. A failed
-   one applies nothing of the new version: the instance is ``Failed`` with reason
+   one applies nothing of the new version: the instance is ``Stalled`` with reason
    ``MigrationFailed`` and the migration's message, backs off like any failure, and
    is retried after the backoff or when its inputs change. Other instances go on.
 3. ``after_health(...)``: once the instance is healthy at its version, the
@@ -167,7 +167,7 @@ class MigrationHooks:
     # -- the hooks ----------------------------------------------------------------------
 
     def before_apply(self, plan: InstancePlan) -> InstanceResult | None:
-        """Run ``plan``'s pre migrations; a result (Failed, MigrationFailed) stops its apply."""
+        """Run ``plan``'s pre migrations; a result (MigrationFailed: Stalled) stops its apply."""
         if plan.name not in self.changing:
             return None
         if self.global_failure:

@@ -23,6 +23,7 @@ HEALTH_CHECK_FAILED = "HealthCheckFailed"
 APPLY_FAILED = "ApplyFailed"
 UPGRADE_IN_PROGRESS = "UpgradeInProgress"
 CONFLICTING_WRITER = "ConflictingWriter"
+MIGRATION_FAILED = "MigrationFailed"  # the same reason as daemon.migrating's
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,9 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
         return Phase.STALLED, EMPTY_RENDER, o.result.message, o.deployed
     if o.result is not None and not o.result.ok:
         message = o.result.message or _first_failure(o.result)
-        return Phase.FAILED, o.result.reason or APPLY_FAILED, message, o.deployed
+        # SPEC section 5: a failed pre migration is Stalled (retried with backoff)
+        phase = Phase.STALLED if o.result.reason == MIGRATION_FAILED else Phase.FAILED
+        return phase, o.result.reason or APPLY_FAILED, message, o.deployed
     if o.health is not None and not o.health.healthy:
         if o.health.failed:
             detail = "; ".join(str(h) for h in o.health.failed)

@@ -323,7 +323,7 @@ def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
     step = cluster.upgrade("1.5.0")
     status = cluster.daemon.ledger.read()["books"]
     assert (status.phase, status.reason, status.version) == (
-        Phase.FAILED,
+        Phase.STALLED,  # SPEC section 5: Stalled, MigrationFailed, retried with backoff
         "MigrationFailed",
         "1.4.0",
     )
@@ -339,7 +339,7 @@ def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
     assert subjects(step)[0].startswith("prod/books: migration add-index (pre, 1.5.0) failed")
     assert len(subjects(step)) == 1  # the failure is the run's commit; nothing else changed
     trailers = cluster.daemon.ledger.history("books")[0]
-    assert trailers.phase == "Failed"
+    assert trailers.phase == "Stalled"
     assert cluster.daemon.ledger.read()["cards"].phase is Phase.READY  # the others go on
 
     # backing off: the next pass leaves it alone (no new Job, no commit)
