@@ -372,6 +372,11 @@ class KubeClient:
         return True
 
 
+def label_selector(labels: Mapping[str, Any]) -> str:
+    """``matchLabels`` as the ``labelSelector`` query value (``a=1,b=2``, sorted)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
 def _config_source(kubeconfig: str | Path | None) -> str | None:
     """The kubeconfig path(s) to load, or None for in-cluster; kubectl's precedence."""
     if kubeconfig:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler.kube.client import KubeClient
+from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.migrations import MIGRATION_LABEL, PHASE_LABEL, JobOutcome
 from reconciler.model.changeset import ObjectRef
@@ -191,8 +191,9 @@ class KubeJobRunner:
         labels = ((job.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         if not labels:
             labels = {CONTROLLER_UID: str(job["metadata"].get("uid", ""))}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        return self.client.list("v1", "Pod", namespace=ref.namespace, label_selector=selector)
+        return self.client.list(
+            "v1", "Pod", namespace=ref.namespace, label_selector=label_selector(labels)
+        )
 
     def _log_tail(self, namespace: str, pod: str, container: str) -> str:
         path = self.client.resource("v1", "Pod").path(namespace, pod) + "/log"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.client import KubeClient
+from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.compare import is_subset
 from reconciler.kube.rollout import partition_for, release_partition, set_partition
 from reconciler.model.changeset import ObjectRef
@@ -208,14 +208,17 @@ class KubeRolloutDriver:
         return seen, prepared, helper is not None
 
     def _pods(
-        self, namespace: str, live: Mapping[str, Any] | None, sets: list[JsonObject]
+        self, namespace: str, workload: Mapping[str, Any] | None, owners: list[JsonObject]
     ) -> list[JsonObject]:
-        if live is None or not sets:
+        """The pods ``workload`` selects that one of ``owners`` (its ReplicaSets, or the
+        StatefulSet itself) controls."""
+        if workload is None or not owners:
             return []
-        labels = ((live.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = self.client.list("v1", "Pod", namespace=namespace, label_selector=selector)
-        return [p for p in pods if any(_owned_by(p, rs) for rs in sets)]
+        labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        pods = self.client.list(
+            "v1", "Pod", namespace=namespace, label_selector=label_selector(labels)
+        )
+        return [p for p in pods if any(_owned_by(p, owner) for owner in owners)]
 
     def _observe_statefulset(
         self, obj: Mapping[str, Any], ref: ObjectRef
@@ -226,13 +229,7 @@ class KubeRolloutDriver:
         template = (obj.get("spec") or {}).get("template") or {}
         is_to = _template_is(template, spec.get("template"))
         revision = status.get("updateRevision", "")
-        labels = ((spec.get("selector") or {}).get("matchLabels")) or {}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = [
-            p
-            for p in self.client.list("v1", "Pod", namespace=ref.namespace, label_selector=selector)
-            if _owned_by(p, live)
-        ]
+        pods = self._pods(ref.namespace, live, [live] if live else [])
         moved = [
             p
             for p in pods
@@ -354,59 +351,40 @@ class KubeRolloutDriver:
     def _copy_of(self, live: Mapping[str, Any], replicas: int) -> JsonObject:
         """The ``from`` Deployment under the copy's name, label and selector."""
         meta = live["metadata"]
-        name = copy_name(str(meta["name"]))
-        spec = live.get("spec") or {}
+        name = str(meta["name"])
+        spec = dict(live.get("spec") or {})
         selector = copy.deepcopy(spec.get("selector") or {})
-        selector.setdefault("matchLabels", {})[COPY_LABEL] = str(meta["name"])
+        selector.setdefault("matchLabels", {})[COPY_LABEL] = name
         template = copy.deepcopy(spec.get("template") or {})
-        labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        labels[COPY_LABEL] = str(meta["name"])
-        body_spec: JsonObject = {
-            "replicas": replicas,
-            "selector": selector,
-            "template": template,
+        template.setdefault("metadata", {}).setdefault("labels", {})[COPY_LABEL] = name
+        copy_meta = {
+            "name": copy_name(name),
+            "namespace": meta.get("namespace", self.namespace),
+            "labels": {**(meta.get("labels") or {}), COPY_LABEL: name},
+            "annotations": {ROLLOUT_ANNOTATION: f"{self.from_version} -> {self.to_version}"},
         }
-        for key in ("minReadySeconds", "strategy", "revisionHistoryLimit"):
-            if key in spec:
-                body_spec[key] = copy.deepcopy(spec[key])
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {
-                "name": name,
-                "namespace": meta.get("namespace", self.namespace),
-                "labels": {**(meta.get("labels") or {}), COPY_LABEL: str(meta["name"])},
-                "annotations": {ROLLOUT_ANNOTATION: f"{self.from_version} -> {self.to_version}"},
-            },
-            "spec": body_spec,
-        }
+        return _copy_body(copy_meta, {**spec, "selector": selector, "template": template}, replicas)
 
     @staticmethod
     def _resized_copy(helper: Mapping[str, Any], replicas: int) -> JsonObject:
         """The whole copy again with new replicas: an apply that left out its selector or
         template would remove them (server-side apply drops what a manager stops sending)."""
         meta = helper["metadata"]
-        spec = helper.get("spec") or {}
-        body_spec: JsonObject = {
-            "replicas": replicas,
-            "selector": copy.deepcopy(spec.get("selector") or {}),
-            "template": copy.deepcopy(spec.get("template") or {}),
+        annotations = meta.get("annotations") or {}
+        copy_meta = {
+            "name": meta["name"],
+            "namespace": meta.get("namespace", ""),
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {k: v for k, v in annotations.items() if k == ROLLOUT_ANNOTATION},
         }
-        for key in ("minReadySeconds", "strategy", "revisionHistoryLimit"):
-            if key in spec:
-                body_spec[key] = copy.deepcopy(spec[key])
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta.get("namespace", ""),
-                "labels": dict(meta.get("labels") or {}),
-                "annotations": {
-                    k: v
-                    for k, v in (meta.get("annotations") or {}).items()
-                    if k == ROLLOUT_ANNOTATION
-                },
-            },
-            "spec": body_spec,
-        }
+        return _copy_body(copy_meta, helper.get("spec") or {}, replicas)
+
+
+def _copy_body(meta: JsonObject, spec: Mapping[str, Any], replicas: int) -> JsonObject:
+    """The copy Deployment the rollout applies: ``meta``, ``replicas`` and the fields of
+    ``spec`` it owns (selector, template and the rollout-relevant settings)."""
+    body_spec: JsonObject = {"replicas": replicas}
+    for key in ("selector", "template", "minReadySeconds", "strategy", "revisionHistoryLimit"):
+        if key in spec:
+            body_spec[key] = copy.deepcopy(spec[key])
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": body_spec}
