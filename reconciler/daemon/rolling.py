@@ -32,7 +32,7 @@ from reconciler.kube import (
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
-from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, describe, noteworthy
+from reconciler.model.rollout import RollingState, RolloutRecord, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import render_instance
 from reconciler.rollout import PlanError, RolloutSettings, Step, drive_once, merge_plans
@@ -116,15 +116,7 @@ def drive(
             rendered = render_instance(catalog, inst, old)
             if not rendered.ok:
                 raise KubeError(f"cannot render {inst.app} {version} to return to it")
-            render_target = type(target)(
-                cluster=target.cluster,
-                instance=target.instance,
-                namespace=target.namespace,
-                objects=tuple(rendered.objects),
-                app=target.app,
-                version=version,
-                source_commit=source_commit,
-            )
+            render_target = replace(target, objects=tuple(rendered.objects), version=version)
         result = apply_instance(client, render_target, options, live)
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
@@ -140,20 +132,24 @@ def drive(
         instance_digest=plan_fingerprint(plan),
     )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
+
+    def failed(e: KubeError, last: RolloutRecord | None, look: float | None = None) -> Rolled:
+        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
+        return Rolled(
+            last, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)), look
+        )
+
     try:
         step = _steps(record, settings, driver, deployed, to_version)
     except KubeError as e:
-        entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
-        return Rolled(record, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)))
+        return failed(e, record)
     if step is None:
         return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])))
     if step.record.state is RollingState.SUCCEEDED and deployed != to_version:
         try:
             apply_render(to_version, settled=True)  # now the inventory says ``to``
         except KubeError as e:
-            entry = ChangeSetEntry.for_ref(inst.name, ref, Action.FAILED, str(e))
-            failed = InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e))
-            return Rolled(step.record, failed, step.next_look)
+            return failed(e, step.record, step.next_look)
     done = ", ".join(driver.executed) or "observed"
     action = Action.CONFIGURED if driver.executed else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
@@ -272,9 +268,9 @@ def _message(record: RolloutRecord, app: str) -> str:
     """
     if record.state.terminal or record.state is RollingState.WAITING:
         return describe(record, app)
-    done = record.batch if record.batch_state is BatchState.READY else record.batch - 1
+    done = record.batches_done
     head = f"rollout {app + ' ' if app else ''}{record.label}"
-    if record.state is RollingState.INITIALIZING or done <= 0:
+    if done <= 0:
         what = f"started, {record.batches} batches"
     else:
         what = f"batch {done}/{record.batches} ready"

@@ -116,6 +116,13 @@ class RolloutRecord:
         return _commit_key(self)
 
     @property
+    def batches_done(self) -> int:
+        """How many batches are ready: the current one once ``batchReady``, else the ones before."""
+        if self.state is RollingState.INITIALIZING:
+            return 0
+        return self.batch if self.batch_state is BatchState.READY else self.batch - 1
+
+    @property
     def label(self) -> str:
         """``6.5.0 -> 6.6.0``, the value of the ``Reconciler-Rollout`` trailer."""
         return f"{self.from_version} -> {self.to_version}"
@@ -207,13 +214,14 @@ _ACTIVE = frozenset({RollingState.INITIALIZING, RollingState.ROLLING, RollingSta
 
 def _commit_key(record: RolloutRecord) -> tuple[object, ...]:
     state = "active" if record.state in _ACTIVE else str(record.state)
-    if record.state is RollingState.INITIALIZING:
-        done = 0
-    elif record.batch_state is BatchState.READY:
-        done = record.batch
-    else:
-        done = record.batch - 1
-    return (record.from_version, record.to_version, record.started_at, state, record.paused, done)
+    return (
+        record.from_version,
+        record.to_version,
+        record.started_at,
+        state,
+        record.paused,
+        record.batches_done,
+    )
 
 
 def describe(record: RolloutRecord, app: str = "") -> str:

@@ -255,7 +255,7 @@ class DeploymentController:
     ) -> tuple[dict[str, Any], float | None]:
         spec = d.get("spec") or {}
         old = d.get("status") or {}
-        uid, generation = d["metadata"]["uid"], int(d["metadata"].get("generation", 1))
+        generation = int(d["metadata"].get("generation", 1))
         replicas = replicas_of(spec)
         _, max_unavailable = rolling_bounds(spec, replicas)
         counts = {
@@ -290,7 +290,6 @@ class DeploymentController:
         status: dict[str, Any] = {"observedGeneration": generation}
         status.update({k: v for k, v in counts.items() if v})
         status["conditions"] = [available, progressing]
-        self._progress[uid] = (generation, self._progress.get(uid, (0, 0.0))[1])
         return status, wait
 
     def _progressing(
