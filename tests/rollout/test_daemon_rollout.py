@@ -23,15 +23,8 @@ from reconciler.sandbox.store import StoredEvent
 from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, settle, world
+from tests.daemon.test_pass import CHANNELS
 
-CHANNELS = """\
-apiVersion: reconciler/v1
-kind: Channels
-app: podinfo
-channels:
-  stable: {stable}
-  fast: 6.6.0
-"""
 WEB = """\
 apiVersion: reconciler/v1
 kind: Instance
