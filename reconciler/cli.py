@@ -143,7 +143,17 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         "--health-timeout",
         type=duration,
         default=120.0,
-        help="how long a pass waits for applied workloads to be healthy (default 2m)",
+        help="an instance whose objects are not healthy this long after a change is "
+        "Failed/HealthCheckFailed; until then it is Progressing and looked at again every "
+        "second, and no pass waits for it (default 2m)",
+    )
+    p.add_argument(
+        "--health-grace",
+        type=duration,
+        default=2.0,  # daemon.healthwatch.DEFAULT_HEALTH_GRACE (imported lazily)
+        help="how long one pass polls health in total before recording what it saw, so a "
+        "change that is ready within seconds makes one status commit (default 2s; with "
+        "--once a pass waits up to --health-timeout instead)",
     )
     p.add_argument(
         "--watch",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reconciler.catalog import load_catalog
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
+from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HealthWatch
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
@@ -53,6 +54,7 @@ class DaemonSettings:
     jitter: float = 0.1
     drift_interval: float = 300.0
     health_timeout: float = 120.0
+    health_grace: float = DEFAULT_HEALTH_GRACE
     force_conflicts: bool = False
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False
@@ -77,6 +79,7 @@ class DaemonSettings:
         return PassSettings(
             cluster=self.cluster,
             health_timeout=self.health_timeout,
+            health_grace=self.health_grace,
             force_conflicts=self.force_conflicts,
             allow_empty_prune=self.allow_empty_prune,
             allow_mass_prune=self.allow_mass_prune,
@@ -157,6 +160,7 @@ class Daemon:
         self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
         self._seeded = False  # statuses read from the status branch once
         self.events = EventRecorder(client)
+        self.health = HealthWatch()  # health waits across passes (daemon.healthwatch)
 
     def sync(self) -> tuple[Checkout, bool]:
         """The checkout to reconcile and whether it moved; the last good one if Git is away."""
@@ -216,6 +220,7 @@ class Daemon:
                 hold=self._holding,
                 previous=self.statuses,
                 registry=self.registry,
+                watch=self.health,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)

@@ -3,8 +3,10 @@
 ``reconcile_checkout`` takes a catalog loaded from a known commit and:
 plan (with the versions the cluster's inventories say are deployed) ->
 apply every instance (one failure never stops the others) -> prune instances
-deleted from Git -> check health within a timeout -> build one status record per
-instance -> commit the records that changed to the status branch. Migration
+deleted from Git -> look at health (a short grace shared by the pass; an instance
+not healthy yet is Progressing and looked at again, ``daemon.healthwatch``) ->
+build one status record per instance -> commit the records that changed to the
+status branch. Migration
 hooks (``reconciler.daemon.migrating``) run around those steps. Every step's
 result is a value; logs, metrics, the status files and the CLI output are
 rendered from the returned ``PassReport``.
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
+from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.rolling import Rolled, after_rollout, drive, rollout_status, rolls
@@ -45,7 +48,8 @@ log = logging.getLogger("reconciler.daemon")
 @dataclass(frozen=True)
 class PassSettings:
     cluster: str
-    health_timeout: float = 120.0
+    health_timeout: float = 120.0  # unhealthy this long after a change: HealthCheckFailed
+    health_grace: float = DEFAULT_HEALTH_GRACE  # the pass polls health this long, in total
     force_conflicts: bool = False
     allow_empty_prune: bool = False
     allow_mass_prune: bool = False
@@ -67,7 +71,7 @@ class PassReport:
     migrations: tuple[MigrationEvent, ...] = ()  # each run, with its status commit(s)
     started: float = 0.0
     duration: float = 0.0
-    next_look: float | None = None  # seconds until a rollout wants another pass
+    next_look: float | None = None  # seconds until a rollout or a health wait wants a pass
 
     @property
     def all_ready(self) -> bool:
@@ -95,13 +99,16 @@ def reconcile_checkout(
     hold: Callable[[InstancePlan], bool] = never_hold,
     previous: Mapping[str, InstanceStatus] | None = None,
     registry: Registry | None = None,
+    watch: HealthWatch | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
     ``hold(plan)`` True leaves an instance alone this pass (it is backing off
     after failures and its inputs did not change); it keeps its ``previous``
-    record, so holding writes nothing to the cluster or to Git.
+    record, so holding writes nothing to the cluster or to Git. ``watch`` is the
+    daemon's memory of health waits across passes (a fresh one when omitted).
     """
+    watch = watch if watch is not None else HealthWatch()
     started = time.time()
     require_cluster(catalog, settings.cluster)
     entry = catalog.clusters[settings.cluster]
@@ -130,12 +137,18 @@ def reconcile_checkout(
     )
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
+    gated: set[str] = set()  # the next step of a path, waiting for the last one's health
     results = []
     for plan in plans:
         record = previous[plan.name].rollout if plan.name in previous else None
         batches = rolls(plan, deployed.get(plan.name), record)
         if plan.name in held:
             results.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
+            continue
+        if batches is None and watch.holds_next_step(plan, deployed.get(plan.name)):
+            gated.add(plan.name)
+            why = f"{deployed.get(plan.name)} is not healthy yet: the next step waits"
+            results.append(kept_as_is(live, plan, Action.SKIPPED, why))
             continue
         blocked = hooks.before_apply(plan)  # pre migrations; a failure applies nothing
         if blocked is not None:
@@ -157,7 +170,19 @@ def reconcile_checkout(
         else:
             results.append(apply_plan(client, live, plan, options, source_commit=commit))
     removed = remove_deleted(client, live, entry, options, hooks)
-    healths = check_health(client, live, plans, results, settings.health_timeout, skip=set(rolled))
+    for plan, result in zip(plans, results, strict=True):
+        if plan.name not in rolled and any(e.changed for e in result.changes.entries):
+            watch.changed(plan, plan.version.key if plan.version is not None else None)
+    healths = check_health(
+        client,
+        live,
+        plans,
+        results,
+        settings.health_grace,
+        skip=set(rolled),
+        gated=gated,
+    )
+    waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
@@ -169,6 +194,8 @@ def reconcile_checkout(
             result,
             health,
             settings.health_timeout,
+            waiting=plan.name in waiting,
+            gated=plan.name in gated,
         )
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
@@ -187,6 +214,8 @@ def reconcile_checkout(
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     looks = [r.next_look for r in rolled.values() if r.next_look is not None]
+    looks += [HEALTH_LOOK] if waiting else []
+    watch.forget_except(p.name for p in plans)
     statuses = hooks.recorded(statuses, held)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
@@ -224,32 +253,85 @@ def check_health(
     live: LiveState,
     plans: Sequence[InstancePlan],
     results: Sequence[InstanceResult],
-    timeout: float,
+    grace: float,
     *,
     skip: set[str] | None = None,
+    gated: set[str] | None = None,
 ) -> list[HealthReport | None]:
-    """Health of every applied instance, waiting (one shared deadline) only where needed.
+    """Health of every applied instance, polling (one shared deadline) at most ``grace``.
 
     An instance whose objects the pass's lists already show as current costs no
-    request; the others are polled until current, failed, or the deadline.
-    Sharing the deadline bounds a pass by ``timeout`` however many instances roll.
+    request; the others are read until current, failed, or the grace is over, so a
+    pass is delayed by ``grace`` at most however many instances are slow (a pending
+    report is not a verdict: ``watch_health`` decides what it means). A ``gated``
+    instance is looked at through the objects its inventory holds: the version
+    that runs, whose health the next step of its upgrade path waits for.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + grace
     reports: list[HealthReport | None] = []
+    polled: dict[int, list[ObjectRef]] = {}  # index in ``reports`` -> objects to read
     for plan, result in zip(plans, results, strict=True):
-        skipped = all(e.action is Action.SKIPPED for e in result.changes.entries)
+        waits = plan.name in (gated or set())
+        skipped = not waits and all(e.action is Action.SKIPPED for e in result.changes.entries)
         rolling = plan.name in (skip or set())  # a rollout verifies its own batches
         if plan.instance.suspend or not plan.ok or not result.ok or skipped or rolling:
             reports.append(None)
             continue
-        refs = [ObjectRef.of(obj) for obj in plan.objects]
+        inventory = live.inventory(plan.name) if waits else None
+        refs = (
+            sorted(inventory.objects)
+            if inventory is not None
+            else [ObjectRef.of(obj) for obj in plan.objects]
+        )
         seen = _from_live(live, refs)
-        if seen.healthy:
-            reports.append(seen)
-            continue
-        remaining = max(0.0, deadline - time.monotonic())
-        reports.append(wait_healthy(client, refs, remaining, interval=0.5))
+        reports.append(seen)
+        if not seen.healthy:
+            polled[len(reports) - 1] = refs
+    # every instance still pending is read once per round, so a slow one never uses up
+    # the grace of those behind it
+    delay = 0.05
+    while polled:
+        for index, refs in list(polled.items()):
+            report = wait_healthy(client, refs, 0.0)  # one read of each object
+            reports[index] = report
+            if report.healthy or report.failed:
+                del polled[index]
+        left = deadline - time.monotonic()
+        if not polled or left <= 0:
+            break
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.5)
     return reports
+
+
+def watch_health(
+    watch: HealthWatch,
+    plans: Sequence[InstancePlan],
+    healths: Sequence[HealthReport | None],
+    deployed: Mapping[str, str],
+    gated: set[str],
+    settings: PassSettings,
+) -> set[str]:
+    """The instances that are not healthy yet but still within their health timeout.
+
+    A healthy instance ends its wait (a pass that changed its objects began one);
+    one that stays pending past ``health_timeout`` (counted from the change, across
+    passes) is left out, so its record says HealthCheckFailed.
+    """
+    waiting: set[str] = set()
+    for plan, health in zip(plans, healths, strict=True):
+        if health is None:
+            continue
+        version = (
+            deployed.get(plan.name)
+            if plan.name in gated or plan.version is None
+            else plan.version.key
+        )
+        if health.healthy:
+            watch.healthy(plan.name)
+        elif not health.failed and watch.unhealthy(plan, version) < settings.health_timeout:
+            waiting.add(plan.name)
+    return waiting
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:

@@ -20,6 +20,7 @@ from reconciler.model.changeset import Action
 from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
 
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
+HEALTH_CHECK_PENDING = "Progressing"  # kstatus's reason while objects come up (SPEC section 3)
 APPLY_FAILED = "ApplyFailed"
 UPGRADE_IN_PROGRESS = "UpgradeInProgress"
 CONFLICTING_WRITER = "ConflictingWriter"
@@ -36,6 +37,8 @@ class InstanceOutcome:
     result: InstanceResult | None = None  # None when nothing was applied
     health: HealthReport | None = None
     health_timeout: float = 0.0
+    waiting: bool = False  # not healthy yet, within the timeout: Progressing, looked at again
+    gated: bool = False  # the next step of an upgrade path waits for this step's health
 
 
 def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> InstanceStatus:
@@ -96,7 +99,7 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
         )
     if not plan.ok:
         return Phase.STALLED, plan.reason or "ReconcileFailed", plan.message or "", o.deployed
-    applied = plan.version.key if plan.version is not None else None
+    applied = plan.version.key if plan.version is not None and not o.gated else o.deployed
     if o.result is not None and o.result.reason == EMPTY_RENDER:
         # a commit must fix it (or allow it): like a broken catalog, not a retryable failure
         return Phase.STALLED, EMPTY_RENDER, o.result.message, o.deployed
@@ -105,6 +108,14 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
         # SPEC section 5: a failed pre migration is Stalled (retried with backoff)
         phase = Phase.STALLED if o.result.reason == MIGRATION_FAILED else Phase.FAILED
         return phase, o.result.reason or APPLY_FAILED, message, o.deployed
+    if o.health is not None and not o.health.healthy and o.waiting:
+        what = f"{inst.app} {applied}" if inst.app else str(applied)
+        then = f"; then on to {res.version}" if applied != res.version else ""
+        message = (
+            f"{what} applied; waiting for its objects to become healthy "
+            f"(up to {o.health_timeout:g}s){then}"
+        )
+        return Phase.PROGRESSING, HEALTH_CHECK_PENDING, message, applied
     if o.health is not None and not o.health.healthy:
         if o.health.failed:
             detail = "; ".join(str(h) for h in o.health.failed)
