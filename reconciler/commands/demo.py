@@ -127,7 +127,13 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle) -> bool:
     settings = DaemonSettings(
-        repo=repo.url, cluster=CLUSTER, health_timeout=30.0, cache_dir=workdir / "cache"
+        repo=repo.url,
+        cluster=CLUSTER,
+        health_timeout=30.0,
+        # status-page's pods count as available only after minReadySeconds (3s): a
+        # grace above that lets each chapter's change end in one Ready commit
+        health_grace=5.0,
+        cache_dir=workdir / "cache",
     )
     with KubeClient.connect(str(sandbox.kubeconfig)) as client:
         daemon = Daemon(settings, client)

@@ -122,6 +122,7 @@ def remove_deleted(
     entry: ClusterEntry,
     options: ApplyOptions,
     uninstaller: Uninstaller | None = None,
+    held: Callable[[str], bool] | None = None,
 ) -> list[InstanceResult]:
     """Uninstall instances that have an inventory in the cluster but no file in Git.
 
@@ -134,6 +135,9 @@ def remove_deleted(
     Each result carries the inventory it removed, for the status record.
     ``uninstaller`` runs the instance's uninstall migrations and undo steps first
     (a failure keeps every object for a retry) and forgets its ledger after.
+    ``held(name)`` True skips a removal that failed before and is backing off (no
+    result: its last record stands), so a failing uninstall Job is not re-run on
+    every pass.
     """
     if not entry.cluster.valid:
         return []
@@ -143,6 +147,8 @@ def remove_deleted(
         return [_prune_refused(inventories[name], len(gone), len(inventories)) for name in gone]
     results = []
     for name in gone:
+        if held is not None and held(name):
+            continue
         inventory = inventories[name]
         stopped = uninstaller.before_prune(inventory) if uninstaller is not None else None
         if stopped is not None:

@@ -24,7 +24,7 @@ from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
-from reconciler.kube import KubeClient
+from reconciler.kube import PRUNE_REFUSED, KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
 from reconciler.migrations import Registry
@@ -157,6 +157,7 @@ class Daemon:
             BackoffPolicy(base=settings.backoff_base, cap=settings.backoff_cap)
         )
         self._failed_inputs: dict[str, str] = {}  # instance -> plan fingerprint when it failed
+        self._failed_removals: dict[str, str] = {}  # instance -> catalog commit when it failed
         self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
         self._seeded = False  # statuses read from the status branch once
         self.events = EventRecorder(client)
@@ -218,6 +219,7 @@ class Daemon:
                 self.client,
                 self.settings.pass_settings,
                 hold=self._holding,
+                hold_removal=lambda name: self._holding_removal(name, checkout.commit),
                 previous=self.statuses,
                 registry=self.registry,
                 watch=self.health,
@@ -338,6 +340,20 @@ class Daemon:
             return False
         return not self.backoff.ready(name, time.monotonic())
 
+    def _holding_removal(self, name: str, commit: str) -> bool:
+        """Skip a failed uninstall until its backoff ends, unless the catalog moved.
+
+        A new commit may fix the uninstall migration (or restore the file), so it is
+        tried at once; otherwise its Job is not re-run on every pass.
+        """
+        if name not in self._failed_removals:
+            return False
+        if self._failed_removals[name] != commit:
+            self.backoff.reset(name)
+            del self._failed_removals[name]
+            return False
+        return not self.backoff.ready(name, time.monotonic())
+
     def _update_backoff(self, report: PassReport) -> None:
         now = time.monotonic()
         plans = {o.name: o for o in report.plans}
@@ -354,7 +370,15 @@ class Daemon:
             else:
                 self.backoff.succeeded(status.instance)
                 self._failed_inputs.pop(status.instance, None)
-        self.backoff.forget_except(set(plans))
+        for result in report.removed:
+            name = result.instance
+            if result.ok or result.reason == PRUNE_REFUSED:  # the guard needs a commit
+                self.backoff.succeeded(name)
+                self._failed_removals.pop(name, None)
+            elif name not in self._failed_removals or self.backoff.ready(name, now):
+                self.backoff.failed(name, now)
+                self._failed_removals[name] = report.commit
+        self.backoff.forget_except(set(plans) | set(self._failed_removals))
 
     def next_retry_in(self) -> float | None:
         """Seconds until the earliest backing-off instance may be retried."""

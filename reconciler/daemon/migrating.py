@@ -317,6 +317,7 @@ class MigrationHooks:
             objects=objects,
             conditions=(),
             migrations=upto,
+            rollout=None,  # the change has not started: its first step gets its own commit
         )
 
     def _with_ledger(self, status: InstanceStatus) -> InstanceStatus:

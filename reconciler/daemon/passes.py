@@ -97,6 +97,7 @@ def reconcile_checkout(
     settings: PassSettings,
     *,
     hold: Callable[[InstancePlan], bool] = never_hold,
+    hold_removal: Callable[[str], bool] | None = None,
     previous: Mapping[str, InstanceStatus] | None = None,
     registry: Registry | None = None,
     watch: HealthWatch | None = None,
@@ -105,7 +106,8 @@ def reconcile_checkout(
 
     ``hold(plan)`` True leaves an instance alone this pass (it is backing off
     after failures and its inputs did not change); it keeps its ``previous``
-    record, so holding writes nothing to the cluster or to Git. ``watch`` is the
+    record, so holding writes nothing to the cluster or to Git. ``hold_removal(name)``
+    does the same for an instance deleted from Git whose uninstall failed before. ``watch`` is the
     daemon's memory of health waits across passes (a fresh one when omitted).
     """
     watch = watch if watch is not None else HealthWatch()
@@ -165,11 +167,14 @@ def reconcile_checkout(
                 record=record,
                 source_commit=commit,
             )
-            rolled[plan.name] = step
-            results.append(step.result)
+            if step.plain:
+                results.append(apply_plan(client, live, plan, options, source_commit=commit))
+            else:
+                rolled[plan.name] = step
+                results.append(step.result)
         else:
             results.append(apply_plan(client, live, plan, options, source_commit=commit))
-    removed = remove_deleted(client, live, entry, options, hooks)
+    removed = remove_deleted(client, live, entry, options, hooks, held=hold_removal)
     for plan, result in zip(plans, results, strict=True):
         if plan.name not in rolled and any(e.changed for e in result.changes.entries):
             watch.changed(plan, plan.version.key if plan.version is not None else None)

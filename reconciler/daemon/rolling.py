@@ -29,7 +29,7 @@ from reconciler.kube import (
     place_objects,
     workloads_of,
 )
-from reconciler.model.catalog import Catalog
+from reconciler.model.catalog import Batch, Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
 from reconciler.model.rollout import RollingState, RolloutRecord, describe, noteworthy
@@ -48,6 +48,7 @@ class Rolled:
     record: RolloutRecord | None
     result: InstanceResult
     next_look: float | None = None
+    plain: bool = False  # nothing to roll and nothing to clean up: apply it as usual
 
 
 def settings_of(plan: InstancePlan) -> RolloutSettings | None:
@@ -68,13 +69,28 @@ def rolls(
     """The settings when this pass must drive a rollout for ``plan``, else None."""
     if not plan.ok or plan.version is None or plan.instance.suspend or deployed is None:
         return None
-    settings = settings_of(plan)
-    if settings is None or not workloads_of(plan.objects):
+    if not workloads_of(plan.objects):
         return None
     unfinished = record is not None and not record.state.terminal
-    if deployed != plan.version.key or unfinished:
+    # a rollout that ended without success may have left the copy (or the partition)
+    # behind when the desired version went back to ``from``: drive until it is cleaned
+    # up; ``drive`` hands the instance back to the plain apply once nothing is left
+    ended_badly = record is not None and record.state in _CLEANED_UP_BY_DRIVING
+    settings = settings_of(plan)
+    if settings is None:
+        # no plan (any more): change at once, but a rollout under way still ends
+        # through the machine, so its copy and partition never stay behind
+        return AT_ONCE if unfinished or ended_badly else None
+    if deployed != plan.version.key or unfinished or ended_badly:
         return settings
     return None
+
+
+# What a rollout follows when the version it goes to plans no batches: one batch.
+AT_ONCE = RolloutSettings(batches=(Batch(100, percent=True),))
+_CLEANED_UP_BY_DRIVING = frozenset(
+    {RollingState.ROLLED_BACK, RollingState.ABANDONED, RollingState.FAILED}
+)
 
 
 def drive(
@@ -144,7 +160,7 @@ def drive(
     except KubeError as e:
         return failed(e, record)
     if step is None:
-        return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])))
+        return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])), plain=True)
     if step.record.state is RollingState.SUCCEEDED and deployed != to_version:
         try:
             apply_render(to_version, settled=True)  # now the inventory says ``to``

@@ -60,7 +60,10 @@ def drive_once(
     obs = driver.observe(desired, now)
     if record is not None and (
         not record.state.terminal
-        or (obs.helpers_left and record.state is not RollingState.FAILED)
+        or (
+            obs.helpers_left
+            and (record.state is not RollingState.FAILED or desired == record.from_version)
+        )
         or not retry_allowed(record, obs)
         or (record.state is RollingState.SUCCEEDED and record.to_version == desired)
     ):

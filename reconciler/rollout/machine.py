@@ -335,12 +335,25 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
     stay put (SPEC: not retried until either changes); the daemon starts a new
     rollout (``begin``) when ``retry_allowed`` says so.
     A succeeded or rolled back rollout whose helpers are still there (a restart
-    between the action and its cleanup) repeats its idempotent final action.
+    between the action and its cleanup, or a revert of the desired version before the
+    cleanup finished) repeats its idempotent final action; a held failure whose
+    desired version goes back to ``from`` is rolled back (SPEC: reverting rolls back).
     """
     if obs.helpers_left and record.state is RollingState.SUCCEEDED:
-        return Step(record, (Finalize(),), POLL_SECONDS)
+        # converge on the version that succeeded, named: the driver's ``to`` is the
+        # desired version now, which may already be the next one
+        return Step(record, (Consolidate(record.to_version),), POLL_SECONDS)
     if obs.helpers_left and record.state is RollingState.ROLLED_BACK:
         return Step(record, (Rollback(record.message),), POLL_SECONDS)
+    if (
+        obs.helpers_left
+        and record.state is RollingState.FAILED
+        and obs.desired_version == record.from_version
+    ):
+        # a held failure keeps both versions; reverting the desired version rolls it back
+        return _end(
+            record, obs, RollingState.ROLLED_BACK, "desired version reverted", rollback=True
+        )
     if obs.helpers_left and record.state is RollingState.ABANDONED:
         # consolidating moves replicas towards the majority, so it stays the majority
         return Step(record, (Consolidate(_majority(record, obs)),), POLL_SECONDS)

@@ -142,7 +142,11 @@ def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> 
     if status.version != previous.version:
         verb = _direction(previous.version, status.version)
         return f"{verb} {app} {previous.version} -> {status.version or 'none'} {outcome}"
-    if status.desired_version != previous.desired_version and status.phase is Phase.PROGRESSING:
+    if (
+        status.desired_version != previous.desired_version
+        and status.desired_version != status.version
+        and status.phase is Phase.PROGRESSING
+    ):
         return f"moving {app} {status.version} -> {status.desired_version} {outcome}"
     if status.phase is not previous.phase or status.reason != previous.reason:
         return f"{app} {status.version} {outcome}"

@@ -407,7 +407,13 @@ def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluste
     assert (status.phase, status.reason) == (Phase.FAILED, "MigrationFailed")
     assert status.message.startswith("migration release (uninstall, 2.0.1) failed")
     assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is not None
-    # nothing was applied by any migration, so nothing is undone; the retry runs it again
+    # backing off: the next pass leaves it alone (no new Job, no commit)
+    held = cluster.daemon.run_pass()
+    assert subjects(held) == [] and cluster.jobs_created() == ["books-release"]
+    assert cluster.daemon.next_retry_in() is not None
+    # a new commit may hold the fix: the uninstall is tried again at once; nothing was
+    # applied by any migration, so nothing is undone
+    commit_file(cluster.repo, "README.md", "a new catalog commit\n", "touch")
     cluster.daemon.run_pass()
     assert cluster.jobs_created() == ["books-release", "books-release"]
 

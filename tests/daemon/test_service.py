@@ -92,9 +92,15 @@ def test_webhook_push_starts_a_pass_at_once(world: World) -> None:
                 in log_oneline(world.repo.remote, "status/prod")[0]
             )
         )
-        with urllib.request.urlopen(f"http://127.0.0.1:{service.http_port}/metrics") as response:
-            metrics = response.read().decode()
-        assert 'reconciler_instances{cluster="prod",phase="Ready"} 2.0' in metrics
+
+        def all_ready() -> bool:
+            # the gauge is set after the pass's status commit: look until it is
+            url = f"http://127.0.0.1:{service.http_port}/metrics"
+            with urllib.request.urlopen(url) as response:
+                metrics = response.read().decode()
+            return 'reconciler_instances{cluster="prod",phase="Ready"} 2.0' in metrics
+
+        eventually(all_ready)
 
 
 def test_poll_picks_up_a_commit_within_the_interval(world: World) -> None:

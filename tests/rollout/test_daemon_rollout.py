@@ -37,6 +37,10 @@ rollout:
   batches: [1, 50%, 50%]
 {extra}"""
 __all__ = ["world"]  # the daemon tests' fixture: a catalog repository and a sandbox
+API_AT_65 = (
+    "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
+    "version: 6.5.0\nnamespace: team-api\n"
+)
 DEPLOY = ObjectRef("apps/v1", "Deployment", "web", "web")
 COPY = ObjectRef("apps/v1", "Deployment", "web", copy_name("web"))
 
@@ -131,6 +135,7 @@ def test_partition_waits_for_a_promotion_commit(world: World) -> None:
 def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
     web = WEB.format(extra="  onFailure: rollback\n")
     world.commit("clusters/prod/instances/web.yaml", web, "web: roll back on failure")
+    world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
     world.daemon.run_pass()
     world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
@@ -147,6 +152,33 @@ def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
     assert _image(world, DEPLOY).endswith(":6.5.0")
     again = world.daemon.run_pass()  # same desired version and file: not retried
     assert _web(again).reason == "RolledBack" and again.commits == []
+
+
+def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -> None:
+    """SPEC section 4: a held failure keeps both versions; moving the channel back to
+    ``from`` rolls it back, and the copy never outlives the rollout."""
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    held = _web(settle(world.daemon)[-1])
+    assert held.phase is Phase.STALLED and held.reason == "RolloutFailed"
+    assert world.client.get(COPY) is not None  # hold: both versions keep running
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
+    statuses = []
+    for _ in range(100):
+        outcome = world.daemon.run_pass()
+        statuses.append((_web(outcome).phase, _web(outcome).reason))
+        if world.client.get(COPY) is None and _web(outcome).phase is Phase.READY:
+            break
+    assert world.client.get(COPY) is None, statuses
+    assert (Phase.STALLED, "RolledBack") in statuses  # the revert is recorded as a rollback
+    web = _web(outcome)
+    assert web.phase is Phase.READY and web.version == "6.5.0", web
+    assert _pod_versions(world) == {"6.5.0"}
+    subjects = log_oneline(world.repo.remote, "status/prod")
+    assert any("rolled back" in line and "desired version reverted" in line for line in subjects)
 
 
 def test_another_instance_changes_while_a_batch_verifies(world: World) -> None:

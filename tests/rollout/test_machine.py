@@ -329,3 +329,40 @@ def test_a_rollback_looks_again_soon_to_clean_up() -> None:
     run(cluster, settings_(on_failure="rollback"), on_step=seen.append)
     back = next(s for s in seen if s.record.state is RollingState.ROLLED_BACK)
     assert back.next_look is not None and back.record.reason == "RolledBack"
+
+
+def test_reverting_after_a_held_failure_rolls_back_both_versions_to_from() -> None:
+    """Hold keeps both versions running; moving the desired version back to ``from``
+    is a rollback (SPEC section 4: reverting rolls it back), never a silent no-op."""
+    cluster = Cluster(5, "1.0.0", "2.0.0", bad=True)
+    failed = run(cluster, settings_())[-1]
+    assert failed.state is RollingState.FAILED and cluster.versions() == {"1.0.0", "2.0.0"}
+    out = step(failed, settings_(), cluster.observe(T0, "1.0.0"))
+    assert out.record.state is RollingState.ROLLED_BACK
+    assert out.record.message == "desired version reverted"
+    now = T0
+    for _ in range(30):
+        for action in out.actions:
+            cluster.apply(action)
+        cluster.tick(5)
+        now += timedelta(seconds=1)
+        out = step(out.record, settings_(), cluster.observe(now, "1.0.0"))
+        if not out.actions:
+            break
+    assert cluster.versions() == {"1.0.0"} and cluster.copy_replicas is None
+    # the same failure with the desired version unchanged stays held
+    held = Cluster(5, "1.0.0", "2.0.0", bad=True)
+    last = run(held, settings_())[-1]
+    assert step(last, settings_(), held.observe(T0, "2.0.0")).actions == ()
+
+
+def test_cleanup_after_success_converges_on_the_version_that_succeeded() -> None:
+    """A copy left after success (a restart before its deletion) is cleaned up towards the
+    version that succeeded, even when the desired version has moved on meanwhile: the
+    next version must get its own rollout, never be applied at once by a cleanup."""
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    done = run(cluster, settings_())[-1]
+    assert done.state is RollingState.SUCCEEDED
+    left = replace(cluster.observe(T0, "3.0.0"), helpers_left=True)
+    out = step(done, settings_(), left)
+    assert out.actions == (Consolidate("2.0.0"),) and out.record.state is RollingState.SUCCEEDED
