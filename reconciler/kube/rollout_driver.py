@@ -35,6 +35,13 @@ from typing import Any
 from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.compare import is_subset
 from reconciler.kube.rollout import partition_for, release_partition, set_partition
+from reconciler.kube.rollout_daemonset import (
+    ROLLOUT_ANNOTATION,
+    look,
+    prepare,
+    scale_batch,
+    settle_on_delete,
+)
 from reconciler.model.changeset import ObjectRef
 from reconciler.rollout import (
     Action,
@@ -50,9 +57,8 @@ from reconciler.rollout import (
 )
 
 COPY_LABEL = "reconciler.dev/rollout-copy"
-ROLLOUT_ANNOTATION = "reconciler.dev/rollout"
 COPY_PREFIX = "reconciler-rollout-"
-WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
 FAILING_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
 )
@@ -149,6 +155,8 @@ class KubeRolloutDriver:
             ref = ObjectRef.of(obj)
             if obj["kind"] == "Deployment":
                 seen, ready, copy_left = self._observe_deployment(obj, ref)
+            elif obj["kind"] == "DaemonSet":
+                seen, ready, copy_left = self._observe_daemonset(obj, ref)
             else:
                 seen, ready, copy_left = self._observe_statefulset(obj, ref)
             workloads.append(seen)
@@ -251,6 +259,24 @@ class KubeRolloutDriver:
         )
         return seen, prepared, False
 
+    def _observe_daemonset(
+        self, obj: Mapping[str, Any], ref: ObjectRef
+    ) -> tuple[Workload, bool, bool]:
+        """Pods on the update revision once the controller works from ``to``
+        (``rollout_daemonset``); desired is the nodes it should run on."""
+        view = look(self.client, obj)
+        moved = view.updated
+        seen = Workload(
+            name=f"DaemonSet/{ref.name}",
+            desired=view.desired,
+            updated=len(moved),
+            ready=sum(1 for p in view.pods if _ready(p)),
+            updated_ready=sum(1 for p in moved if _ready(p)),
+            old=len(view.old),
+            failing=tuple(f"{p['metadata']['name']}: {why}" for p in moved if (why := _failing(p))),
+        )
+        return seen, view.prepared, view.marked
+
     # --- execute --------------------------------------------------------------------
 
     def execute(self, actions: Sequence[Action]) -> None:
@@ -278,6 +304,9 @@ class KubeRolloutDriver:
             self.client.apply(obj, force=False)
         for obj in self.workloads:
             ref = ObjectRef.of(obj)
+            if obj["kind"] == "DaemonSet":
+                prepare(self.client, look(self.client, obj), self._label)
+                continue
             if obj["kind"] == "StatefulSet":
                 live = self.client.get(ref)
                 if live is not None and not _template_is(
@@ -295,6 +324,9 @@ class KubeRolloutDriver:
     def _scale_batch(self, action: ScaleBatch) -> None:
         obj = self._workload(action.workload)
         ref = ObjectRef.of(obj)
+        if obj["kind"] == "DaemonSet":
+            scale_batch(self.client, obj, action.target)
+            return
         if obj["kind"] == "StatefulSet":
             partition = partition_for(_replicas(obj), min(action.target, _replicas(obj)))
             set_partition(self.client, ref.namespace, ref.name, partition)
@@ -318,6 +350,9 @@ class KubeRolloutDriver:
             if obj["kind"] == "StatefulSet":
                 release_partition(self.client, ref.namespace, ref.name)
                 continue
+            if obj["kind"] == "DaemonSet":
+                settle_on_delete(self.client, obj)
+                continue
             live = self.client.get(ref)
             want = _replicas(live)
             settled = (
@@ -331,6 +366,11 @@ class KubeRolloutDriver:
                 self.client.delete(self._copy_ref(ref))  # False when already gone
 
     # --- bodies -----------------------------------------------------------------------
+
+    @property
+    def _label(self) -> str:
+        """``<from> -> <to>``: the rollout's annotation on what it creates or changes."""
+        return f"{self.from_version} -> {self.to_version}"
 
     def _workload(self, name: str) -> Mapping[str, Any]:
         kind, _, plain = name.partition("/")
@@ -361,7 +401,7 @@ class KubeRolloutDriver:
             "name": copy_name(name),
             "namespace": meta.get("namespace", self.namespace),
             "labels": {**(meta.get("labels") or {}), COPY_LABEL: name},
-            "annotations": {ROLLOUT_ANNOTATION: f"{self.from_version} -> {self.to_version}"},
+            "annotations": {ROLLOUT_ANNOTATION: self._label},
         }
         return _copy_body(copy_meta, {**spec, "selector": selector, "template": template}, replicas)
 
