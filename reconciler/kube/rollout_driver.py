@@ -12,13 +12,19 @@ instance and one pass (docs/ROLLOUTS.md is the design):
   restart never gives it the ``to`` template.
 - **StatefulSets, partition.** ``Prepare`` sets the partition to every replica, then
   applies the ``to`` template; ``ScaleBatch`` lowers it to ``replicas - target``.
+- **DaemonSets, OnDelete** (``rollout_daemonset``). ``Prepare`` applies the ``to``
+  DaemonSet with ``updateStrategy: OnDelete`` (existing pods keep running ``from``);
+  ``ScaleBatch`` deletes just enough ``from`` pods, lowest node first, for ``target``
+  to run ``to``; ``RetireOld`` has nothing to do.
 - ``Finalize`` and ``Rollback`` apply a whole plain render (``to`` or ``from``)
   through the normal apply (inventory, prune), give the partition back, and delete
-  the copy once the rendered Deployment has every replica ready again.
+  the copy once the rendered Deployment has every replica ready again; the same
+  apply takes a DaemonSet's ``OnDelete`` away.
 
 Counting is from the cluster, never from the record: pods running ``to`` are those of
 the Deployment's ReplicaSets whose template matches the rendered ``to`` template (and,
-for a StatefulSet, the pods on its update revision once its template is ``to``).
+for a StatefulSet or DaemonSet, the pods on its update revision once its template is
+``to``).
 Nothing here waits; every action is idempotent. Analysis Jobs are not run yet: a plan
 that names one is refused by the daemon before it starts (``analysis_supported``).
 """
