@@ -145,6 +145,26 @@ class DaemonSetView:
         return max(0, self.desired - len(self.pods))
 
     @property
+    def stale(self) -> list[JsonObject]:
+        """Pods a render's own ``OnDelete`` would never replace once the rollout ends.
+
+        After the plain render of the version the rollout ends on (``from`` after a
+        rollback, either one after an abandon) and once the controller has observed
+        it, pods on another revision would stay forever under ``OnDelete``; they are
+        what the repeated final action deletes. Nothing is stale while the rollout's
+        own ``OnDelete`` is on, or before the controller has observed the template
+        (it would recreate a deleted pod from the old one).
+        """
+        if self.marked or self.strategy != ON_DELETE or not self.observed or not self.digest:
+            return []
+        return [p for p in self.pods if _labels(p).get(REVISION_LABEL) != self.digest]
+
+    @property
+    def helpers_left(self) -> bool:
+        """The rollout's ``OnDelete`` is on, or pods are left for a rollback to delete."""
+        return self.marked or bool(self.stale)
+
+    @property
     def prepared(self) -> bool:
         """``OnDelete`` with the ``to`` template observed (or nothing left to move)."""
         return self.is_to and (self.strategy == ON_DELETE or not self.old)
@@ -228,13 +248,11 @@ def scale_batch(client: KubeClient, rendered: Mapping[str, Any], target: int) ->
 
 def settle_on_delete(client: KubeClient, rendered: Mapping[str, Any]) -> None:
     """After the plain render: a render that itself says ``OnDelete`` would leave the
-    pods of the other version running forever, so they are deleted (the controller
-    recreates them from the rendered template)."""
-    view = look(client, rendered)
-    if view.marked or view.strategy != ON_DELETE or not view.observed or not view.digest:
-        return
-    for pod in view.pods:
-        if _labels(pod).get(REVISION_LABEL) != view.digest:
-            meta = pod["metadata"]
-            ref = ObjectRef("v1", "Pod", str(meta.get("namespace", "")), str(meta["name"]))
-            client.delete(ref, uid=str(meta.get("uid", "")))
+    pods of the other version running forever, so they are deleted and the controller
+    recreates them from the rendered template. The controller may not have observed
+    the template yet; then the pods show as ``stale`` (helpers left) on a later pass,
+    and the repeated final action deletes them."""
+    for pod in look(client, rendered).stale:
+        meta = pod["metadata"]
+        ref = ObjectRef("v1", "Pod", str(meta.get("namespace", "")), str(meta["name"]))
+        client.delete(ref, uid=str(meta.get("uid", "")))

@@ -281,7 +281,7 @@ class KubeRolloutDriver:
             old=len(view.old),
             failing=tuple(f"{p['metadata']['name']}: {why}" for p in moved if (why := _failing(p))),
         )
-        return seen, view.prepared, view.marked
+        return seen, view.prepared, view.helpers_left
 
     # --- execute --------------------------------------------------------------------
 

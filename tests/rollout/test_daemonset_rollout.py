@@ -136,8 +136,14 @@ def _allowed(record: RolloutRecord | None) -> int:
     return record.targets[min(started, len(record.targets)) - 1]
 
 
+def _is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 class Watch:
-    """Every pod write in the namespace: versions seen, and pods of ``to`` vs the bound."""
+    """Every pod write in the namespace: versions seen, ready pods, and pods of ``to``
+    against the bound of the batch in flight."""
 
     def __init__(self, world: World, to: str) -> None:
         self.to = to
@@ -148,6 +154,12 @@ class Watch:
             )
             for p in world.client.list("v1", "Pod", namespace=NAMESPACE)
         }
+        self.ready = {
+            str(p["metadata"]["name"])
+            for p in world.client.list("v1", "Pod", namespace=NAMESPACE)
+            if _is_ready(p)
+        }
+        self.lowest = len(self.ready)  # fewest ready pods at any write
         self.versions: set[str] = set(v for _, v in self.pods.values())
         self.bound = 0
         self.over: list[tuple[int, int]] = []
@@ -160,7 +172,10 @@ class Watch:
             return
         name = event.obj["metadata"]["name"]
         self.pods = {n: p for n, p in self.pods.items() if p[0] != name}
+        self.ready.discard(name)
         if event.type != "DELETED" and not event.obj["metadata"].get("deletionTimestamp"):
+            if _is_ready(event.obj):
+                self.ready.add(name)
             node = str(event.obj["spec"].get("nodeName", ""))
             if node in self.pods:
                 self.per_node.append(node)  # two live pods on one node
@@ -169,6 +184,7 @@ class Watch:
             if self.pods[node][1] == self.to and node not in self.moved:
                 self.moved.append(node)
         self.versions.update(v for _, v in self.pods.values())
+        self.lowest = min(self.lowest, len(self.ready))
         moved = sum(1 for _, v in self.pods.values() if v == self.to)
         if moved > self.bound:
             self.over.append((moved, self.bound))
@@ -224,6 +240,9 @@ def test_a_daemonset_rolls_node_by_batch_and_ends_as_the_plain_render(nodes4: Wo
     assert at_ready == [1, 2, 4]
     assert watch.over == []  # never more pods of ``to`` than the batch allows
     assert watch.versions == {"1.0.0", "1.1.0"} and watch.per_node == []
+    # a DaemonSet cannot surge under OnDelete: ready pods dip by at most the largest
+    # batch step (2 of 4 in batch 3), never more
+    assert watch.lowest >= NODES - 2
     assert _running(world) == {f"node-{i}": "1.1.0" for i in range(1, NODES + 1)}
     assert watch.moved[:2] == ["node-1", "node-2"]  # lowest node first
     # after success: the rendered strategy back (defaulted), no trace of the rollout
@@ -286,13 +305,15 @@ def test_a_failing_daemonset_version_rolls_every_pod_back(nodes4: World) -> None
     assert _agent(again).reason == "RolledBack" and again.commits == []
 
 
-def _plain(version: str) -> dict[str, Any]:
+def _plain(version: str, strategy: str | None = None) -> dict[str, Any]:
     labels = {"app": "agent"}
+    updates = {"updateStrategy": {"type": strategy}} if strategy else {}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": "agent", "namespace": NAMESPACE},
         "spec": {
+            **updates,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
@@ -302,26 +323,31 @@ def _plain(version: str) -> dict[str, Any]:
     }
 
 
-def test_the_driver_deletes_only_what_a_batch_needs_even_when_repeated() -> None:
+@pytest.mark.parametrize("strategy", [None, "OnDelete"])
+def test_the_driver_deletes_only_what_a_batch_needs_even_when_repeated(
+    strategy: str | None,
+) -> None:
     """``ScaleBatch`` twice in a row (a restart between a delete and the controller's
-    replacement) and once more later deletes one batch's pods, lowest nodes first."""
+    replacement) and once more later deletes one batch's pods, lowest nodes first.
+    A rollback brings every pod back whether the render leaves the strategy to the
+    API server's default (``RollingUpdate``) or itself says ``OnDelete``."""
     timing = Timing(controller_delay=0.05, nodes=NODES)
     with (
         running_sandbox(timing=timing) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        client.apply(_plain("1"))
+        client.apply(_plain("1", strategy))
 
         def apply_render(version: str) -> None:
             """The plain render of ``version``, applied as the daemon's apply does."""
-            client.apply(_plain(version))
+            client.apply(_plain(version, strategy))
 
         driver = KubeRolloutDriver(
             client=client,
             instance="agent",
             namespace=NAMESPACE,
-            objects=[_plain("2")],
+            objects=[_plain("2", strategy)],
             from_version="1",
             to_version="2",
             apply_render=apply_render,
@@ -358,15 +384,20 @@ def test_the_driver_deletes_only_what_a_batch_needs_even_when_repeated() -> None
         assert moved.workloads[0].old == 2 and moved.workloads[0].failing == ()
         driver.execute([RetireOld(1, "DaemonSet/agent", 2)])  # nothing for a DaemonSet
         assert seen(lambda o: o.workloads[0].updated_ready == 2).workloads[0].old == 2
-        driver.execute([Rollback("test")])  # the plain ``from``: RollingUpdate moves them back
-        back = seen(lambda o: not o.helpers_left and o.workloads[0].ready == NODES)
-        live = client.get(DS)
-        assert live is not None and live["spec"]["updateStrategy"]["type"] == "RollingUpdate"
-        assert back.workloads[0].updated == 0  # the live template is ``from`` again
+        rollback = Rollback("test")
+        driver.execute([rollback])  # the plain ``from``, strategy as rendered
         for _ in range(250):
+            back = driver.observe("2", datetime.now(UTC))
+            if back.helpers_left:  # what the machine does after a rollback
+                driver.execute([rollback])
             pods = client.list("v1", "Pod", namespace=NAMESPACE)
             images = {p["spec"]["containers"][0]["image"] for p in pods}
-            if images == {"agent:1"} and len(pods) == NODES:
+            if images == {"agent:1"} and len(pods) == NODES and not back.helpers_left:
                 break
             time.sleep(0.02)
-        assert images == {"agent:1"} and len(pods) == NODES
+        assert images == {"agent:1"} and len(pods) == NODES and not back.helpers_left
+        assert back.workloads[0].updated == 0  # the live template is ``from`` again
+        live = client.get(DS)
+        assert live is not None
+        assert live["spec"]["updateStrategy"]["type"] == (strategy or "RollingUpdate")
+        assert ROLLOUT_ANNOTATION not in (live["metadata"].get("annotations") or {})
