@@ -12,13 +12,19 @@ instance and one pass (docs/ROLLOUTS.md is the design):
   restart never gives it the ``to`` template.
 - **StatefulSets, partition.** ``Prepare`` sets the partition to every replica, then
   applies the ``to`` template; ``ScaleBatch`` lowers it to ``replicas - target``.
+- **DaemonSets, OnDelete** (``rollout_daemonset``). ``Prepare`` applies the ``to``
+  DaemonSet with ``updateStrategy: OnDelete`` (existing pods keep running ``from``);
+  ``ScaleBatch`` deletes just enough ``from`` pods, lowest node first, for ``target``
+  to run ``to``; ``RetireOld`` has nothing to do.
 - ``Finalize`` and ``Rollback`` apply a whole plain render (``to`` or ``from``)
   through the normal apply (inventory, prune), give the partition back, and delete
-  the copy once the rendered Deployment has every replica ready again.
+  the copy once the rendered Deployment has every replica ready again; the same
+  apply takes a DaemonSet's ``OnDelete`` away.
 
 Counting is from the cluster, never from the record: pods running ``to`` are those of
 the Deployment's ReplicaSets whose template matches the rendered ``to`` template (and,
-for a StatefulSet, the pods on its update revision once its template is ``to``).
+for a StatefulSet or DaemonSet, the pods on its update revision once its template is
+``to``).
 Nothing here waits; every action is idempotent. Analysis Jobs are not run yet: a plan
 that names one is refused by the daemon before it starts (``analysis_supported``).
 """
@@ -35,6 +41,13 @@ from typing import Any
 from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.compare import is_subset
 from reconciler.kube.rollout import partition_for, release_partition, set_partition
+from reconciler.kube.rollout_daemonset import (
+    ROLLOUT_ANNOTATION,
+    look,
+    prepare,
+    scale_batch,
+    settle_on_delete,
+)
 from reconciler.model.changeset import ObjectRef
 from reconciler.rollout import (
     Action,
@@ -50,9 +63,8 @@ from reconciler.rollout import (
 )
 
 COPY_LABEL = "reconciler.dev/rollout-copy"
-ROLLOUT_ANNOTATION = "reconciler.dev/rollout"
 COPY_PREFIX = "reconciler-rollout-"
-WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
 FAILING_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
 )
@@ -149,6 +161,8 @@ class KubeRolloutDriver:
             ref = ObjectRef.of(obj)
             if obj["kind"] == "Deployment":
                 seen, ready, copy_left = self._observe_deployment(obj, ref)
+            elif obj["kind"] == "DaemonSet":
+                seen, ready, copy_left = self._observe_daemonset(obj, ref)
             else:
                 seen, ready, copy_left = self._observe_statefulset(obj, ref)
             workloads.append(seen)
@@ -251,6 +265,24 @@ class KubeRolloutDriver:
         )
         return seen, prepared, False
 
+    def _observe_daemonset(
+        self, obj: Mapping[str, Any], ref: ObjectRef
+    ) -> tuple[Workload, bool, bool]:
+        """Pods on the update revision once the controller works from ``to``
+        (``rollout_daemonset``); desired is the nodes it should run on."""
+        view = look(self.client, obj)
+        moved = view.updated
+        seen = Workload(
+            name=f"DaemonSet/{ref.name}",
+            desired=view.desired,
+            updated=len(moved),
+            ready=sum(1 for p in view.pods if _ready(p)),
+            updated_ready=sum(1 for p in moved if _ready(p)),
+            old=len(view.old),
+            failing=tuple(f"{p['metadata']['name']}: {why}" for p in moved if (why := _failing(p))),
+        )
+        return seen, view.prepared, view.helpers_left
+
     # --- execute --------------------------------------------------------------------
 
     def execute(self, actions: Sequence[Action]) -> None:
@@ -278,6 +310,9 @@ class KubeRolloutDriver:
             self.client.apply(obj, force=False)
         for obj in self.workloads:
             ref = ObjectRef.of(obj)
+            if obj["kind"] == "DaemonSet":
+                prepare(self.client, look(self.client, obj), self._label)
+                continue
             if obj["kind"] == "StatefulSet":
                 live = self.client.get(ref)
                 if live is not None and not _template_is(
@@ -295,6 +330,9 @@ class KubeRolloutDriver:
     def _scale_batch(self, action: ScaleBatch) -> None:
         obj = self._workload(action.workload)
         ref = ObjectRef.of(obj)
+        if obj["kind"] == "DaemonSet":
+            scale_batch(self.client, obj, action.target)
+            return
         if obj["kind"] == "StatefulSet":
             partition = partition_for(_replicas(obj), min(action.target, _replicas(obj)))
             set_partition(self.client, ref.namespace, ref.name, partition)
@@ -318,6 +356,9 @@ class KubeRolloutDriver:
             if obj["kind"] == "StatefulSet":
                 release_partition(self.client, ref.namespace, ref.name)
                 continue
+            if obj["kind"] == "DaemonSet":
+                settle_on_delete(self.client, obj)
+                continue
             live = self.client.get(ref)
             want = _replicas(live)
             settled = (
@@ -331,6 +372,11 @@ class KubeRolloutDriver:
                 self.client.delete(self._copy_ref(ref))  # False when already gone
 
     # --- bodies -----------------------------------------------------------------------
+
+    @property
+    def _label(self) -> str:
+        """``<from> -> <to>``: the rollout's annotation on what it creates or changes."""
+        return f"{self.from_version} -> {self.to_version}"
 
     def _workload(self, name: str) -> Mapping[str, Any]:
         kind, _, plain = name.partition("/")
@@ -361,7 +407,7 @@ class KubeRolloutDriver:
             "name": copy_name(name),
             "namespace": meta.get("namespace", self.namespace),
             "labels": {**(meta.get("labels") or {}), COPY_LABEL: name},
-            "annotations": {ROLLOUT_ANNOTATION: f"{self.from_version} -> {self.to_version}"},
+            "annotations": {ROLLOUT_ANNOTATION: self._label},
         }
         return _copy_body(copy_meta, {**spec, "selector": selector, "template": template}, replicas)
 

@@ -34,25 +34,49 @@ POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 
-def ensure_revision(plane: ControlPlane, owner: dict[str, Any], template: dict[str, Any]) -> str:
-    """The ControllerRevision holding ``template`` for ``owner`` (created when missing)."""
+def revision_hash(template: dict[str, Any]) -> str:
+    """The hash naming ``template``'s ControllerRevision (``<owner>-<hash>``)."""
+    return safe_hash(semantic(template))
+
+
+def ensure_revision(
+    plane: ControlPlane,
+    owner: dict[str, Any],
+    template: dict[str, Any],
+    hash_label: str = "controller.kubernetes.io/hash",
+) -> str:
+    """The ControllerRevision holding ``template`` for ``owner`` (created when missing).
+
+    As the StatefulSet and DaemonSet controllers do (kubernetes/kubernetes
+    pkg/controller/history and pkg/controller/daemon/update.go ``constructHistory``):
+    the revision is named ``<owner>-<hash>`` and labelled with the hash under
+    ``hash_label``, and a template that returns to an earlier revision (a rollback)
+    renumbers that revision as the newest, which is what ``kubectl rollout history``
+    lists last.
+    """
     meta = owner["metadata"]
     namespace = meta.get("namespace", "")
-    name = f"{meta['name']}-{safe_hash(semantic(template))}"
+    digest = revision_hash(template)
+    name = f"{meta['name']}-{digest}"
     revisions = owned(plane.list(REVISIONS, namespace), owner)
-    if any(r["metadata"]["name"] == name for r in revisions):
+    newest = max((int(r.get("revision") or 0) for r in revisions), default=0)
+    found = next((r for r in revisions if r["metadata"]["name"] == name), None)
+    if found is not None:
+        if int(found.get("revision") or 0) < newest:
+            plane.update(REVISIONS, found, {**found, "revision": newest + 1})
         return name
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
     body = {
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            "labels": {**labels, hash_label: digest},
             "ownerReferences": [owner_reference(owner)],
         },
         "data": {"spec": {"template": {"$patch": "replace", **copy.deepcopy(template)}}},
-        "revision": max((int(r.get("revision") or 0) for r in revisions), default=0) + 1,
+        "revision": newest + 1,
     }
     plane.create(REVISIONS, namespace, body)
     return name
