@@ -13,6 +13,8 @@ the status branch; the machine then continues from what the cluster shows.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -69,6 +71,25 @@ def settings_of(plan: InstancePlan) -> RolloutSettings | None:
     except PlanError:
         return None  # validation reports it; the instance changes at once meanwhile
     return settings
+
+
+def rollout_digest(plan: InstancePlan, settings: RolloutSettings) -> str:
+    """What a failed ``to`` waits to change before it is tried again (SPEC section 4).
+
+    The plan's fingerprint (version, objects, migrations) leaves out the rollout plan
+    itself; without it, editing ``onFailure`` or ``analysis`` in the instance file after
+    a failed analysis would not count as a change. The analysis Job's content counts
+    too: it is what verifies a batch.
+    """
+    version = plan.version
+    job = version.analysis_jobs.get(settings.analysis) if version and settings.analysis else None
+    data = {
+        "plan": plan_fingerprint(plan),
+        "settings": repr(settings),
+        "analysis": job.data if job is not None else None,
+    }
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def rolls(
@@ -157,7 +178,7 @@ def drive(
         from_version=from_version,
         to_version=to_version,
         apply_render=apply_render,
-        instance_digest=plan_fingerprint(plan),
+        instance_digest=rollout_digest(plan, settings),
         analysis=analysis,
     )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)

@@ -127,37 +127,36 @@ def test_each_batch_runs_its_analysis_after_its_pods_are_ready_and_none_is_left(
     assert _pod_versions(world) == {"6.6.0"}
 
 
-def test_a_failed_analysis_rolls_back_and_keeps_its_job(world: World) -> None:
-    _release(world, FAILING, analysed("  onFailure: rollback\n"))
-    outcomes = settle(world.daemon)
-    web = _web(outcomes[-1])
+def test_a_failed_analysis_holds_then_after_a_file_change_rolls_back(world: World) -> None:
+    """``hold`` leaves both versions running with the failed Job kept; a changed instance
+    file (``onFailure: rollback``) retries: the retry's own Job fails too, replaces the
+    first attempt's, and every replica returns to ``from``."""
+    _release(world, FAILING, analysed())
+    held = _web(settle(world.daemon)[-1])
+    assert held.phase is Phase.STALLED and held.reason == "RolloutFailed"
+    assert held.rollout is not None and str(held.rollout.state) == "rolloutFailed"
+    assert "batch 1 analysis Job failed: Job/web/web-analysis-1-" in held.message
+    assert "BackoffLimitExceeded" in held.message and "2 of 5 checks failed" in held.message
+    assert _pod_versions(world) == {"6.5.0", "6.6.0"}  # batch 1's pod and the copy's
+    first = [j["metadata"]["name"] for j in _jobs(world)]
+    world.daemon.run_pass()
+    assert [j["metadata"]["name"] for j in _jobs(world)] == first  # kept, never pruned
+
+    world.commit("clusters/prod/instances/web.yaml", analysed("  onFailure: rollback\n"), "rb")
+    web = _web(settle(world.daemon)[-1])
     assert web.phase is Phase.STALLED and web.reason == "RolledBack"
     assert web.version == "6.5.0" and web.rollout is not None and web.rollout.batch == 1
-    assert "batch 1 analysis Job failed: Job/web/web-analysis-1-" in web.message
-    assert "BackoffLimitExceeded" in web.message and "2 of 5 checks failed" in web.message
+    assert "batch 1 analysis Job failed" in web.message
     for _ in range(100):  # the rollback's cleanup: the copy goes once 6.5.0 is back
         if _pod_versions(world) == {"6.5.0"}:
             break
         world.daemon.run_pass()
     assert _pod_versions(world) == {"6.5.0"}
-    kept = _jobs(world)
-    assert len(kept) == 1 and kept[0]["metadata"]["name"].startswith("web-analysis-1-")
+    kept = [j["metadata"]["name"] for j in _jobs(world)]
+    assert len(kept) == 1 and kept != first and kept[0].startswith("web-analysis-1-")
     again = world.daemon.run_pass()  # same desired version and file: not retried
     assert _web(again).reason == "RolledBack" and again.commits == []
-    assert len(_jobs(world)) == 1
-
-
-def test_a_failed_analysis_with_hold_leaves_both_versions_running(world: World) -> None:
-    _release(world, FAILING, analysed())
-    outcomes = settle(world.daemon)
-    web = _web(outcomes[-1])
-    assert web.phase is Phase.STALLED and web.reason == "RolloutFailed"
-    assert web.rollout is not None and str(web.rollout.state) == "rolloutFailed"
-    assert "batch 1 analysis Job failed" in web.message
-    assert _pod_versions(world) == {"6.5.0", "6.6.0"}  # batch 1's pod and the copy's
-    assert len(_jobs(world)) == 1  # kept for kubectl logs...
-    world.daemon.run_pass()
-    assert len(_jobs(world)) == 1  # ...and not in the inventory: never pruned
+    assert [j["metadata"]["name"] for j in _jobs(world)] == kept
 
 
 # --- rendering and validation (no cluster) ---------------------------------------------
