@@ -100,7 +100,8 @@ def attach_analysis_job(
     An instance file's ``rollout.analysis`` is relative to the directory of the version
     the instance rolls to, which only resolution decides; so every version of the app
     that has the file carries it, and ``plan_instance`` reports a resolved version
-    that lacks it. A file that is there but is not one Job is an error at that file.
+    that lacks it. A file that is there but is not one Job is an error at that file
+    and is not attached.
     """
     if path in version.analysis_jobs:
         return version
@@ -108,7 +109,8 @@ def attach_analysis_job(
         return None
     found = _read_job(ctx, version_dir, version, path, None, what="rollout analysis")
     if found is None:
-        return replace(version, valid=False)
+        # reported at the file; the version stays usable for instances that never name it
+        return version
     return replace(version, analysis_jobs={**version.analysis_jobs, path: found})
 
 

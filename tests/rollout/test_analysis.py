@@ -233,6 +233,12 @@ def test_a_missing_or_wrong_analysis_file_is_an_error_with_file_and_line(tmp_pat
     assert [str(p) for p in check_catalog(nowhere) if p.is_error] == [
         f'{web}:10: rollout analysis job "checks/smoke.yaml" is in no version directory of podinfo'
     ]
+    not_a_job = _catalog(tmp_path / "d", {web: analysed(), SMOKE: config_map})
+    assert [str(p) for p in check_catalog(not_a_job) if p.is_error] == [
+        f"{SMOKE}:1: a rollout analysis job file must hold exactly one batch/v1 Job, "
+        "found v1 ConfigMap"
+    ]
+    assert not_a_job.apps["podinfo"].versions["6.6.0"].valid  # other instances still use it
 
 
 def test_an_instance_analysis_must_exist_in_the_version_it_rolls_to(tmp_path: Path) -> None:
