@@ -277,12 +277,9 @@ def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation)
         return _fail(record, settings, obs, why)
     if settings.analysis and obs.analysis == "failed":
         why = f"batch {record.batch} analysis Job failed"
-        return _fail(
-            record,
-            settings,
-            obs,
-            why + (f": {obs.analysis_message}" if obs.analysis_message else ""),
-        )
+        if obs.analysis_message:
+            why += f": {obs.analysis_message}"
+        return _fail(record, settings, obs, why)
     if _elapsed(record.batch_started_at, obs.now) > settings.health_timeout_seconds:
         why = (
             f"batch {record.batch} not verified within {settings.health_timeout_seconds}s "
