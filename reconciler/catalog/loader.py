@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.catalog.context import LoadContext
-from reconciler.catalog.manifests import load_templates
+from reconciler.catalog.manifests import attach_analysis_job, load_templates
 from reconciler.catalog.yamlread import Document
 from reconciler.model.catalog import (
     App,
@@ -89,9 +89,41 @@ def _load_catalog(base: Path) -> Catalog:
         catalog.apps[app_dir.name] = _load_app(ctx, app_dir)
     for cluster_dir in _subdirs(ctx, clusters_dir):
         catalog.clusters[cluster_dir.name] = _load_cluster(ctx, cluster_dir)
+    _attach_instance_analyses(ctx, base, catalog)
     catalog.problems = sorted(ctx.problems, key=lambda p: (p.file, p.line or 0, p.message))
     catalog.files_with_errors = ctx.files_with_errors
     return catalog
+
+
+def _attach_instance_analyses(ctx: LoadContext, base: Path, catalog: Catalog) -> None:
+    """Load the analysis Jobs instance files name from the versions of their app.
+
+    Only instance files that set ``rollout.analysis`` cost anything. A path that no
+    version of the app has is an error at the instance file's line (the instance keeps
+    its last good state); one that only the version rolled to lacks is reported by
+    ``plan_instance`` when a rollout to it is due.
+    """
+    found_in: dict[tuple[str, str], bool] = {}
+    for entry in catalog.clusters.values():
+        for name, inst in list(entry.instances.items()):
+            path = inst.rollout.analysis if inst.rollout is not None else None
+            app = catalog.apps.get(inst.app)
+            if not isinstance(path, str) or app is None:
+                continue
+            if (inst.app, path) not in found_in:
+                found_in[(inst.app, path)] = False
+                for key, version in list(app.versions.items()):
+                    found = attach_analysis_job(ctx, base / version.directory, version, path)
+                    if found is not None:
+                        app.versions[key] = found
+                        found_in[(inst.app, path)] = True
+            if not found_in[(inst.app, path)]:
+                ctx.error(
+                    inst.origin.file,
+                    inst.origin.line("rollout.analysis"),
+                    f'rollout analysis job "{path}" is in no version directory of {inst.app}',
+                )
+                entry.instances[name] = replace(inst, valid=False)
 
 
 def _subdirs(ctx: LoadContext, parent: Path) -> list[Path]:
@@ -430,6 +462,8 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
         **doc.key_lines(),
         **{f"parameters.{k}": v for k, v in doc.child_key_lines("parameters").items()},
     }
+    if isinstance(d.get("rollout"), dict) and "analysis" in d["rollout"]:
+        lines["rollout.analysis"] = doc.line_of(["rollout", "analysis"])
     origin = Origin(rel, lines)
     has_channel, has_version = "channel" in d, "version" in d
     if has_channel == has_version:

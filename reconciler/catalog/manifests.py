@@ -75,13 +75,43 @@ def load_templates(
             if undo is not None:
                 undo_jobs[migration.name] = undo
     _check_migration_names(ctx, version, version_doc)
+    analysis_jobs: dict[str, Template] = {}
+    analysis = version.rollout.analysis if version.rollout is not None else None
+    if isinstance(analysis, str):
+        line = version_doc.line_of(["rollout", "analysis"])
+        found = _read_job(ctx, version_dir, version, analysis, line, what="rollout analysis")
+        if found is not None:
+            analysis_jobs[analysis] = found
     return replace(
         version,
         manifests=tuple(files),
         templates=tuple(templates),
         migration_jobs=jobs,
         undo_jobs=undo_jobs,
+        analysis_jobs=analysis_jobs,
     )
+
+
+def attach_analysis_job(
+    ctx: LoadContext, version_dir: Path, version: AppVersion, path: str
+) -> AppVersion | None:
+    """``version`` with the analysis Job an instance file names, None when it has no such file.
+
+    An instance file's ``rollout.analysis`` is relative to the directory of the version
+    the instance rolls to, which only resolution decides; so every version of the app
+    that has the file carries it, and ``plan_instance`` reports a resolved version
+    that lacks it. A file that is there but is not one Job is an error at that file
+    and is not attached.
+    """
+    if path in version.analysis_jobs:
+        return version
+    if not ctx.inside(version_dir / path, version_dir) or not (version_dir / path).is_file():
+        return None
+    found = _read_job(ctx, version_dir, version, path, None, what="rollout analysis")
+    if found is None:
+        # reported at the file; the version stays usable for instances that never name it
+        return version
+    return replace(version, analysis_jobs={**version.analysis_jobs, path: found})
 
 
 def _manifest_files(directory: Path) -> list[Path]:
@@ -115,18 +145,24 @@ def _check_migration_names(ctx: LoadContext, version: AppVersion, doc: Document)
 
 
 def _read_job(
-    ctx: LoadContext, version_dir: Path, version: AppVersion, job: str, line: int | None
+    ctx: LoadContext,
+    version_dir: Path,
+    version: AppVersion,
+    job: str,
+    line: int | None,
+    *,
+    what: str = "migration",
 ) -> Template | None:
     path = version_dir / job
     if not ctx.inside(path, version_dir):
         ctx.error(
             version.origin.file,
             line,
-            f'migration job "{job}" leaves the version directory {version.directory}',
+            f'{what} job "{job}" leaves the version directory {version.directory}',
         )
         return None
     if not path.is_file():
-        ctx.error(version.origin.file, line, f'migration job "{job}" does not exist')
+        ctx.error(version.origin.file, line, f'{what} job "{job}" does not exist')
         return None
     docs = _read_manifest(ctx, path, version)
     if len(docs) != 1 or docs[0].kind != "Job" or docs[0].data.get("apiVersion") != "batch/v1":
@@ -134,7 +170,7 @@ def _read_job(
         ctx.error(
             ctx.rel(path),
             1,
-            "a migration job file must hold exactly one batch/v1 Job, found " + found,
+            f"a {what} job file must hold exactly one batch/v1 Job, found " + found,
         )
         return None
     return docs[0]
@@ -258,4 +294,4 @@ def _line(doc: Document, path: tuple[str | int, ...]) -> int:
     return doc.line_of(list(path))
 
 
-__all__ = ["load_templates"]
+__all__ = ["attach_analysis_job", "load_templates"]

@@ -23,6 +23,7 @@ from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
 from reconciler.render import object_key, render_instance
 from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
+from reconciler.rollout import PlanError, merge_plans
 
 CATALOG_INVALID = "CatalogInvalid"
 RESOLVE_FAILED = "ResolveFailed"
@@ -203,6 +204,16 @@ def plan_instance(
     if not version.valid:
         message = _first_error(catalog, version.directory)
         return InstancePlan(instance, resolution, version, reason=CATALOG_INVALID, message=message)
+    missing = _missing_analysis(instance, version) if deployed not in (None, version.key) else None
+    if missing is not None:
+        return InstancePlan(
+            instance,
+            resolution,
+            version,
+            problems=(missing,),
+            reason=CATALOG_INVALID,
+            message=str(missing),
+        )
     if not render:
         return InstancePlan(instance, resolution, version)
     rendered = render_instance(catalog, instance, version)
@@ -217,6 +228,30 @@ def plan_instance(
             message=str(first),
         )
     return InstancePlan(instance, resolution, version, rendered.objects, rendered.problems)
+
+
+def _missing_analysis(instance: Instance, version: AppVersion) -> Problem | None:
+    """The instance file's ``rollout.analysis`` when ``version`` has no such Job file.
+
+    The path is relative to the directory of the version rolled to, so whether it
+    exists depends on the resolved version (a version.yaml's own path is checked
+    when the version is loaded, a path no version has when the instance is). Asked
+    only when the version changes: a first install applies at once and runs none,
+    but a rollout without the Job could not verify a batch.
+    """
+    try:
+        settings = merge_plans(version.rollout, instance.rollout)
+    except PlanError:
+        return None  # reported by validation of the plan itself
+    if settings is None or not settings.analysis or settings.analysis in version.analysis_jobs:
+        return None
+    return Problem(
+        instance.origin.file,
+        instance.origin.line("rollout.analysis"),
+        Severity.ERROR,
+        f'rollout analysis job "{settings.analysis}" is not a Job file of '
+        f"{version.app} {version.key} (looked for {version.directory}/{settings.analysis})",
+    )
 
 
 @dataclass

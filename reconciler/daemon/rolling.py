@@ -13,9 +13,12 @@ the status branch; the machine then continues from what the cluster shows.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from reconciler.daemon.applying import instance_target
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
@@ -29,13 +32,23 @@ from reconciler.kube import (
     place_objects,
     workloads_of,
 )
+from reconciler.kube.rollout_analysis import RolloutAnalysis
 from reconciler.model.catalog import Batch, Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
 from reconciler.model.rollout import RollingState, RolloutRecord, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import render_instance
-from reconciler.rollout import PlanError, RolloutSettings, Step, drive_once, merge_plans
+from reconciler.rollout import (
+    AnalysisRun,
+    PlanError,
+    RolloutSettings,
+    Step,
+    drive_once,
+    merge_plans,
+    render_analysis_job,
+    rollout_key,
+)
 
 INSTANCE_KIND = ("reconciler/v1", "Instance")
 MAX_STEPS_PER_PASS = 8  # immediate transitions one pass may take for one instance
@@ -58,9 +71,26 @@ def settings_of(plan: InstancePlan) -> RolloutSettings | None:
         settings = merge_plans(version, plan.instance.rollout)
     except PlanError:
         return None  # validation reports it; the instance changes at once meanwhile
-    if settings is not None and settings.analysis:
-        return None  # analysis Jobs are not run by the daemon yet: never half-verify
     return settings
+
+
+def rollout_digest(plan: InstancePlan, settings: RolloutSettings) -> str:
+    """What a failed ``to`` waits to change before it is tried again (SPEC section 4).
+
+    The plan's fingerprint (version, objects, migrations) leaves out the rollout plan
+    itself; without it, editing ``onFailure`` or ``analysis`` in the instance file after
+    a failed analysis would not count as a change. The analysis Job's content counts
+    too: it is what verifies a batch.
+    """
+    version = plan.version
+    job = version.analysis_jobs.get(settings.analysis) if version and settings.analysis else None
+    data = {
+        "plan": plan_fingerprint(plan),
+        "settings": repr(settings),
+        "analysis": job.data if job is not None else None,
+    }
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def rolls(
@@ -137,6 +167,25 @@ def drive(
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
 
+    def render_analysis(batch: int, key: str) -> Mapping[str, Any]:
+        """The batch's analysis Job from the ``to`` version's file (see rollout/analysis.py)."""
+        assert plan.version is not None and settings.analysis
+        template = plan.version.analysis_jobs.get(settings.analysis)
+        if template is None:  # plan_instance refuses such a plan; a guard, not a path
+            raise KubeError(f"analysis job {settings.analysis} is missing from {to_version}")
+        run = AnalysisRun(live.cluster, from_version, to_version, batch, len(settings.batches), key)
+        job, problems = render_analysis_job(
+            template, inst, plan.version, run, timeout_seconds=settings.health_timeout_seconds
+        )
+        if job is None:
+            raise KubeError(f"analysis job {settings.analysis}: {problems[0].message}")
+        return job
+
+    analysis = (
+        RolloutAnalysis(client, inst.name, inst.namespace, render_analysis)
+        if settings.analysis
+        else None
+    )
     driver = KubeRolloutDriver(
         client=client,
         instance=inst.name,
@@ -145,7 +194,8 @@ def drive(
         from_version=from_version,
         to_version=to_version,
         apply_render=apply_render,
-        instance_digest=plan_fingerprint(plan),
+        instance_digest=rollout_digest(plan, settings),
+        analysis=analysis,
     )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
 
@@ -205,6 +255,8 @@ def _steps(
     last: Step | None = None
     current = record
     for _ in range(MAX_STEPS_PER_PASS):
+        if driver.analysis is not None:
+            driver.analysis.follow(*_analysis_point(current))
         step = drive_once(
             current, settings, driver, running=running, desired=desired, now=datetime.now(UTC)
         )
@@ -216,6 +268,17 @@ def _steps(
             return step
         current = step.record
     return last
+
+
+def _analysis_point(record: RolloutRecord | None) -> tuple[str, int]:
+    """Which rollout's Jobs, and which batch's verdict, the next observation reports.
+
+    The driver lives for one pass and the machine's observation carries no batch, so
+    the record being stepped says it; a finished rollout has no current batch.
+    """
+    if record is None or record.state.terminal:
+        return "", 0
+    return rollout_key(record.from_version, record.to_version, record.started_at), record.batch
 
 
 _PHASES: Mapping[RollingState, tuple[Phase, str]] = {

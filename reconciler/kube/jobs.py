@@ -106,7 +106,7 @@ class KubeJobRunner:
         if verdict == "Complete":
             self._delete(ref)
             return outcome(True, note)
-        return outcome(False, self._failure(ref, reason, message))
+        return outcome(False, self.explain_failure(ref, reason, message))
 
     # -- create or take over ----------------------------------------------------------
 
@@ -169,8 +169,11 @@ class KubeJobRunner:
         """Background propagation: the Job goes now, the garbage collector takes its pods."""
         self.client.delete(ref, uid=uid)
 
-    def _failure(self, ref: ObjectRef, reason: str, message: str) -> str:
-        """What the status says of a failed Job: its reason, its pod's end, its log's tail."""
+    def explain_failure(self, ref: ObjectRef, reason: str, message: str) -> str:
+        """What the status says of a failed Job: its reason, its pod's end, its log's tail.
+
+        Public for the rollout's analysis Jobs, which fail a batch and say why the same way.
+        """
         text = f"{ref} failed ({reason or 'Failed'}: {message or 'no message'})"
         live = self.client.get(ref)
         pod = _newest_failed_pod(self._pods(ref, live)) if live is not None else None

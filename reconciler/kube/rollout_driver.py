@@ -25,8 +25,8 @@ Counting is from the cluster, never from the record: pods running ``to`` are tho
 the Deployment's ReplicaSets whose template matches the rendered ``to`` template (and,
 for a StatefulSet or DaemonSet, the pods on its update revision once its template is
 ``to``).
-Nothing here waits; every action is idempotent. Analysis Jobs are not run yet: a plan
-that names one is refused by the daemon before it starts (``analysis_supported``).
+Nothing here waits; every action is idempotent. A batch's analysis Job (``RunAnalysis``,
+the ``analysis`` of the observation, and its cleanup) is ``rollout_analysis.py``'s.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.compare import is_subset
 from reconciler.kube.rollout import partition_for, release_partition, set_partition
+from reconciler.kube.rollout_analysis import RolloutAnalysis
 from reconciler.kube.rollout_daemonset import (
     ROLLOUT_ANNOTATION,
     look,
@@ -49,6 +50,7 @@ from reconciler.kube.rollout_daemonset import (
     settle_on_delete,
 )
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import KubeError
 from reconciler.rollout import (
     Action,
     Consolidate,
@@ -145,6 +147,7 @@ class KubeRolloutDriver:
     to_version: str
     apply_render: ApplyRender
     instance_digest: str = ""
+    analysis: RolloutAnalysis | None = None  # the plan's analysis Jobs, when it names one
     executed: list[str] = field(default_factory=list)  # what this pass did, for the log
 
     @property
@@ -168,10 +171,16 @@ class KubeRolloutDriver:
             workloads.append(seen)
             prepared = prepared and ready
             helpers = helpers or copy_left
+        analysis, why = None, ""
+        if self.analysis is not None:
+            analysis, why, jobs_left = self.analysis.observe()
+            helpers = helpers or jobs_left
         return Observation(
             now=now,
             desired_version=desired_version,
             workloads=tuple(workloads),
+            analysis=analysis,
+            analysis_message=why,
             helpers_left=helpers,
             prepared=prepared,
             instance_digest=self.instance_digest,
@@ -300,8 +309,23 @@ class KubeRolloutDriver:
             elif isinstance(action, Consolidate):
                 self._end(action.version)
             elif isinstance(action, RunAnalysis):
-                raise NotImplementedError("analysis Jobs are refused before a rollout starts")
+                if self.analysis is None:
+                    raise KubeError(f"no analysis Job was rendered for {action.manifest}")
+                self.analysis.run(action.batch)
+            self._clean_analysis(action)
             self.executed.append(type(action).__name__)
+
+    def _clean_analysis(self, action: Action) -> None:
+        """Analysis Jobs whose verdict is used go: earlier batches', all at the end (a
+        failed one is kept after a rollback or abandon, to be read)."""
+        if self.analysis is None:
+            return
+        if isinstance(action, ScaleBatch):
+            self.analysis.clean(action.batch)
+        elif isinstance(action, Finalize):
+            self.analysis.clean_all()
+        elif isinstance(action, Rollback | Consolidate):
+            self.analysis.clean_all(keep_failed=True)
 
     def _prepare(self) -> None:
         for obj in self.objects:

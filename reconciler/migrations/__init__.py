@@ -11,7 +11,8 @@ The daemon (and ``apply``) will drive a pass's hooks through this API:
   runtime=Runtime(reader, registry, job_runner))`` -> ``MigrationRun`` (a ``MigrationRecord``
   and warnings); never raises for the migration's own failures.
 - ``undo_migration(...)`` reverses an applied one with its own version's definition.
-- ``render_job(...)`` / ``JobRunner``: the Job and the interface that runs it.
+- ``render_job(...)`` / ``JobRunner``: the Job and the interface that runs it
+  (``render_job_with``: the same rendering for other Jobs, e.g. rollout analysis).
 - ``check_migrations(catalog, registry)``: validation problems across versions.
 - ``ledger_configmap(ledger, cluster, namespace)`` / ``ledger_from_configmap(obj)``: the
   cluster's copy of the ledger.
@@ -45,6 +46,7 @@ from reconciler.migrations.jobs import (
     JobOutcome,
     JobRunner,
     render_job,
+    render_job_with,
 )
 from reconciler.migrations.ledger import (
     GLOBAL_NAME,
@@ -114,6 +116,7 @@ __all__ = [
     "python_checksum",
     "render_check",
     "render_job",
+    "render_job_with",
     "run_step",
     "undo_migration",
     "upgrade_migrations",

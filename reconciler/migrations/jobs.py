@@ -57,6 +57,33 @@ def render_job(
     timeout_seconds: int,
 ) -> tuple[dict[str, Any] | None, tuple[Problem, ...]]:
     """The Job to create for one migration run, or the problems that prevent it."""
+    labels = {MIGRATION_LABEL: ctx.migration, PHASE_LABEL: ctx.phase}
+    return render_job_with(
+        template,
+        instance,
+        version,
+        labels=labels,
+        env=job_environment(ctx),
+        timeout_seconds=timeout_seconds,
+    )
+
+
+def render_job_with(
+    template: Template,
+    instance: Instance,
+    version: AppVersion,
+    *,
+    labels: Mapping[str, str],
+    env: Mapping[str, str],
+    timeout_seconds: int,
+) -> tuple[dict[str, Any] | None, tuple[Problem, ...]]:
+    """A Job file rendered like a manifest, with the reconciler's labels and environment.
+
+    Shared by migration Jobs and rollout analysis Jobs (``reconciler.rollout``), which
+    differ only in the labels that find them again and the ``RECONCILER_*`` facts
+    their containers get; ``activeDeadlineSeconds`` is capped by ``timeout_seconds``
+    so Kubernetes itself stops a Job that would outlive its caller's patience.
+    """
     rendered, problems = render_template(template.data, instance, version)
     if problems:
         return None, problems
@@ -69,15 +96,13 @@ def render_job(
         INSTANCE_LABEL: instance.name,
         NAME_LABEL: version.app,
         VERSION_LABEL: version.key,
-        MIGRATION_LABEL: ctx.migration,
-        PHASE_LABEL: ctx.phase,
+        **labels,
     }
     spec = job.setdefault("spec", {})
     deadline = spec.get("activeDeadlineSeconds")
     if not isinstance(deadline, int) or deadline > timeout_seconds:
         spec["activeDeadlineSeconds"] = timeout_seconds
     pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
-    env = job_environment(ctx)
     for key in ("initContainers", "containers"):
         for container in pod_spec.get(key) or ():
             if isinstance(container, dict):
@@ -91,4 +116,11 @@ def _with_env(existing: list[Any], env: Mapping[str, str]) -> list[Any]:
     return kept + [{"name": k, "value": v} for k, v in env.items()]
 
 
-__all__ = ["MIGRATION_LABEL", "PHASE_LABEL", "JobOutcome", "JobRunner", "render_job"]
+__all__ = [
+    "MIGRATION_LABEL",
+    "PHASE_LABEL",
+    "JobOutcome",
+    "JobRunner",
+    "render_job",
+    "render_job_with",
+]

@@ -156,6 +156,9 @@ class AppVersion:
     templates: tuple[Template, ...] = ()  # parsed documents of ``manifests``
     migration_jobs: Mapping[str, Template] = field(default_factory=dict)  # migration name -> Job
     undo_jobs: Mapping[str, Template] = field(default_factory=dict)  # migration name -> undo Job
+    # rollout analysis Jobs by their path (relative to the version directory): the one
+    # version.yaml names and those instance files of the app name that this version has
+    analysis_jobs: Mapping[str, Template] = field(default_factory=dict)
     origin: Origin = field(default_factory=lambda: Origin(""))
     valid: bool = True  # False when any file of this version has an error
 

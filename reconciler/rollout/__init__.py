@@ -13,6 +13,15 @@ from reconciler.model.rollout import (
     describe,
     noteworthy,
 )
+from reconciler.rollout.analysis import (
+    ANALYSIS_LABEL,
+    BATCH_LABEL,
+    OWNER_LABEL,
+    AnalysisRun,
+    analysis_job_name,
+    render_analysis_job,
+    rollout_key,
+)
 from reconciler.rollout.driver import RolloutDriver, drive_once
 from reconciler.rollout.machine import (
     POLL_SECONDS,
@@ -34,8 +43,12 @@ from reconciler.rollout.machine import (
 from reconciler.rollout.plan import PlanError, RolloutSettings, merge_plans, plan_batches
 
 __all__ = [
+    "ANALYSIS_LABEL",
+    "BATCH_LABEL",
+    "OWNER_LABEL",
     "POLL_SECONDS",
     "Action",
+    "AnalysisRun",
     "BatchState",
     "Consolidate",
     "Finalize",
@@ -54,12 +67,15 @@ __all__ = [
     "ScaleBatch",
     "Step",
     "Workload",
+    "analysis_job_name",
     "begin",
     "describe",
     "drive_once",
     "merge_plans",
     "noteworthy",
     "plan_batches",
+    "render_analysis_job",
     "retry_allowed",
+    "rollout_key",
     "step",
 ]

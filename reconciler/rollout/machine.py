@@ -44,6 +44,7 @@ class Observation:
     desired_version: str
     workloads: tuple[Workload, ...] = ()
     analysis: str | None = None  # None (no Job) | "running" | "succeeded" | "failed"
+    analysis_message: str = ""  # why a failed analysis Job failed (its pod, its log's tail)
     helpers_left: bool = False  # the temporary Deployment copy or an OnDelete strategy
     prepared: bool = False  # copies ready with every ``from`` replica, partitions set
     instance_digest: str = ""
@@ -275,7 +276,10 @@ def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation)
         why = f"batch {record.batch} pods failing: " + ", ".join(failing[:3])
         return _fail(record, settings, obs, why)
     if settings.analysis and obs.analysis == "failed":
-        return _fail(record, settings, obs, f"batch {record.batch} analysis Job failed")
+        why = f"batch {record.batch} analysis Job failed"
+        if obs.analysis_message:
+            why += f": {obs.analysis_message}"
+        return _fail(record, settings, obs, why)
     if _elapsed(record.batch_started_at, obs.now) > settings.health_timeout_seconds:
         why = (
             f"batch {record.batch} not verified within {settings.health_timeout_seconds}s "

@@ -118,7 +118,13 @@ def test_settings_merge_from_catalog_files(tmp_path: Path) -> None:
                 channel: fast
                 namespace: web
                 rollout: {partition: 1, pauseSeconds: 30, analysis: checks/smoke.yaml}
-                """
+                """,
+            "apps/podinfo/versions/6.6.0/checks/smoke.yaml": """\
+                apiVersion: batch/v1
+                kind: Job
+                metadata: {name: smoke}
+                spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}
+                """,
         },
     )
     catalog = load_catalog(tmp_path)
