@@ -140,6 +140,7 @@ def reconcile_checkout(
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
     gated: set[str] = set()  # the next step of a path, waiting for the last one's health
+    handed_back: set[str] = set()  # a rollout over and cleaned up: applied plainly again
     results = []
     for plan in plans:
         record = previous[plan.name].rollout if plan.name in previous else None
@@ -168,6 +169,7 @@ def reconcile_checkout(
                 source_commit=commit,
             )
             if step.plain:
+                handed_back.add(plan.name)
                 results.append(apply_plan(client, live, plan, options, source_commit=commit))
             else:
                 rolled[plan.name] = step
@@ -215,6 +217,7 @@ def reconcile_checkout(
             build_status(settings.cluster, o, commit),
             previous.get(o.plan.name),
             quiet=o.result is None or not any(e.changed for e in o.result.changes.entries),
+            over=o.plan.name in handed_back,
         )
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)

@@ -357,19 +357,29 @@ def _message(record: RolloutRecord, app: str) -> str:
 
 
 def after_rollout(
-    status: InstanceStatus, previous: InstanceStatus | None, quiet: bool
+    status: InstanceStatus, previous: InstanceStatus | None, quiet: bool, *, over: bool = False
 ) -> InstanceStatus:
-    """A Ready record after a succeeded rollout keeps saying so until something else happens.
+    """A record that was not rolled this pass keeps the rollout it last recorded.
 
-    The pass after ``rolloutSucceed`` applies the plain render as usual; without this
-    its record would differ from the last one (no ``rollout``, another message) and
+    A succeeded rollout stays on a Ready record until something else happens: the
+    pass after ``rolloutSucceed`` applies the plain render as usual, and without it
+    the record would differ from the last one (no ``rollout``, another message) and
     make a commit that says nothing new. ``quiet``: the pass changed no object.
+
+    A rollout that is unfinished or ended without success stays on the record while
+    the instance cannot be driven (a broken instance file, ``suspend``, a failed pre
+    migration): it is what tells the next pass that a copy or a partition may still
+    need cleaning up, also after a restart. ``over``: the rollout was driven to its
+    end and nothing is left, so the record lets it go.
     """
     last = previous.rollout if previous is not None else None
+    if last is not None and last.state is not RollingState.SUCCEEDED:
+        if over or status.rollout is not None:
+            return status
+        return replace(status, rollout=last)
     if (
         previous is None
         or last is None
-        or last.state is not RollingState.SUCCEEDED
         or status.phase is not Phase.READY
         or status.version != last.to_version
     ):

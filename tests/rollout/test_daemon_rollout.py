@@ -181,6 +181,32 @@ def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -
     assert any("rolled back" in line and "desired version reverted" in line for line in subjects)
 
 
+def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World) -> None:
+    """The rollout stays on the record while the instance cannot be driven (here a
+    broken instance file), so its cleanup resumes once the file is fixed."""
+    rollback = WEB.format(extra="  onFailure: rollback\n")
+    world.commit("clusters/prod/instances/web.yaml", rollback, "web: roll back on failure")
+    world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    assert _web(settle(world.daemon)[-1]).reason == "RolledBack"
+    assert world.client.get(COPY) is not None  # removed only once the old pods are back
+    world.commit("clusters/prod/instances/web.yaml", "name: web\nchannel: [stable\n", "broken")
+    broken = _web(world.daemon.run_pass())
+    assert broken.reason == "CatalogInvalid"
+    assert broken.rollout is not None and broken.rollout.state.value == "rolledBack"
+    world.commit("clusters/prod/instances/web.yaml", rollback, "fixed")
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
+    for _ in range(100):
+        web = _web(world.daemon.run_pass())
+        if web.phase is Phase.READY and world.client.get(COPY) is None:
+            break
+    assert world.client.get(COPY) is None
+    assert web.phase is Phase.READY and web.version == "6.5.0" and web.rollout is None
+    assert _pod_versions(world) == {"6.5.0"}
+
+
 def test_another_instance_changes_while_a_batch_verifies(world: World) -> None:
     """Nothing waits in line: api's upgrade lands in the pass that also starts web's
     rollout, and web's slow batches never hold api's status commit."""
