@@ -163,6 +163,16 @@ def drive(
             if not rendered.ok:
                 raise KubeError(f"cannot render {inst.app} {version} to return to it")
             render_target = replace(target, objects=tuple(rendered.objects), version=version)
+        # the driver writes workloads directly (Prepare, ScaleBatch), so the pass's view
+        # of them may predate this very pass's batch: read them again, or the apply
+        # would compare against a stale copy and skip a write that is needed
+        for obj in workloads_of(render_target.objects):
+            ref = ObjectRef.of(obj)
+            fresh = client.get(ref)
+            if fresh is None:
+                live.forget(ref)
+            else:
+                live.remember(fresh)
         result = apply_instance(client, render_target, options, live)
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
