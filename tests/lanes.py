@@ -7,7 +7,8 @@ real_cluster`` (``make test-real``). What a real cluster needs of a test:
 - unique namespaces (the catalog's namespaces get a per-test suffix, see
   :func:`suffix_namespaces`) and cleanup after, waiting until they are gone: a
   namespace is deleted asynchronously (it stays ``Terminating`` while its objects
-  are finalized) and the next test must not meet its inventories;
+  are deleted, https://kubernetes.io/docs/tasks/administer-cluster/namespaces/
+  #deleting-a-namespace) and the next test must not meet its inventories;
 - no sandbox internals: what a test observes it observes over the API, with a
   Kubernetes watch (:class:`Watched`), so "at every write" invariants hold from
   the same watch events on either lane;
@@ -43,7 +44,8 @@ REAL_ENV = "RECONCILER_TEST_KUBECONFIG"
 LANES = ["sandbox", pytest.param("real", marks=pytest.mark.real_cluster)]
 
 # A tag no registry has: a real kubelet cannot pull it (ErrImagePull, then
-# ImagePullBackOff), and the sandbox is told to fail it (a standalone sandbox that
+# ImagePullBackOff: https://kubernetes.io/docs/concepts/containers/images/
+# #imagepullbackoff), and the sandbox is told to fail it (a standalone sandbox that
 # stands in for a real cluster needs ``--fail-image '*:*-does-not-exist'``).
 MISSING_TAG = "0.0.0-does-not-exist"
 FAIL_IMAGES = ("*:*-does-not-exist",)
@@ -129,9 +131,11 @@ class Watched:
     """One kind's objects in one namespace, kept current by a Kubernetes watch.
 
     A list gives the starting state and its resourceVersion, a watch from there
-    every change in order (the API server sends every write to a watcher, not
-    samples), each handed to ``on_event`` on the watch's thread as it arrives, with
-    the objects as they are after it, like a controller's informer. :meth:`caught_up` waits until the copy equals a fresh
+    every change after it, in order (the API server sends each write to a watcher,
+    not samples: https://kubernetes.io/docs/reference/using-api/api-concepts/
+    #efficient-detection-of-changes). Each event is handed to ``on_event`` on the
+    watch's thread as it arrives, with the objects as they are after it, like a
+    controller's informer. :meth:`caught_up` waits until the copy equals a fresh
     list, so a test reads it only after the watch has delivered what happened.
     """
 

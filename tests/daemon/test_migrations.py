@@ -170,10 +170,11 @@ class JobLog:
     """Every Job created in ``namespace``, in creation order, from a Kubernetes watch.
 
     A succeeded migration Job is deleted in the pass that ran it, so a list after
-    the pass cannot show it: the watch saw it created. Before each read, a mark
-    (a suspended Job: it starts no pod, on a real cluster or the sandbox) is
-    created and deleted, and the read waits for both events: the watch delivers
-    events in order, so every Job created before the mark has been seen.
+    the pass cannot show it: the watch saw it created. Before each read, a mark is
+    created and deleted (a suspended Job, which starts no pod on a real cluster,
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#suspending-a-job,
+    nor in the sandbox), and the read waits until the watch delivers its deletion:
+    events come in order, so every Job created before the mark has been seen.
     """
 
     def __init__(self, client: KubeClient, kubeconfig: Path, namespace: str) -> None:
