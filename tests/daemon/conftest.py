@@ -45,8 +45,13 @@ class World:
     client: KubeClient
     daemon: Daemon
     cache: Path
-    kubeconfig: Path
+    kubeconfig: Path | None = None  # the sandbox's when not given
     suffix: str = ""  # ends every namespace of the catalog on a real cluster
+
+    def __post_init__(self) -> None:
+        if self.kubeconfig is None:
+            assert self.sandbox is not None, "a real cluster's World needs its kubeconfig"
+            self.kubeconfig = self.sandbox.kubeconfig
 
     def ns(self, base: str) -> str:
         """The name namespace ``base`` of the catalog has in this test's cluster."""
@@ -88,7 +93,7 @@ def _sandbox_world(tmp_path: Path) -> Iterator[World]:
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
         daemon = Daemon(_settings(repo, tmp_path), client)
-        yield World(repo, sandbox, client, daemon, tmp_path / "cache", sandbox.kubeconfig)
+        yield World(repo, sandbox, client, daemon, tmp_path / "cache")
 
 
 @pytest.fixture

@@ -322,6 +322,7 @@ def test_invariants_hold_at_every_change_of_the_rollout(world: World) -> None:
                 live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
                 running_to[int(m[1])] = sum(1 for p in live if _tag(p) == "6.6.0")
 
+    assert world.kubeconfig is not None
     with watching(world.kubeconfig, "Pod", world.ns("web"), on_event) as watched:
         world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
         outcomes = settle(world.daemon, each=at_batch)
