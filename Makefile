@@ -35,13 +35,12 @@ unit: install
 
 test: lint typecheck unit
 
-# The real_cluster lane: the scenarios that also run against a real cluster, serially,
-# each in namespaces of its own. RECONCILER_TEST_KUBECONFIG=~/.kube/config make test-real
-REAL_TESTS := tests/rollout tests/daemon/test_migrations.py tests/daemon/test_migrations_apply.py tests/kube
-
+# The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
+# the daemon's rollouts and migrations, migration checks), serially, each in namespaces
+# of its own. RECONCILER_TEST_KUBECONFIG=~/.kube/config make test-real
 test-real: install
 	@test -n "$$RECONCILER_TEST_KUBECONFIG" || { echo "set RECONCILER_TEST_KUBECONFIG to a cluster's kubeconfig (e.g. kind's ~/.kube/config)" >&2; exit 2; }
-	$(BIN)/pytest -m real_cluster -p no:randomly $(REAL_TESTS)
+	$(BIN)/pytest -m real_cluster -p no:randomly
 
 # The same lane against a standalone sandbox in another process, as a stand-in for kind:
 # a missing image tag fails there as ImagePullBackOff does on a real node.
