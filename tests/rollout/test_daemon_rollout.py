@@ -57,6 +57,11 @@ def world(lane_world: World) -> Iterator[World]:
     yield lane_world
 
 
+# web's Deployment and its copy on the sandbox (unsuffixed namespace), for sandbox-only tests
+DEPLOY = ObjectRef("apps/v1", "Deployment", "web", "web")
+COPY = ObjectRef("apps/v1", "Deployment", "web", copy_name("web"))
+
+
 def _deploy(world: World) -> ObjectRef:
     return ObjectRef("apps/v1", "Deployment", world.ns("web"), "web")
 
@@ -210,10 +215,10 @@ def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World)
     world.commit("clusters/prod/instances/web.yaml", rollback, "web: roll back on failure")
     world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
     world.daemon.run_pass()
-    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/versions/6.6.0/version.yaml", FAILING_66, "bad")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     assert _web(settle(world.daemon)[-1]).reason == "RolledBack"
-    assert world.client.get(COPY) is not None  # removed only once the old pods are back
+    assert world.client.get(_copy(world)) is not None  # removed only once the old pods are back
     world.commit("clusters/prod/instances/web.yaml", "name: web\nchannel: [stable\n", "broken")
     broken = _web(world.daemon.run_pass())
     assert broken.reason == "CatalogInvalid"
@@ -222,9 +227,9 @@ def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World)
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
     for _ in range(100):
         web = _web(world.daemon.run_pass())
-        if web.phase is Phase.READY and world.client.get(COPY) is None:
+        if web.phase is Phase.READY and world.client.get(_copy(world)) is None:
             break
-    assert world.client.get(COPY) is None
+    assert world.client.get(_copy(world)) is None
     assert web.phase is Phase.READY and web.version == "6.5.0" and web.rollout is None
     assert _pod_versions(world) == {"6.5.0"}
 
