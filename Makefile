@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench install clean
+.PHONY: demo test test-real test-real-sandbox lint typecheck unit bench install clean
 
 # The template's example Python migrations (catalog-repo-template/migrations-example) are
 # installed too: validating the template needs their registered names.
@@ -34,6 +34,23 @@ unit: install
 	$(BIN)/pytest -n 2
 
 test: lint typecheck unit
+
+# The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
+# the daemon's rollouts and migrations, migration checks), serially, each in namespaces
+# of its own. RECONCILER_TEST_KUBECONFIG=~/.kube/config make test-real
+test-real: install
+	@test -n "$$RECONCILER_TEST_KUBECONFIG" || { echo "set RECONCILER_TEST_KUBECONFIG to a cluster's kubeconfig (e.g. kind's ~/.kube/config)" >&2; exit 2; }
+	$(BIN)/pytest -m real_cluster -p no:randomly
+
+# The same lane against a standalone sandbox in another process, as a stand-in for kind:
+# a missing image tag fails there as ImagePullBackOff does on a real node.
+test-real-sandbox: install
+	@dir=$$(mktemp -d); \
+	$(BIN)/reconciler sandbox --write-kubeconfig $$dir/kubeconfig --controller-delay 0.02 \
+		--fail-image '*:*-does-not-exist' >$$dir/sandbox.log 2>&1 & pid=$$!; \
+	trap 'kill $$pid; rm -rf $$dir' EXIT; \
+	for i in $$(seq 100); do test -s $$dir/kubeconfig && break; sleep 0.1; done; \
+	RECONCILER_TEST_KUBECONFIG=$$dir/kubeconfig $(MAKE) --no-print-directory test-real
 
 bench: install
 	$(BIN)/python bench/catalog.py

@@ -9,6 +9,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from tests.lanes import suffix_namespaces
+
 BASE_FILES: dict[str, str] = {
     "apps/podinfo/app.yaml": """\
         apiVersion: reconciler/v1
@@ -130,11 +132,14 @@ spec:
 """
 
 
-def write_catalog(root: Path, overrides: dict[str, str | bytes | None] | None = None) -> Path:
+def write_catalog(
+    root: Path, overrides: dict[str, str | bytes | None] | None = None, *, suffix: str = ""
+) -> Path:
     """Write the baseline catalog under ``root`` with ``overrides`` applied.
 
     A ``str`` value replaces a file (dedented), ``bytes`` is written raw, and
-    ``None`` deletes the file from the baseline.
+    ``None`` deletes the file from the baseline. ``suffix`` ends every namespace
+    the catalog names (a test's own namespaces on a shared real cluster).
     """
     files: dict[str, str | bytes | None] = {k: v for k, v in BASE_FILES.items()}
     files.update(overrides or {})
@@ -146,5 +151,5 @@ def write_catalog(root: Path, overrides: dict[str, str | bytes | None] | None = 
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
-            path.write_text(textwrap.dedent(content))
+            path.write_text(suffix_namespaces(rel, textwrap.dedent(content), suffix))
     return root

@@ -1,9 +1,15 @@
-"""Fixtures for end-to-end daemon tests: a catalog repository with a remote, and a sandbox."""
+"""Fixtures for end-to-end daemon tests: a catalog repository with a remote, and a cluster.
+
+``world`` is the sandbox; ``lane_world`` is the same world on each lane of
+``tests/lanes.py``: the sandbox, and a real cluster with ``RECONCILER_TEST_KUBECONFIG``
+(``pytest -m real_cluster``), with the catalog's namespaces suffixed per test.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,27 +21,52 @@ from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo
 from tests.factories import write_catalog
+from tests.lanes import (
+    FAIL_IMAGES,
+    LANES,
+    delete_namespaces,
+    namespaces_ending,
+    new_suffix,
+    real_kubeconfig,
+    suffix_namespaces,
+)
 
 
 @dataclass
 class World:
-    """A catalog repo (work clone + bare remote), a sandbox cluster, and a daemon on both."""
+    """A catalog repo (work clone + bare remote), a cluster, and a daemon on both.
+
+    ``sandbox`` is None on a real cluster: a test reads the cluster over the API
+    (``kubeconfig``), and asserts on the sandbox's request log only where it exists.
+    """
 
     repo: CatalogRepo
-    sandbox: SandboxHandle
+    sandbox: SandboxHandle | None
     client: KubeClient
     daemon: Daemon
     cache: Path
+    kubeconfig: Path | None = None  # the sandbox's when not given
+    suffix: str = ""  # ends every namespace of the catalog on a real cluster
+
+    def __post_init__(self) -> None:
+        if self.kubeconfig is None:
+            assert self.sandbox is not None, "a real cluster's World needs its kubeconfig"
+            self.kubeconfig = self.sandbox.kubeconfig
+
+    def ns(self, base: str) -> str:
+        """The name namespace ``base`` of the catalog has in this test's cluster."""
+        return f"{base}{self.suffix}"
 
     def commit(self, rel: str, content: str, message: str = "edit") -> str:
         """Write, commit and push one file, as a person editing the catalog would."""
-        return commit_file(self.repo, rel, content, message)
+        return commit_file(self.repo, rel, suffix_namespaces(rel, content, self.suffix), message)
 
     def new_daemon(self, **overrides: object) -> Daemon:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]
         return Daemon(settings, self.client)
 
     def writes(self) -> int:
+        assert self.sandbox is not None, "the request log is the sandbox's"
         return sum(
             1
             for e in self.sandbox.request_log()
@@ -43,35 +74,79 @@ class World:
         )
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def _settings(repo: CatalogRepo, tmp_path: Path) -> DaemonSettings:
+    return DaemonSettings(
+        repo=repo.url,
+        cluster="prod",
+        health_timeout=10.0,
+        cache_dir=tmp_path / "cache",
+        max_look=0.1,  # the sandbox's pods are ready in hundredths of a second
+    )
+
+
+@contextmanager
+def _sandbox_world(tmp_path: Path) -> Iterator[World]:
     source = write_catalog(tmp_path / "template")
     repo = create_catalog_repo(source, tmp_path / "repos")
     with (
-        running_sandbox(controller_delay=0.02) as sandbox,
+        running_sandbox(controller_delay=0.02, fail_images=FAIL_IMAGES) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
-        settings = DaemonSettings(
-            repo=repo.url,
-            cluster="prod",
-            health_timeout=10.0,
-            cache_dir=tmp_path / "cache",
-            max_look=0.1,  # the sandbox's pods are ready in hundredths of a second
-        )
-        yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
+        daemon = Daemon(_settings(repo, tmp_path), client)
+        yield World(repo, sandbox, client, daemon, tmp_path / "cache")
 
 
-def settle(daemon: Daemon, limit: int = 400, *, until_waiting: bool = False) -> list[PassOutcome]:
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    """The sandbox only: for tests that read its request log or change its timing."""
+    with _sandbox_world(tmp_path) as w:
+        yield w
+
+
+@pytest.fixture(params=LANES)
+def lane_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """``world`` on the sandbox, and on a real cluster in the ``real_cluster`` lane.
+
+    On a real cluster every namespace of the catalog ends in a suffix of this test,
+    and the namespaces are deleted afterwards (waiting until they are gone).
+    """
+    if request.param == "sandbox":
+        with _sandbox_world(tmp_path) as w:
+            yield w
+        return
+    kubeconfig = real_kubeconfig()
+    suffix = new_suffix()
+    source = write_catalog(tmp_path / "template", suffix=suffix)
+    repo = create_catalog_repo(source, tmp_path / "repos")
+    with KubeClient.connect(kubeconfig) as client:
+        daemon = Daemon(_settings(repo, tmp_path), client)
+        world = World(repo, None, client, daemon, tmp_path / "cache", kubeconfig, suffix)
+        try:
+            yield world
+        finally:
+            delete_namespaces(client, namespaces_ending(client, suffix))
+
+
+def settle(
+    daemon: Daemon,
+    limit: int = 400,
+    *,
+    until_waiting: bool = False,
+    each: Callable[[PassOutcome], None] | None = None,
+) -> list[PassOutcome]:
     """Passes, as the service schedules them, until no instance is Progressing.
 
     A rollout makes one transition per pass and never waits (SPEC section 4), so a
     test that moves a version with a batch plan runs passes until it is over; the
-    pause between passes stands for the daemon's next look.
+    pause between passes stands for the daemon's next look. ``each`` sees every
+    outcome as it comes (to check the cluster at a given transition).
     """
     outcomes: list[PassOutcome] = []
     for _ in range(limit):
         outcome = daemon.run_pass()
         outcomes.append(outcome)
+        if each is not None:
+            each(outcome)
         report = outcome.report
         if report is None or all(s.phase is not Phase.PROGRESSING for s in report.statuses):
             return outcomes

@@ -6,15 +6,21 @@ cluster's state; a failed ``pre`` applies nothing of the new version; removing a
 instance undoes every migration from the version that applied it. Each run is a
 record in the cluster's ledger ConfigMap, in the ``InstanceStatus`` and its own
 status commit.
+
+The scenarios run on the sandbox and, in the ``real_cluster`` lane, on a real
+cluster (tests/lanes.py): Jobs are seen through a watch, and a failing Job fails in
+both (its command exits 1; the sandbox, which runs no commands, is told so by its
+annotation).
 """
 
 from __future__ import annotations
 
 import json
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -28,11 +34,20 @@ from reconciler.kube import KubeClient
 from reconciler.migrations import GROUP, Registry, ledger_from_configmap
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
 from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo, remove_file
 from tests.factories import write_catalog
+from tests.lanes import (
+    LANES,
+    Event,
+    Watched,
+    delete_namespaces,
+    namespaces_ending,
+    new_suffix,
+    real_kubeconfig,
+    suffix_namespaces,
+)
 from tests.migrations import samples
 
 REGISTRY = Registry.from_entry_points(
@@ -57,13 +72,14 @@ metadata:
       containers:
         - name: migrate
           image: busybox:1.36
-          command: ["sh", "-c", "echo {name}"]
+          command: ["sh", "-c", "echo {name} of ${{app.name}} ${{app.version}}{exit}"]
 """
 
 
 def job(name: str, *, fail: bool = False) -> str:
+    """A migration Job; a failing one exits 1 on a real node and in the sandbox."""
     mark = '\n        sandbox.reconciler.dev/fail: "true"' if fail else ""
-    return JOB.format(name=name, annotations="", fail=mark)
+    return JOB.format(name=name, annotations="", fail=mark, exit="; exit 1" if fail else "")
 
 
 def state_check(name: str) -> str:
@@ -147,73 +163,151 @@ def instance(version: str) -> str:
     )
 
 
+MARK = "zz-watch-mark-"
+
+
 class JobLog:
-    """Every Job the sandbox stored, in creation order (a listener on its writes)."""
+    """Every Job created in ``namespace``, in creation order, from a Kubernetes watch.
 
-    def __init__(self, sandbox: SandboxHandle) -> None:
+    A succeeded migration Job is deleted in the pass that ran it, so a list after
+    the pass cannot show it: the watch saw it created. Before each read, a mark is
+    created and deleted (a suspended Job, which starts no pod on a real cluster,
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#suspending-a-job,
+    nor in the sandbox), and the read waits until the watch delivers its deletion:
+    events come in order, so every Job created before the mark has been seen.
+    """
+
+    def __init__(self, client: KubeClient, kubeconfig: Path, namespace: str) -> None:
         self.created: list[dict[str, Any]] = []
-        sandbox.observe(self._seen)
+        self.client, self.namespace = client, namespace
+        self._marks: list[str] = []
+        self.watched = Watched(kubeconfig, "Job", namespace, self._seen)
 
-    def _seen(self, event: StoredEvent) -> None:
-        if event.type == "ADDED" and event.obj.get("kind") == "Job":
+    def _seen(self, event: Event, jobs: Any) -> None:
+        if event.name.startswith(MARK):
+            self._marks.append(f"{event.type} {event.name}")
+        elif event.type == "ADDED":
             self.created.append(event.obj)
 
+    def _sync(self) -> None:
+        ns = ObjectRef("v1", "Namespace", "", self.namespace)
+        if self.client.get(ns) is None:  # nothing can be created in it: a list is enough
+            self.watched.caught_up()
+            return
+        name = f"{MARK}{len(self._marks)}"
+        ref = ObjectRef("batch/v1", "Job", self.namespace, name)
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "mark", "image": "busybox:1.36"}],
+                    }
+                },
+            },
+        }
+        path = self.client.object_path(ref).rsplit("/", 1)[0]
+        self.client.request("POST", path, subject=str(ref), verb="create", body=body)
+        self.client.delete(ref)
+        deadline = time.monotonic() + 60
+        while f"DELETED {name}" not in self._marks:
+            assert self.watched.error is None, self.watched.error
+            assert time.monotonic() < deadline, f"the Job watch never delivered {name}"
+            time.sleep(0.01)
+
     def names(self) -> list[str]:
+        self._sync()
         return [str(j["metadata"]["name"]) for j in self.created]
 
 
 @dataclass
 class Cluster:
-    """A catalog repository, a sandbox and a daemon with the test's Python migrations."""
+    """A catalog repository, a cluster and a daemon with the test's Python migrations.
+
+    ``sandbox`` is None on a real cluster, where every namespace ends in ``suffix``.
+    """
 
     repo: CatalogRepo
-    sandbox: SandboxHandle
+    sandbox: SandboxHandle | None
     client: KubeClient
     daemon: Daemon
     jobs: JobLog
+    suffix: str = ""
+
+    @property
+    def ns(self) -> str:
+        """The instances' namespace (``NS`` of the catalog) in this test's cluster."""
+        return f"{NS}{self.suffix}"
+
+    def commit(self, rel: str, text: str, message: str) -> None:
+        commit_file(self.repo, rel, suffix_namespaces(rel, text, self.suffix), message)
 
     def upgrade(self, version: str) -> PassOutcome:
-        commit_file(self.repo, "clusters/prod/instances/books.yaml", instance(version), version)
+        self.commit("clusters/prod/instances/books.yaml", instance(version), version)
         return self.daemon.run_pass()
 
     def jobs_created(self) -> list[str]:
         return self.jobs.names()
 
     def ledger(self) -> list[tuple[str, str, str, str]]:
-        cm = self.client.get(ObjectRef("v1", "ConfigMap", NS, "reconciler-migrations-books"))
+        cm = self.client.get(ObjectRef("v1", "ConfigMap", self.ns, "reconciler-migrations-books"))
         assert cm is not None
         records = ledger_from_configmap(cm).records
         return [(r.name, r.phase, r.version, r.outcome) for r in records]
 
     def shape(self, *names: str) -> None:
         """Put the cluster in the shape the named migrations would leave it in."""
-        self.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        self.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}})
         for name in names:
-            meta = {"name": f"books-{name}", "namespace": NS}
+            meta = {"name": f"books-{name}", "namespace": self.ns}
             self.client.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
 
 
-@pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Any]:
-    """``make_cluster(**fail)``: a fresh cluster; ``fail`` names Jobs whose pods fail."""
+@pytest.fixture(params=LANES)
+def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """``make_cluster(name, files, **fail)``: a fresh cluster; ``fail`` names Jobs whose
+    pods fail, ``files`` replaces the catalog's (``ledger_files(**fail)``).
+
+    On the sandbox lane each call starts a sandbox; on the real lane every call
+    shares the cluster, with this test's namespace suffix (the reconciler's own
+    namespace too: it holds the global ledger), all deleted afterwards.
+    """
     samples.RUNS.clear()
+    real = request.param == "real"
+    kubeconfig = real_kubeconfig() if real else None
+    suffix = new_suffix() if real else ""
     with ExitStack() as stack:
 
-        def make(name: str = "a", **fail: bool) -> Cluster:
-            source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
+        def make(
+            name: str = "a", files: dict[str, str | bytes | None] | None = None, **fail: bool
+        ) -> Cluster:
+            catalog = ledger_files(**fail) if files is None else files
+            source = write_catalog(tmp_path / name / "template", catalog, suffix=suffix)
             repo = create_catalog_repo(source, tmp_path / name / "repos")
-            sandbox = stack.enter_context(running_sandbox(timing=FAST))
-            client = stack.enter_context(KubeClient.connect(str(sandbox.kubeconfig)))
+            sandbox = None if real else stack.enter_context(running_sandbox(timing=FAST))
+            config = kubeconfig or sandbox.kubeconfig  # type: ignore[union-attr]
+            client = stack.enter_context(KubeClient.connect(str(config)))
             settings = DaemonSettings(
                 repo=repo.url,
                 cluster="prod",
                 health_timeout=10.0,
                 cache_dir=tmp_path / name / "cache",
                 backoff_base=600.0,
+                leader_namespace=f"reconciler-system{suffix}",
             )
             daemon = Daemon(settings, client, metrics=DaemonMetrics(), registry=REGISTRY)
-            return Cluster(repo, sandbox, client, daemon, JobLog(sandbox))
+            jobs = JobLog(client, Path(config), f"{NS}{suffix}")
+            stack.callback(jobs.watched.stop)
+            return Cluster(repo, sandbox, client, daemon, jobs, suffix)
 
+        if real:
+            assert kubeconfig is not None
+            cleaner = stack.enter_context(KubeClient.connect(kubeconfig))
+            stack.callback(lambda: delete_namespaces(cleaner, namespaces_ending(cleaner, suffix)))
         yield make
 
 
@@ -253,7 +347,7 @@ def test_an_upgrade_through_four_versions_runs_each_migration_exactly_once(
         ("drop-legacy", "pre", "2.0.1", "succeeded"),
     ]
     # the succeeded Jobs are gone; the instance runs 2.0.1 and its status holds the ledger
-    assert cluster.client.list("batch/v1", "Job", namespace=NS) == []
+    assert cluster.client.list("batch/v1", "Job", namespace=cluster.ns) == []
     status = cluster.daemon.ledger.read()["books"]
     assert (status.version, status.phase) == ("2.0.1", Phase.READY)
     assert [m["name"] for m in status.migrations or ()] == [
@@ -270,10 +364,12 @@ def test_an_upgrade_through_four_versions_runs_each_migration_exactly_once(
     )
 
     # a pass with nothing new runs nothing, writes nothing and commits nothing
-    cluster.sandbox.reset_request_log()
+    if cluster.sandbox is not None:
+        cluster.sandbox.reset_request_log()
     again = cluster.daemon.run_pass()
     assert again.ok and again.commits == []
-    assert not [e for e in cluster.sandbox.request_log() if e.verb not in ("get", "list")]
+    if cluster.sandbox is not None:  # the request log is the sandbox's
+        assert not [e for e in cluster.sandbox.request_log() if e.verb not in ("get", "list")]
 
 
 def _took(outcome: PassOutcome, name: str) -> str:
@@ -300,7 +396,7 @@ def test_a_cluster_already_in_shape_runs_nothing_and_records_why(
     ]
     log = [c for c in cluster.daemon.ledger.history("books") if "migration" in c.summary]
     assert log[-1].summary == (
-        f"migration add-index (pre, 1.5.0) not needed: ConfigMap/{NS}/books-add-index exists"
+        f"migration add-index (pre, 1.5.0) not needed: ConfigMap/{cluster.ns}/books-add-index exists"
     )
     # ``reconciler migrations`` lists the ledger from Git
     capsys.readouterr()
@@ -331,11 +427,13 @@ def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
         status.message.startswith("migration add-index (pre, 1.5.0) failed after ")
         and "nothing of ledger 1.5.0 was applied" in status.message
     )
-    assert f"Job/{NS}/books-add-index failed (BackoffLimitExceeded" in status.message
+    assert f"Job/{cluster.ns}/books-add-index failed (BackoffLimitExceeded" in status.message
     assert "add-index of ledger 1.5.0" in status.message  # the tail of the pod's log
-    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config"))
     assert config is not None and config["data"]["version"] == "1.4.0"  # nothing of 1.5.0
-    assert cluster.client.get(ObjectRef("batch/v1", "Job", NS, "books-add-index")) is not None
+    assert (
+        cluster.client.get(ObjectRef("batch/v1", "Job", cluster.ns, "books-add-index")) is not None
+    )
     assert subjects(step)[0].startswith("prod/books: migration add-index (pre, 1.5.0) failed")
     assert len(subjects(step)) == 1  # the failure is the run's commit; nothing else changed
     trailers = cluster.daemon.ledger.history("books")[0]
@@ -392,8 +490,8 @@ def test_removing_an_instance_undoes_each_migration_from_the_version_that_applie
     ]
     assert removed[-1].startswith("prod/books: removed (")
     # pruned, and the ledger went with it: a new install starts afresh
-    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is None
-    ledger = ObjectRef("v1", "ConfigMap", NS, "reconciler-migrations-books")
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is None
+    ledger = ObjectRef("v1", "ConfigMap", cluster.ns, "reconciler-migrations-books")
     assert cluster.client.get(ledger) is None
 
 
@@ -406,7 +504,7 @@ def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluste
     status = next(s for s in stuck.report.statuses if s.instance == "books")  # type: ignore[union-attr]
     assert (status.phase, status.reason) == (Phase.FAILED, "MigrationFailed")
     assert status.message.startswith("migration release (uninstall, 2.0.1) failed")
-    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is not None
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is not None
     # backing off: the next pass leaves it alone (no new Job, no commit)
     held = cluster.daemon.run_pass()
     assert subjects(held) == [] and cluster.jobs_created() == ["books-release"]
@@ -418,7 +516,9 @@ def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluste
     assert cluster.jobs_created() == ["books-release", "books-release"]
 
 
-def test_global_pre_migrations_run_once_for_all_instances_that_change(tmp_path: Path) -> None:
+def test_global_pre_migrations_run_once_for_all_instances_that_change(
+    make_cluster: Any,
+) -> None:
     """Two instances move to a version with a global pre migration in one pass."""
     files = ledger_files()
     files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
@@ -429,33 +529,25 @@ def test_global_pre_migrations_run_once_for_all_instances_that_change(tmp_path: 
     files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
     files["clusters/prod/instances/books.yaml"] = instance("1.5.0")
     files["clusters/prod/instances/cards.yaml"] = instance("1.5.0").replace("books", "cards")
-    source = write_catalog(tmp_path / "template", files)
-    repo = create_catalog_repo(source, tmp_path / "repos")
-    with (
-        running_sandbox(timing=FAST) as sandbox,
-        KubeClient.connect(str(sandbox.kubeconfig)) as client,
-    ):
-        settings = DaemonSettings(repo=repo.url, cluster="prod", cache_dir=tmp_path / "cache")
-        daemon = Daemon(replace(settings, health_timeout=10.0), client, registry=REGISTRY)
-        jobs = JobLog(sandbox)
-        outcome = daemon.run_pass()
-        assert outcome.ok, outcome
-        assert jobs.names() == ["books-register-schemas"]  # for the first instance to change
-        env = jobs.created[0]["spec"]["template"]["spec"]["containers"][0]["env"]
-        values = {e["name"]: e["value"] for e in env}
-        assert values["RECONCILER_INSTANCE"] == "" and values["RECONCILER_PHASE"] == "pre"
-        components = json.loads(
-            values["RECONCILER_COMPONENTS"]
-        )  # every instance this pass installs
-        assert {c["instance"] for c in components} == {"books", "cards"}
-        assert {"instance": "cards", "app": "ledger", "from": None, "to": "1.5.0"} in components
-        cm = client.list("v1", "ConfigMap", label_selector="reconciler.dev/migrations=global")
-        assert [c["metadata"]["name"] for c in cm] == ["reconciler-migrations--global"]
-        assert cm[0]["metadata"]["namespace"] == "reconciler-system"
-        assert [r.name for r in ledger_from_configmap(cm[0]).records] == ["register-schemas"]
-        statuses = daemon.ledger.read()
-        assert [m["scope"] for m in statuses["books"].migrations or ()] == ["global"]
-        assert statuses["cards"].migrations is None
+    cluster: Cluster = make_cluster(files=files)
+    outcome = cluster.daemon.run_pass()
+    assert outcome.ok, outcome
+    assert cluster.jobs_created() == ["books-register-schemas"]  # for the first to change
+    env = cluster.jobs.created[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    values = {e["name"]: e["value"] for e in env}
+    assert values["RECONCILER_INSTANCE"] == "" and values["RECONCILER_PHASE"] == "pre"
+    components = json.loads(values["RECONCILER_COMPONENTS"])  # every instance this pass installs
+    assert {c["instance"] for c in components} == {"books", "cards"}
+    assert {"instance": "cards", "app": "ledger", "from": None, "to": "1.5.0"} in components
+    selector = "reconciler.dev/migrations=global"
+    found = cluster.client.list("v1", "ConfigMap", label_selector=selector)
+    cm = [c for c in found if c["metadata"]["namespace"].endswith(cluster.suffix)]  # this test's
+    assert [c["metadata"]["name"] for c in cm] == ["reconciler-migrations--global"]
+    assert cm[0]["metadata"]["namespace"] == f"reconciler-system{cluster.suffix}"
+    assert [r.name for r in ledger_from_configmap(cm[0]).records] == ["register-schemas"]
+    statuses = cluster.daemon.ledger.read()
+    assert [m["scope"] for m in statuses["books"].migrations or ()] == ["global"]
+    assert statuses["cards"].migrations is None
 
 
 def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
@@ -473,7 +565,7 @@ def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
     )
     assert status.message.startswith("migration backfill (post, 2.0.0) failed after ")
     assert status.message.endswith("; 2.0.0 keeps running")
-    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config"))
     assert config is not None and config["data"]["version"] == "2.0.0"
     assert [s.split(": ")[1].split(" (")[0] for s in subjects(step)] == [
         "migration split-totals",  # not needed: the cluster is in shape for it

@@ -8,9 +8,6 @@ Request-log assertions apply only where a sandbox log exists.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +17,8 @@ import pytest
 
 from reconciler.kube import KubeClient, RetryPolicy
 from reconciler.model.changeset import ObjectRef
-from reconciler.model.errors import KubeError
+from tests.lanes import LANES, delete_namespaces, new_suffix, real_kubeconfig
 
-REAL_ENV = "RECONCILER_TEST_KUBECONFIG"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
@@ -78,7 +74,7 @@ def edit_like_kubectl(client: KubeClient, ref: ObjectRef, body: dict[str, Any]) 
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 
 
-@pytest.fixture(params=["sandbox", pytest.param("real", marks=pytest.mark.real_cluster)])
+@pytest.fixture(params=LANES)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if request.param == "sandbox":
         handle = request.getfixturevalue("sandbox")
@@ -86,21 +82,15 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         with client:
             yield Backend(client, handle.kubeconfig, "test", sandbox=handle)
         return
-    path = os.environ.get(REAL_ENV)
-    if not path:
-        pytest.skip(f"{REAL_ENV} is not set")
-    suffix = "-" + uuid.uuid4().hex[:6]
+    path = real_kubeconfig()
+    suffix = new_suffix()
     client = KubeClient.connect(path)
-    be = Backend(client, Path(path), f"test{suffix}", suffix=suffix)
+    be = Backend(client, path, f"test{suffix}", suffix=suffix)
     with client:
-        yield be
-        for ref in _cleanup_refs(be):
-            with contextlib.suppress(KubeError):  # best effort cleanup on a shared cluster
-                client.delete(ref)
-
-
-def _cleanup_refs(be: Backend) -> list[ObjectRef]:
-    return [ObjectRef("v1", "Namespace", "", ns) for ns in be.created_namespaces]
+        try:
+            yield be
+        finally:  # best effort on a shared cluster, and gone before the next test
+            delete_namespaces(client, be.created_namespaces)
 
 
 MANAGED = "app.kubernetes.io/managed-by"

@@ -5,11 +5,19 @@ the two-Deployment scheme end to end: each pass makes one transition and never
 waits, every step a person cares about is one status commit, the copy
 ``reconciler-rollout-<name>`` serves the old pods until the last batch, and after
 success the cluster is the plain render of the new version.
+
+Every scenario runs on the sandbox and, in the ``real_cluster`` lane
+(``RECONCILER_TEST_KUBECONFIG``), unchanged on a real cluster: it reads the cluster
+only over the API, and the invariants come from a Kubernetes watch on the pods.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+import pytest
 
 from reconciler.catalog import load_catalog
 from reconciler.daemon.applying import instance_target
@@ -19,11 +27,11 @@ from reconciler.kube import ApplyOptions, LiveState, diff_instance
 from reconciler.kube.rollout_driver import copy_name
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.sandbox.store import StoredEvent
 from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import log_oneline
-from tests.daemon.conftest import World, settle, world
+from tests.daemon.conftest import World, lane_world, settle
 from tests.daemon.test_pass import CHANNELS
+from tests.lanes import MISSING_TAG, Event, watching
 
 WEB = """\
 apiVersion: reconciler/v1
@@ -36,13 +44,30 @@ parameters: {{replicas: 5}}
 rollout:
   batches: [1, 50%, 50%]
 {extra}"""
-__all__ = ["world"]  # the daemon tests' fixture: a catalog repository and a sandbox
+__all__ = ["lane_world"]  # the daemon tests' fixture, on each lane (tests/lanes.py)
 API_AT_65 = (
     "apiVersion: reconciler/v1\nkind: Instance\nname: api\napp: podinfo\n"
     "version: 6.5.0\nnamespace: team-api\n"
 )
+
+
+@pytest.fixture
+def world(lane_world: World) -> Iterator[World]:
+    """The daemon tests' world on each lane: the sandbox, and a real cluster on request."""
+    yield lane_world
+
+
+# web's Deployment and its copy on the sandbox (unsuffixed namespace), for sandbox-only tests
 DEPLOY = ObjectRef("apps/v1", "Deployment", "web", "web")
 COPY = ObjectRef("apps/v1", "Deployment", "web", copy_name("web"))
+
+
+def _deploy(world: World) -> ObjectRef:
+    return ObjectRef("apps/v1", "Deployment", world.ns("web"), "web")
+
+
+def _copy(world: World) -> ObjectRef:
+    return ObjectRef("apps/v1", "Deployment", world.ns("web"), copy_name("web"))
 
 
 def _web(outcome: PassOutcome) -> Any:
@@ -70,13 +95,13 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
     web = _web(outcomes[-1])
     assert web.version == "6.6.0" and web.rollout is not None
     assert str(web.rollout.state) == "rolloutSucceed"
-    assert _image(world, DEPLOY).endswith(":6.6.0")
-    assert world.client.get(COPY) is None  # no helper left
+    assert _image(world, _deploy(world)).endswith(":6.6.0")
+    assert world.client.get(_copy(world)) is None  # no helper left
     metrics = world.daemon.metrics.render().decode()
     assert 'reconciler_rollouts_total{cluster="prod",result="rolloutSucceed"} 1.0' in metrics
     assert 'reconciler_rollout_batch_duration_seconds_count{cluster="prod"} 3.0' in metrics
     assert 'reconciler_instance_rollout_batch{cluster="prod",instance="web"} 0.0' in metrics
-    events = world.client.list("v1", "Event", namespace="web")
+    events = world.client.list("v1", "Event", namespace=world.ns("web"))
     reasons = {e["reason"] for e in events if e["reason"].startswith("Rollout")}
     assert {"RolloutStarted", "RolloutBatch", "RolloutSucceeded"} <= reasons
     subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
@@ -90,17 +115,19 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
     ]
 
 
+# 6.6.0 with an image tag no registry has: ImagePullBackOff on a real cluster, and
+# the sandbox fails the same pattern (tests/lanes.py FAIL_IMAGES)
 FAILING_66 = (
-    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
-    "spec:\n  replicas: ${params.replicas}\n  template:\n"
-    "    metadata:\n      annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
-    "    spec:\n      containers:\n"
-    "        - {name: podinfo, image: '${images.podinfo}'}\n"
+    "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.6.0\n"
+    'upgradeFrom: ">=6.0.0"\n'
+    f"images:\n  podinfo: ghcr.io/stefanprodan/podinfo:{MISSING_TAG}\n"
+    "parameters:\n  replicas: {default: 2}\n  message: {default: hello}\n"
+    "rollout:\n  batches: [1, 50%, 50%]\n"
 )
 
 
 def _pod_versions(world: World) -> set[str]:
-    pods = world.client.list("v1", "Pod", namespace="web")
+    pods = world.client.list("v1", "Pod", namespace=world.ns("web"))
     return {
         str(c["image"]).rsplit(":", 1)[1]
         for p in pods
@@ -137,7 +164,7 @@ def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
     world.commit("clusters/prod/instances/web.yaml", web, "web: roll back on failure")
     world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
     world.daemon.run_pass()
-    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/versions/6.6.0/version.yaml", FAILING_66, "bad")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     outcomes = settle(world.daemon)
     web_status = _web(outcomes[-1])
@@ -145,11 +172,11 @@ def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
     assert web_status.version == "6.5.0" and "pods failing" in web_status.message
     # the rollback's cleanup finishes over the next passes: old template, no copy left
     for _ in range(100):
-        if world.client.get(COPY) is None:
+        if world.client.get(_copy(world)) is None:
             break
         world.daemon.run_pass()
-    assert world.client.get(COPY) is None
-    assert _image(world, DEPLOY).endswith(":6.5.0")
+    assert world.client.get(_copy(world)) is None
+    assert _image(world, _deploy(world)).endswith(":6.5.0")
     again = world.daemon.run_pass()  # same desired version and file: not retried
     assert _web(again).reason == "RolledBack" and again.commits == []
 
@@ -160,19 +187,19 @@ def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -
     world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
     world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
     world.daemon.run_pass()
-    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/versions/6.6.0/version.yaml", FAILING_66, "bad")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     held = _web(settle(world.daemon)[-1])
     assert held.phase is Phase.STALLED and held.reason == "RolloutFailed"
-    assert world.client.get(COPY) is not None  # hold: both versions keep running
+    assert world.client.get(_copy(world)) is not None  # hold: both versions keep running
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
     statuses = []
     for _ in range(100):
         outcome = world.daemon.run_pass()
         statuses.append((_web(outcome).phase, _web(outcome).reason))
-        if world.client.get(COPY) is None and _web(outcome).phase is Phase.READY:
+        if world.client.get(_copy(world)) is None and _web(outcome).phase is Phase.READY:
             break
-    assert world.client.get(COPY) is None, statuses
+    assert world.client.get(_copy(world)) is None, statuses
     assert (Phase.STALLED, "RolledBack") in statuses  # the revert is recorded as a rollback
     web = _web(outcome)
     assert web.phase is Phase.READY and web.version == "6.5.0", web
@@ -188,7 +215,7 @@ def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World)
     world.commit("clusters/prod/instances/web.yaml", rollback, "web: roll back on failure")
     world.commit("clusters/prod/instances/api.yaml", API_AT_65, "api stays at 6.5.0")
     world.daemon.run_pass()
-    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_66, "bad")
+    world.commit("apps/podinfo/versions/6.6.0/version.yaml", FAILING_66, "bad")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     assert _web(settle(world.daemon)[-1]).reason == "RolledBack"
     # the copy goes only once the old pods are back (usually a pass or two later; the
@@ -201,9 +228,9 @@ def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World)
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
     for _ in range(100):
         web = _web(world.daemon.run_pass())
-        if web.phase is Phase.READY and world.client.get(COPY) is None:
+        if web.phase is Phase.READY and world.client.get(_copy(world)) is None:
             break
-    assert world.client.get(COPY) is None
+    assert world.client.get(_copy(world)) is None
     assert web.phase is Phase.READY and web.version == "6.5.0" and web.rollout is None
     assert _pod_versions(world) == {"6.5.0"}
 
@@ -264,36 +291,50 @@ def test_after_success_the_cluster_is_the_plain_render(world: World) -> None:
     assert quiet.commits == []
 
 
-def test_invariants_hold_at_every_write_of_the_rollout(world: World) -> None:
-    """Checked on every write the sandbox stores, not on samples: ready pods never drop
-    below the desired 5 (the copy serves ``from`` until each batch is verified), and no
-    pod ever runs anything but 6.5.0 or 6.6.0."""
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _tag(pod: Mapping[str, Any]) -> str:
+    return str(pod["spec"]["containers"][0]["image"]).rsplit(":", 1)[1]
+
+
+BATCH_READY = re.compile(r"batch (\d)/3 ready")
+
+
+def test_invariants_hold_at_every_change_of_the_rollout(world: World) -> None:
+    """Checked on every pod change a watch delivers, not on samples (the API server
+    sends each write to a watcher in order): ready pods never drop below the desired 5
+    (maxUnavailable 0: the copy serves ``from`` until each batch is verified), no pod
+    ever runs anything but 6.5.0 or 6.6.0, and when batch k is recorded exactly the
+    planned 1, 3, 5 pods run 6.6.0, counted from the pods (not from a spec)."""
     world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
     settle(world.daemon)
-    pods: dict[str, tuple[bool, str]] = {
-        p["metadata"]["name"]: (True, str(p["spec"]["containers"][0]["image"]))
-        for p in world.client.list("v1", "Pod", namespace="web")
-    }
     lowest: list[int] = []
     versions: set[str] = set()
 
-    def on_event(event: StoredEvent) -> None:
-        if event.resource != ("", "pods") or event.namespace != "web":
-            return
-        name = event.obj["metadata"]["name"]
-        if event.type == "DELETED":
-            pods.pop(name, None)
-        else:
-            conditions = (event.obj.get("status") or {}).get("conditions") or []
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-            pods[name] = (ready, str(event.obj["spec"]["containers"][0]["image"]))
-        lowest.append(sum(1 for ready, _ in pods.values() if ready))
-        versions.update(image.rsplit(":", 1)[1] for _, image in pods.values())
+    def on_event(event: Event, pods: Mapping[str, Any]) -> None:
+        lowest.append(sum(1 for p in pods.values() if _ready(p)))
+        versions.update(_tag(p) for p in pods.values())
 
-    world.sandbox.observe(on_event)
-    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
-    outcomes = settle(world.daemon)
-    assert _web(outcomes[-1]).phase is Phase.READY
+    running_to: dict[int, int] = {}
+
+    def at_batch(outcome: PassOutcome) -> None:
+        for commit in outcome.commits:
+            m = BATCH_READY.search(commit.subject)
+            if m and commit.instance == "web":
+                pods = watched.caught_up().values()
+                live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+                running_to[int(m[1])] = sum(1 for p in live if _tag(p) == "6.6.0")
+
+    assert world.kubeconfig is not None
+    with watching(world.kubeconfig, "Pod", world.ns("web"), on_event) as watched:
+        world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+        outcomes = settle(world.daemon, each=at_batch)
+        assert _web(outcomes[-1]).phase is Phase.READY
+        watched.caught_up()
+    assert running_to == {1: 1, 2: 3, 3: 5}
     assert lowest and min(lowest) >= 5
     assert versions == {"6.5.0", "6.6.0"}
 

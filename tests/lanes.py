@@ -1,0 +1,242 @@
+"""The two lanes of the end-to-end tests: the sandbox always, a real cluster on request.
+
+A scenario that takes a lane-parametrized fixture runs against a fresh sandbox and,
+with ``RECONCILER_TEST_KUBECONFIG`` set, against that cluster as ``pytest -m
+real_cluster`` (``make test-real``). What a real cluster needs of a test:
+
+- unique namespaces (the catalog's namespaces get a per-test suffix, see
+  :func:`suffix_namespaces`) and cleanup after, waiting until they are gone: a
+  namespace is deleted asynchronously (it stays ``Terminating`` while its objects
+  are deleted, https://kubernetes.io/docs/tasks/administer-cluster/namespaces/
+  #deleting-a-namespace) and the next test must not meet its inventories;
+- no sandbox internals: what a test observes it observes over the API, with a
+  Kubernetes watch (:class:`Watched`), so "at every write" invariants hold from
+  the same watch events on either lane;
+- failures that fail in both: a missing image tag (``ImagePullBackOff`` on a real
+  node) is the sandbox's ``fail_images`` pattern :data:`FAIL_IMAGES` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from reconciler.kube import KubeClient
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import KubeError
+
+REAL_ENV = "RECONCILER_TEST_KUBECONFIG"
+LANES = ["sandbox", pytest.param("real", marks=pytest.mark.real_cluster)]
+
+# A tag no registry has: a real kubelet cannot pull it (ErrImagePull, then
+# ImagePullBackOff: https://kubernetes.io/docs/concepts/containers/images/
+# #imagepullbackoff), and the sandbox is told to fail it (a standalone sandbox that
+# stands in for a real cluster needs ``--fail-image '*:*-does-not-exist'``).
+MISSING_TAG = "0.0.0-does-not-exist"
+FAIL_IMAGES = ("*:*-does-not-exist",)
+
+
+def real_kubeconfig() -> Path:
+    """The real cluster's kubeconfig; skips the test at once when the lane is off."""
+    path = os.environ.get(REAL_ENV)
+    if not path:
+        pytest.skip(f"{REAL_ENV} is not set")
+    return Path(path).expanduser()
+
+
+def new_suffix() -> str:
+    return "-" + uuid.uuid4().hex[:6]
+
+
+_INSTANCE = re.compile(r"^clusters/[^/]+/instances/[^/]+\.ya?ml$")
+_CLUSTER = re.compile(r"^clusters/[^/]+/cluster\.ya?ml$")
+_NAMESPACE_LINE = re.compile(r"^(namespace:[ \t]*)([\"']?)([^\"'\s#]+)([\"']?)", re.MULTILINE)
+
+
+def suffix_namespaces(rel: str, text: str, suffix: str) -> str:
+    """``text`` of catalog file ``rel`` with every namespace it names ending in ``suffix``.
+
+    An instance file's ``namespace:`` and a cluster file's ``allowedNamespaces``
+    (globs too: ``team-*`` becomes ``team-*-abc123``, which still matches
+    ``team-api-abc123``); other files are returned as they are.
+    """
+    if not suffix:
+        return text
+    if _INSTANCE.match(rel):
+        return _NAMESPACE_LINE.sub(lambda m: f"{m[1]}{m[2]}{m[3]}{suffix}{m[4]}", text, count=1)
+    if _CLUSTER.match(rel):
+        doc = yaml.safe_load(text)
+        if isinstance(doc, dict) and isinstance(doc.get("allowedNamespaces"), list):
+            doc["allowedNamespaces"] = [f"{ns}{suffix}" for ns in doc["allowedNamespaces"]]
+            return yaml.safe_dump(doc, sort_keys=False)
+    return text
+
+
+def namespaces_ending(client: KubeClient, suffix: str) -> list[str]:
+    """The cluster's namespaces that end in a test's ``suffix``: the ones it made."""
+    assert suffix, "without a suffix every namespace would be the test's"
+    names = (str(ns["metadata"]["name"]) for ns in client.list("v1", "Namespace"))
+    return [name for name in names if name.endswith(suffix)]
+
+
+def delete_namespaces(client: KubeClient, names: Iterable[str], *, wait: float = 120.0) -> None:
+    """Delete ``names`` and wait until they are gone (best effort on a shared cluster)."""
+    refs = [ObjectRef("v1", "Namespace", "", name) for name in sorted(set(names))]
+    for ref in refs:
+        with contextlib.suppress(KubeError):
+            client.delete(ref)
+    deadline = time.monotonic() + wait
+    for ref in refs:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(ref) is None:
+                    break
+            except KubeError:
+                break
+            time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # ADDED, MODIFIED, DELETED
+    obj: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+_LISTS: dict[str, Callable[[k8s_client.ApiClient], Callable[..., Any]]] = {
+    "Pod": lambda api: k8s_client.CoreV1Api(api).list_namespaced_pod,
+    "Job": lambda api: k8s_client.BatchV1Api(api).list_namespaced_job,
+}
+
+
+class Watched:
+    """One kind's objects in one namespace, kept current by a Kubernetes watch.
+
+    A list gives the starting state and its resourceVersion, a watch from there
+    every change after it, in order (the API server sends each write to a watcher,
+    not samples: https://kubernetes.io/docs/reference/using-api/api-concepts/
+    #efficient-detection-of-changes). Each event is handed to ``on_event`` on the
+    watch's thread as it arrives, with the objects as they are after it, like a
+    controller's informer. :meth:`caught_up` waits until the copy equals a fresh
+    list, so a test reads it only after the watch has delivered what happened.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        kind: str,
+        namespace: str,
+        on_event: Callable[[Event, Mapping[str, dict[str, Any]]], None] | None = None,
+    ) -> None:
+        self.kind, self.namespace = kind, namespace
+        self._api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+        self._list = _LISTS[kind](self._api)
+        self._on_event = on_event
+        self._lock = threading.Lock()
+        self._watch = k8s_watch.Watch()
+        self._stopped = False
+        self.error: BaseException | None = None
+        self.objects: dict[str, dict[str, Any]] = {}
+        raw = self._list(namespace, _preload_content=False)
+        listed = json.loads(raw.data)  # no models: the API's own dicts, as the engine sees them
+        for item in listed.get("items") or []:
+            self.objects[item["metadata"]["name"]] = item
+        self._rv = str(listed["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._run, name=f"watch-{kind}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            try:
+                for event in self._watch.stream(
+                    self._list,
+                    self.namespace,
+                    resource_version=self._rv,
+                    timeout_seconds=30,
+                    deserialize=False,
+                ):
+                    self._seen(event)
+                    if self._stopped:
+                        return
+            except BaseException as e:  # reported by caught_up(), never swallowed
+                if not self._stopped:
+                    self.error = e
+                return
+
+    def _seen(self, event: dict[str, Any]) -> None:
+        obj = event.get("raw_object") or event["object"]
+        if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+            return  # a BOOKMARK carries no object
+        with self._lock:
+            name = str(obj["metadata"]["name"])
+            if event["type"] == "DELETED":
+                self.objects.pop(name, None)
+            else:
+                self.objects[name] = obj
+            self._rv = str(obj["metadata"]["resourceVersion"])
+            if self._on_event is not None:
+                self._on_event(Event(event["type"], obj), self.objects)
+
+    def caught_up(self, timeout: float = 60.0) -> dict[str, dict[str, Any]]:
+        """Wait until the watched copy equals a fresh list (names and resourceVersions).
+
+        Events arrive in resourceVersion order, so once every listed object is
+        there at its listed version and nothing else is, every change up to the
+        list has been delivered.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.error is not None:
+                raise AssertionError(f"the {self.kind} watch failed: {self.error!r}")
+            raw = self._list(self.namespace, _preload_content=False)
+            want = {
+                i["metadata"]["name"]: i["metadata"]["resourceVersion"]
+                for i in json.loads(raw.data).get("items") or []
+            }
+            with self._lock:
+                have = {n: o["metadata"]["resourceVersion"] for n, o in self.objects.items()}
+                if have == want:
+                    return dict(self.objects)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the {self.kind} watch lags: {have} != {want}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._watch.stop()
+        self._thread.join(timeout=1)
+        self._api.close()
+
+
+@contextlib.contextmanager
+def watching(
+    kubeconfig: Path,
+    kind: str,
+    namespace: str,
+    on_event: Callable[[Event, Mapping[str, dict[str, Any]]], None] | None = None,
+) -> Iterator[Watched]:
+    """A :class:`Watched` for the ``with`` block; ``on_event`` sees each event and the
+    objects as they are right after it."""
+    watched = Watched(kubeconfig, kind, namespace, on_event)
+    try:
+        yield watched
+    finally:
+        watched.stop()
