@@ -225,9 +225,10 @@ def _reload_cluster(
     if os.path.islink(cluster_dir / "instances"):
         return _load_cluster(ctx, cluster_dir)
     entry = ClusterEntry(name=name, cluster=_load_cluster_head(ctx, cluster_dir))
-    for stem, found in _instance_files(ctx, cluster_dir).items():
+    links: set[str] = set()
+    for stem, found in _instance_files(ctx, cluster_dir, links).items():
         kept: Instance | None = previous.instances.get(stem)
-        if kept is not None and stem not in stems and not any(p.is_symlink() for p in found):
+        if kept is not None and stem not in stems and stem not in links:
             entry.instances[stem] = kept
             for path in found:
                 problems.extend(old.of_instance(name, path.name))

@@ -413,11 +413,16 @@ def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
     return cluster
 
 
-def _instance_files(ctx: LoadContext, cluster_dir: Path) -> dict[str, list[Path]]:
+def _instance_files(
+    ctx: LoadContext, cluster_dir: Path, links: set[str] | None = None
+) -> dict[str, list[Path]]:
     """Instance files by stem, in listing order; anything else in instances/ is reported.
 
     Only the listing is read here (no file contents), so the incremental loader
-    runs it again for a changed cluster and reloads only the stems that changed.
+    runs it again for a changed cluster and reloads only the stems that changed;
+    ``links`` then collects the stems with a symlinked file. ``os.scandir``
+    answers "directory?" and "symlink?" from the listing itself, without a
+    ``stat`` per instance.
     """
     instances_dir = cluster_dir / "instances"
     paths: dict[str, list[Path]] = {}
@@ -425,18 +430,26 @@ def _instance_files(ctx: LoadContext, cluster_dir: Path) -> dict[str, list[Path]
         instances_dir, cluster_dir, "directory"
     ):
         return paths
-    for path in sorted(instances_dir.iterdir()):
-        if path.name.startswith(".") or _is_documentation(path):
+    with os.scandir(instances_dir) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    for entry in entries:
+        if entry.name.startswith("."):
             continue
-        if path.is_dir() or path.suffix not in YAML_SUFFIXES:
+        path = Path(entry.path)
+        if path.suffix.lower() in DOC_SUFFIXES and entry.is_file():
+            continue
+        is_dir = entry.is_dir()
+        if is_dir or path.suffix not in YAML_SUFFIXES:
             ctx.error(
                 ctx.rel(path),
                 None,
-                f"unexpected {'directory' if path.is_dir() else 'file'} in "
+                f"unexpected {'directory' if is_dir else 'file'} in "
                 f"{ctx.rel(instances_dir)}/ (instance files end in .yaml)",
             )
             continue
         paths.setdefault(path.stem, []).append(path)
+        if links is not None and entry.is_symlink():
+            links.add(path.stem)
     return paths
 
 
