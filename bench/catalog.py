@@ -7,21 +7,38 @@ the same run measures
     placeholders, resolution and rendering of every instance).
 Prints both (best of N, CPU seconds) and the ratio; the goal is within 2x.
 
-Run: ``.venv/bin/python bench/catalog.py [--apps 1000] [--repeat 3]``
+Then the daemon's reload after a commit (issue 12): the same catalog at 5,000
+apps in a Git repository, one commit that touches one app (a new version and a
+channel move) and one that edits one instance; for each, the incremental
+reload (``git diff`` + ``reload_catalog``, as ``Daemon.catalog_at`` does it)
+against a full ``load_catalog`` of the same tree in the same run. The two
+results are compared; the goal is under 0.5 s.
+
+Run: ``.venv/bin/python bench/catalog.py [--apps 1000] [--repeat 3] [--reload-apps 5000]``
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 
 import yaml
 
-from reconciler.catalog import load_catalog
-from reconciler.daemon.plan import check_catalog
+# Run as a script, this file's directory comes first on sys.path and bench/git.py
+# would shadow GitPython's ``git`` package; drop the directory before importing.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from reconciler.catalog import load_catalog  # noqa: E402
+from reconciler.catalog.incremental import CatalogCache  # noqa: E402
+from reconciler.daemon.plan import check_catalog  # noqa: E402
+from reconciler.source.changes import TreeState, changed_since  # noqa: E402
 
 VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "2.0.0-rc.1", "2.0.0")
 
@@ -119,12 +136,96 @@ def best_cpu(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def commit(root: Path, message: str) -> str:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD")
+
+
+def new_version(root: Path, app: str) -> None:
+    """One app gets a 2.1.0 (a copy of 2.0.0) and its fast channel moves to it."""
+    base = root / "apps" / app / "versions"
+    (base / "2.1.0" / "manifests").mkdir(parents=True)
+    text = (base / "2.0.0" / "version.yaml").read_text()
+    (base / "2.1.0" / "version.yaml").write_text(text.replace("2.0.0", "2.1.0"))
+    manifest = (base / "2.0.0" / "manifests" / "app.yaml").read_text()
+    (base / "2.1.0" / "manifests" / "app.yaml").write_text(manifest)
+    channels = root / "apps" / app / "channels.yaml"
+    channels.write_text(channels.read_text().replace("fast: 2.0.0", "fast: 2.1.0"))
+
+
+def edit_instance(root: Path, app: str) -> None:
+    path = root / "clusters" / "prod" / "instances" / f"{app}.yaml"
+    path.write_text(path.read_text().replace("replicas: 3", "replicas: 4"))
+
+
+def cpu_and_wall(fn: Callable[[], object]) -> tuple[object, float, float]:
+    """CPU seconds of this process and its children (``git diff``), and wall seconds."""
+
+    def cpu() -> float:
+        own, children = getrusage(RUSAGE_SELF), getrusage(RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    before, wall = cpu(), time.perf_counter()
+    result = fn()
+    return result, cpu() - before, time.perf_counter() - wall
+
+
+def reload_bench(apps: int) -> None:
+    """Issue 12: a commit touching one app reloads only it, against a full reload."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        files = generate(root, apps)
+        git(root, "init", "-q")
+        head = commit(root, "catalog")
+        cache = CatalogCache[TreeState](changed_since)
+        cache.load(root, TreeState(head))  # the daemon's first load (full)
+        print(f"catalog reload: {apps} apps, {apps} instances, {len(files)} files in Git")
+        target = f"app{apps // 2:04d}"
+        for label, edit in (
+            (f"one app ({target}: new version, channel move)", new_version),
+            (f"one instance ({target}: parameters)", edit_instance),
+        ):
+            edit(root, target)
+            head = commit(root, label)
+            loaded = cache.incremental_loads
+            state = TreeState(head)
+            reloaded, cpu, wall = cpu_and_wall(lambda: cache.load(root, state))  # noqa: B023
+            if cache.incremental_loads != loaded + 1:
+                raise SystemExit("the incremental reload fell back to a full load")
+            full, full_cpu, full_wall = cpu_and_wall(lambda: load_catalog(root))
+            if reloaded != full:
+                raise SystemExit(f"incremental reload differs from a full load after {label}")
+            print(f"  commit touching {label}")
+            print(
+                f"    full reload (load_catalog)       {full_cpu:8.3f} s CPU"
+                f" {full_wall:8.3f} s wall"
+            )
+            print(
+                f"    incremental (git diff + reload)  {cpu:8.3f} s CPU {wall:8.3f} s wall"
+                f"  (goal: < 0.500 s; {full_cpu / max(cpu, 1e-9):.0f}x less CPU)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--apps", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--reload-apps", type=int, default=5000, help="apps for the reload benchmark (0: skip)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -146,6 +247,8 @@ def main() -> None:
     print(f"baseline  PyYAML CSafeLoader parse only        {baseline:8.3f} s CPU")
     print(f"reconciler load+validate+resolve+render        {ours:8.3f} s CPU")
     print(f"ratio     {ours / baseline:.2f}x (goal: <= 2.00x)")
+    if args.reload_apps:
+        reload_bench(args.reload_apps)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from reconciler.model.errors import UsageError
 from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.names import DNS_LABEL
+from reconciler.model.problems import Problem
 from reconciler.model.version import VersionSyntaxError, parse_version
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -90,7 +91,7 @@ def _load_catalog(base: Path) -> Catalog:
     for cluster_dir in _subdirs(ctx, clusters_dir):
         catalog.clusters[cluster_dir.name] = _load_cluster(ctx, cluster_dir)
     _attach_instance_analyses(ctx, base, catalog)
-    catalog.problems = sorted(ctx.problems, key=lambda p: (p.file, p.line or 0, p.message))
+    catalog.problems = sorted_problems(ctx.problems)
     catalog.files_with_errors = ctx.files_with_errors
     return catalog
 
@@ -124,6 +125,18 @@ def _attach_instance_analyses(ctx: LoadContext, base: Path, catalog: Catalog) ->
                     f'rollout analysis job "{path}" is in no version directory of {inst.app}',
                 )
                 entry.instances[name] = replace(inst, valid=False)
+
+
+def sorted_problems(problems: list[Problem]) -> list[Problem]:
+    """Problems in report order: by file and line; a total order, so any load order agrees.
+
+    The incremental loader (``catalog.incremental``) gathers the same problems in
+    another order; ties broken by message and severity make both lists equal.
+    """
+    return sorted(
+        problems,
+        key=lambda p: (p.file, p.line or 0, p.line is not None, p.message, p.severity.value),
+    )
 
 
 def _subdirs(ctx: LoadContext, parent: Path) -> list[Path]:
@@ -389,6 +402,16 @@ def _migration(raw: dict[str, Any], line: int | None) -> Migration:
 
 
 def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
+    entry = ClusterEntry(name=cluster_dir.name, cluster=_load_cluster_head(ctx, cluster_dir))
+    groups = _instance_files(ctx, cluster_dir)
+    for stem, found in groups.items():
+        instance = _load_instance_group(ctx, cluster_dir.name, stem, found)
+        entry.instances[instance.name] = instance
+    return entry
+
+
+def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
+    """The cluster's own settings (cluster.yaml) and the check of its directory's entries."""
     name = cluster_dir.name
     if not DNS_LABEL.fullmatch(name):
         ctx.error(
@@ -418,33 +441,60 @@ def _load_cluster(ctx: LoadContext, cluster_dir: Path) -> ClusterEntry:
     elif os.path.lexists(path):
         ctx.error(ctx.rel(path), None, "cluster.yaml is not a readable file")
         cluster = replace(cluster, valid=False)
-    entry = ClusterEntry(name=name, cluster=cluster)
     _check_entries(ctx, cluster_dir, CLUSTER_FILES, CLUSTER_DIRS)
+    return cluster
+
+
+def _instance_files(
+    ctx: LoadContext, cluster_dir: Path, links: set[str] | None = None
+) -> dict[str, list[Path]]:
+    """Instance files by stem, in listing order; anything else in instances/ is reported.
+
+    Only the listing is read here (no file contents), so the incremental loader
+    runs it again for a changed cluster and reloads only the stems that changed;
+    ``links`` then collects the stems with a symlinked file. ``os.scandir``
+    answers "directory?" and "symlink?" from the listing itself, without a
+    ``stat`` per instance.
+    """
     instances_dir = cluster_dir / "instances"
-    if instances_dir.is_dir() and ctx.check_contained(instances_dir, cluster_dir, "directory"):
-        paths: dict[str, list[Path]] = {}
-        for path in sorted(instances_dir.iterdir()):
-            if path.name.startswith(".") or _is_documentation(path):
-                continue
-            if path.is_dir() or path.suffix not in YAML_SUFFIXES:
-                ctx.error(
-                    ctx.rel(path),
-                    None,
-                    f"unexpected {'directory' if path.is_dir() else 'file'} in "
-                    f"{ctx.rel(instances_dir)}/ (instance files end in .yaml)",
-                )
-                continue
-            paths.setdefault(path.stem, []).append(path)
-        for stem, found in paths.items():
-            instance = _load_instance(ctx, name, found[0])
-            if len(found) > 1:
-                # neither may silently win: the instance keeps its last good state
-                names = " and ".join(p.name for p in found)
-                for path in found:
-                    ctx.error(ctx.rel(path), None, f"instance {stem} has two files: {names}")
-                instance = replace(instance, valid=False)
-            entry.instances[instance.name] = instance
-    return entry
+    paths: dict[str, list[Path]] = {}
+    if not instances_dir.is_dir() or not ctx.check_contained(
+        instances_dir, cluster_dir, "directory"
+    ):
+        return paths
+    with os.scandir(instances_dir) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        if path.suffix.lower() in DOC_SUFFIXES and entry.is_file():
+            continue
+        is_dir = entry.is_dir()
+        if is_dir or path.suffix not in YAML_SUFFIXES:
+            ctx.error(
+                ctx.rel(path),
+                None,
+                f"unexpected {'directory' if is_dir else 'file'} in "
+                f"{ctx.rel(instances_dir)}/ (instance files end in .yaml)",
+            )
+            continue
+        paths.setdefault(path.stem, []).append(path)
+        if links is not None and entry.is_symlink():
+            links.add(path.stem)
+    return paths
+
+
+def _load_instance_group(ctx: LoadContext, cluster: str, stem: str, found: list[Path]) -> Instance:
+    """The instance named ``stem`` from its file(s); two files for one name make it invalid."""
+    instance = _load_instance(ctx, cluster, found[0])
+    if len(found) > 1:
+        # neither may silently win: the instance keeps its last good state
+        names = " and ".join(p.name for p in found)
+        for path in found:
+            ctx.error(ctx.rel(path), None, f"instance {stem} has two files: {names}")
+        instance = replace(instance, valid=False)
+    return instance
 
 
 def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:

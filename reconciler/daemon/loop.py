@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.catalog import load_catalog
+from reconciler.catalog.incremental import CatalogCache
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HealthWatch
 from reconciler.daemon.metrics import DaemonMetrics
@@ -33,6 +33,7 @@ from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
 from reconciler.model.rollout import noteworthy
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
+from reconciler.source.changes import TreeState, changed_since, tree_state
 from reconciler.source.checkout import CatalogSource
 from reconciler.source.ledger import CommitInfo, StatusLedger
 from reconciler.source.redact import redact_url
@@ -153,6 +154,9 @@ class Daemon:
             )
         self.last_good: Checkout | None = None
         self._catalog: tuple[str, Catalog] | None = None  # (commit, catalog loaded from it)
+        self._catalogs = CatalogCache[TreeState](
+            changed_since
+        )  # reloads only what a commit changed
         self.backoff = BackoffBook(
             BackoffPolicy(base=settings.backoff_base, cap=settings.backoff_cap)
         )
@@ -195,12 +199,16 @@ class Daemon:
         A commit never changes, and most passes (polls, drift checks) see the same
         head again, so reloading and re-validating every file would be repeated
         work. A ``-dirty`` working tree (``--watch``) can change under the same
-        id, so it is always read again.
+        id, so it is always read again. A new commit (or edit) reloads only the
+        apps, clusters and instances whose files changed (``catalog.incremental``),
+        falling back to a full load when that cannot be done safely.
         """
         cached = self._catalog
         if cached is not None and cached[0] == checkout.commit and not checkout.dirty:
             return cached[1]
-        catalog = load_catalog(checkout.path)
+        head = checkout.commit.removesuffix("-dirty") if checkout.dirty else checkout.commit
+        state = tree_state(checkout.path, head, worktree=checkout.dirty)
+        catalog = self._catalogs.load(checkout.path, state)
         self._catalog = (checkout.commit, catalog)
         return catalog
 
