@@ -372,3 +372,25 @@ def test_an_unknown_commit_falls_back_to_a_full_load(repo: Path) -> None:
     head = commit(repo)
     same(cache.load(repo, TreeState(head)), load_catalog(repo))
     assert cache.full_loads == 2
+
+
+def test_an_instance_naming_an_analysis_job_is_loaded_whole(repo: Path) -> None:
+    """The instance reads ``rollout.analysis`` from its app's versions: an edit to that
+    file under ``apps/`` changes what the instance means, so no shortcut then."""
+    write(
+        repo,
+        "apps/podinfo/versions/6.6.0/checks/smoke.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: smoke\nspec:\n  template:\n"
+        "    spec:\n      restartPolicy: Never\n      containers:\n"
+        "        - {name: smoke, image: busybox}\n",
+    )
+    web = repo / "clusters/prod/instances/web.yaml"
+    web.write_text(web.read_text() + "rollout:\n  analysis: checks/smoke.yaml\n")
+    head = commit(repo)
+    previous = load_catalog(repo)
+    remove(repo / "apps/podinfo/versions/6.6.0/checks/smoke.yaml")
+    new = commit(repo)
+    with pytest.raises(FullReloadNeeded):
+        reload_catalog(previous, repo, changed_between(repo, head, new))
+    full = load_catalog(repo)
+    assert any("rollout analysis job" in p.message for p in full.problems)
