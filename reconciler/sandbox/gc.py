@@ -203,6 +203,10 @@ class Lifecycle:
         self.api = api
         self._queue: OrderedDict[Task, None] = OrderedDict()
         self._draining = False
+        # uids of owners being deleted with the orphan or foreground finalizer, kept from
+        # the store's events: the only owners ``_process_owner`` acts on, so every other
+        # queued owner (each pod created or deleted queues its ReplicaSet) costs no scan
+        self._finalizing: set[str] = set()
         api.store.listeners.append(self._on_event)
 
     # --- the API ----------------------------------------------------------------------
@@ -422,6 +426,8 @@ class Lifecycle:
 
     def _process_owner(self, uid: str) -> None:
         """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer."""
+        if uid not in self._finalizing:
+            return
         found = self._objects_by_uid().get(uid)
         if found is None or not found[1]["metadata"].get("deletionTimestamp"):
             return
@@ -515,11 +521,15 @@ class Lifecycle:
             self._sync_crd(event)
         meta = event.obj["metadata"]
         if event.type == "DELETED":
+            self._finalizing.discard(_uid(event.obj))
             self._enqueue(("removed", _uid(event.obj)))
         elif meta.get("deletionTimestamp") and {ORPHAN, FOREGROUND} & set(
             meta.get("finalizers") or []
         ):
+            self._finalizing.add(_uid(event.obj))
             self._enqueue(("owner", _uid(event.obj)))
+        else:
+            self._finalizing.discard(_uid(event.obj))
         if event.type == "DELETED" or _refs(event.old) != _refs(event.obj):
             # a dependent gone, or one that let go: its foreground owners may be done
             for ref in _refs(event.old) + _refs(event.obj):
