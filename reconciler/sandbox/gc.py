@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,6 +207,9 @@ class Lifecycle:
         # the store's events: the only owners ``_process_owner`` acts on, so every other
         # queued owner (each pod created or deleted queues its ReplicaSet) costs no scan
         self._finalizing: set[str] = set()
+        # how many stored objects name each uid in their ownerReferences: a uid nobody
+        # names has no dependents, so deleting a pod (or any leaf) costs no scan either
+        self._referenced: Counter[str] = Counter()
         api.store.listeners.append(self._on_event)
 
     # --- the API ----------------------------------------------------------------------
@@ -418,6 +421,8 @@ class Lifecycle:
         return {_uid(obj): (resource, obj) for resource, obj in self.api.store.iter_all()}
 
     def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
+        if not self._referenced[uid]:
+            return []
         return [
             (resource, obj)
             for resource, obj in list(self.api.store.iter_all())
@@ -520,6 +525,9 @@ class Lifecycle:
         if event.resource == _CRDS:
             self._sync_crd(event)
         meta = event.obj["metadata"]
+        self._referenced.subtract(str(r.get("uid")) for r in _refs(event.old))
+        if event.type != "DELETED":
+            self._referenced.update(str(r.get("uid")) for r in _refs(event.obj))
         if event.type == "DELETED":
             self._finalizing.discard(_uid(event.obj))
             self._enqueue(("removed", _uid(event.obj)))
