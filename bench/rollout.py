@@ -15,11 +15,11 @@ against its own sandbox process with the same settings:
     ``succeeded`` commit), the passes, the daemon's CPU, and the API requests
     (sandbox request log) and status commits per rollout, against the baseline's;
   * **promotion latency**: one more instance in the big world has ``partition: 1``;
-    once it waits for promotion and the 200 are done, ``reconciler rollout
-    promote`` (the one-line commit) and a webhook; the time until its next batch
-    starts (the Deployment scaled to that batch's replicas). Goal: under 1 s plus
-    the fetch, printed beside it. Twice: batch 2 (partition raised), batch 3
-    (partition removed).
+    once it waits for promotion, the 200 are done and their copies are gone,
+    ``reconciler rollout promote`` (the one-line commit) and a webhook; the time
+    until its next batch starts (the Deployment scaled to that batch's replicas).
+    Goal: under 1 s plus the fetch, printed beside it. Twice: batch 2 (partition
+    raised), batch 3 (partition removed).
 
 Run: ``.venv/bin/python bench/rollout.py [--instances 200] [--namespaces 10] [--verbose]``
 (``--verbose``: one line per daemon pass). At 200 instances it takes about 10 minutes
@@ -324,7 +324,8 @@ def gate_waits(w: World, batch: int) -> bool:
 
 
 def promote(w: World, batch: int) -> tuple[float, float, int]:
-    """``reconciler rollout promote gate`` + webhook once the daemon is idle: seconds until
+    """``reconciler rollout promote gate`` + webhook once the daemon is idle and the
+    other rollouts' cleanup is over (a settled cluster): seconds until
     batch ``batch`` starts, the fetch time of the first pass, and the passes it took."""
     ref = ObjectRef("apps/v1", "Deployment", GATE, GATE)
     want = {2: 3, 3: REPLICAS}[batch]
@@ -333,6 +334,17 @@ def promote(w: World, batch: int) -> tuple[float, float, int]:
         with w.recorder.lock:
             return time.perf_counter() - w.recorder.passes[-1][1] > 2.0
 
+    def quiet() -> bool:  # the finished rollouts' copies and their pods are gone
+        copies = [
+            d
+            for d in w.client.list("apps/v1", "Deployment")
+            if d["metadata"]["name"].startswith("reconciler-rollout-")
+            and d["metadata"].get("namespace") != GATE
+        ]
+        pods = w.client.list("v1", "Pod")
+        return not copies and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+    wait_for(quiet, timeout=300, what="the sandbox to finish the rollouts' cleanup")
     wait_for(idle, timeout=120, what="the daemon to be idle")
     start = time.perf_counter()
     change_gate(w.repo.work, CLUSTER, GATE, "promote", batches=3, push=True)
