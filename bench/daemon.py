@@ -19,27 +19,27 @@ import sys
 from pathlib import Path
 
 # bench/git.py (named by the issue) would shadow GitPython's ``git`` package for
-# scripts run from this folder: drop the folder from the import path first.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# scripts run from this folder: the folder goes last on the import path (benchkit).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import argparse
-import hashlib
-import hmac
-import json
 import os
 import resource
-import signal
-import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import git
+from benchkit import (
+    SECRET,
+    GitCounter,
+    fmt,
+    measure,
+    requests_by_verb,
+    sandbox_process,
+    send_webhook,
+    wait_for,
+)
 
 from reconciler.daemon.loop import Daemon, DaemonSettings
 from reconciler.daemon.service import Service
@@ -47,7 +47,6 @@ from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, create_catalog_repo
 
-SECRET = "bench-secret"
 APP = """\
 apiVersion: reconciler/v1
 kind: App
@@ -113,77 +112,6 @@ def generate(root: Path, instances: int) -> None:
         path.write_text(text)
 
 
-@contextmanager
-def sandbox_process(workdir: Path) -> Iterator[tuple[str, Path]]:
-    kubeconfig = workdir / "kubeconfig"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "sandbox",
-            "--controller-delay",
-            "0.05",
-            "--write-kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = line.rsplit(" ", 1)[-1].strip()
-    try:
-        yield url, kubeconfig
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
-
-
-def requests_by_verb(url: str, reset: bool = False) -> Counter[str]:
-    with urllib.request.urlopen(f"{url}/sandbox/requests") as response:
-        data = json.loads(response.read())
-    if reset:
-        urllib.request.urlopen(
-            urllib.request.Request(f"{url}/sandbox/requests", method="DELETE")
-        ).close()
-    items = data.get("items", data) if isinstance(data, dict) else data
-    return Counter(str(e.get("verb", e.get("method"))) for e in items)
-
-
-class GitCounter:
-    """Counts git commands run through GitPython (the only way the package runs git)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        original = git.cmd.Git.execute
-
-        def counting(this: Any, *args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return original(this, *args, **kwargs)
-
-        git.cmd.Git.execute = counting  # type: ignore[method-assign]
-
-
-def measure(fn: Callable[[], Any]) -> tuple[Any, float, float]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = fn()
-    return result, time.process_time() - cpu, time.perf_counter() - wall
-
-
-def fmt(counter: Counter[str]) -> str:
-    return ", ".join(f"{n} {verb}" for verb, n in sorted(counter.items())) or "none"
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 120.0) -> float:
-    start = time.perf_counter()
-    while time.perf_counter() - start < timeout:
-        if check():
-            return time.perf_counter() - start
-        time.sleep(0.02)
-    raise SystemExit("timed out waiting for the change to be applied")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -201,7 +129,7 @@ def main() -> None:
         repo = create_catalog_repo(work / "template", work / "repos")
         gits = GitCounter()
         with (
-            sandbox_process(work) as (url, kubeconfig),
+            sandbox_process(work, "--controller-delay", "0.05") as (url, kubeconfig),
             KubeClient.connect(str(kubeconfig)) as client,
         ):
             settings = DaemonSettings(
@@ -274,14 +202,7 @@ def latency(
             start = time.perf_counter()
             commit_file(repo, f"clusters/bench/instances/{name}.yaml", text, f"{name}: {message}")
             if via == "webhook":
-                body = b'{"ref": "refs/heads/main"}'
-                sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{service.http_port}/hooks/generic",
-                    data=body,
-                    headers={"X-Reconciler-Signature": sig, "Content-Type": "application/json"},
-                )
-                urllib.request.urlopen(request, timeout=10).close()
+                send_webhook(service.http_port)
 
             def applied(ref: ObjectRef = ref, message: str = message) -> bool:
                 obj = client.get(ref)

@@ -116,6 +116,11 @@ def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any] | None) -> bool:
     )
 
 
+def _match_labels(workload: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The workload's ``selector.matchLabels`` (empty when it has none)."""
+    return ((workload or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or {}
+
+
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -193,7 +198,12 @@ class KubeRolloutDriver:
         live = self.client.get(ref)
         helper = self.client.get(self._copy_ref(ref))
         template = (obj.get("spec") or {}).get("template") or {}
-        sets = self.client.list("apps/v1", "ReplicaSet", namespace=ref.namespace)
+        sets = self.client.list(
+            "apps/v1",
+            "ReplicaSet",
+            namespace=ref.namespace,
+            label_selector=label_selector(_match_labels(live)),
+        )
         ours = [rs for rs in sets if _owned_by(rs, live)]
         theirs = [rs for rs in sets if _owned_by(rs, helper)]
         to_sets = [

@@ -20,8 +20,8 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.kinds import Kind
-from reconciler.sandbox.owned import CONTROLLER_MANAGER
-from reconciler.sandbox.store import Resource
+from reconciler.sandbox.owned import CONTROLLER_MANAGER, controller_uid
+from reconciler.sandbox.store import ListOfObjects, Resource
 from reconciler.sandbox.timing import Timing
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,11 @@ class ControlPlane:
 
     def list(self, resource: Resource, namespace: str | None) -> list[dict[str, Any]]:
         return self.api.store.list(resource, namespace)
+
+    def owned(self, resource: Resource, namespace: str, owner: dict[str, Any]) -> ListOfObjects:
+        """``owned(list(resource, namespace), owner)`` without copying the others' objects."""
+        uid = owner["metadata"]["uid"]
+        return self.api.store.select(resource, namespace, lambda o: controller_uid(o) == uid)
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         return self.api.store.get(resource, namespace, name)

@@ -27,7 +27,6 @@ from reconciler.sandbox.owned import (
     alive,
     condition,
     int_or_percent,
-    owned,
     owner_reference,
     replicas_of,
     safe_hash,
@@ -89,7 +88,7 @@ class DeploymentController:
             return None
         spec = d.get("spec") or {}
         namespace = d["metadata"].get("namespace", "")
-        rss = [rs for rs in owned(self.plane.list(REPLICASETS, namespace), d) if alive(rs)]
+        rss = [rs for rs in self.plane.owned(REPLICASETS, namespace, d) if alive(rs)]
         template = spec.get("template") or {}
         wanted = semantic(template)
         new = next(
@@ -105,7 +104,7 @@ class DeploymentController:
             if new is not None:
                 self._mirror_revision(d, new)
                 self._roll(d, new, [rs for rs in rss if rs is not new])
-        rss = [rs for rs in owned(self.plane.list(REPLICASETS, namespace), d) if alive(rs)]
+        rss = [rs for rs in self.plane.owned(REPLICASETS, namespace, d) if alive(rs)]
         if new is not None:
             new = next((rs for rs in rss if rs["metadata"]["uid"] == new["metadata"]["uid"]), None)
         self._clean_history(d, [rs for rs in rss if rs is not new])

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,6 +203,13 @@ class Lifecycle:
         self.api = api
         self._queue: OrderedDict[Task, None] = OrderedDict()
         self._draining = False
+        # uids of owners being deleted with the orphan or foreground finalizer, kept from
+        # the store's events: the only owners ``_process_owner`` acts on, so every other
+        # queued owner (each pod created or deleted queues its ReplicaSet) costs no scan
+        self._finalizing: set[str] = set()
+        # how many stored objects name each uid in their ownerReferences: a uid nobody
+        # names has no dependents, so deleting a pod (or any leaf) costs no scan either
+        self._referenced: Counter[str] = Counter()
         api.store.listeners.append(self._on_event)
 
     # --- the API ----------------------------------------------------------------------
@@ -414,6 +421,8 @@ class Lifecycle:
         return {_uid(obj): (resource, obj) for resource, obj in self.api.store.iter_all()}
 
     def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
+        if not self._referenced[uid]:
+            return []
         return [
             (resource, obj)
             for resource, obj in list(self.api.store.iter_all())
@@ -422,6 +431,8 @@ class Lifecycle:
 
     def _process_owner(self, uid: str) -> None:
         """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer."""
+        if uid not in self._finalizing:
+            return
         found = self._objects_by_uid().get(uid)
         if found is None or not found[1]["metadata"].get("deletionTimestamp"):
             return
@@ -514,12 +525,19 @@ class Lifecycle:
         if event.resource == _CRDS:
             self._sync_crd(event)
         meta = event.obj["metadata"]
+        self._referenced.subtract(str(r.get("uid")) for r in _refs(event.old))
+        if event.type != "DELETED":
+            self._referenced.update(str(r.get("uid")) for r in _refs(event.obj))
         if event.type == "DELETED":
+            self._finalizing.discard(_uid(event.obj))
             self._enqueue(("removed", _uid(event.obj)))
         elif meta.get("deletionTimestamp") and {ORPHAN, FOREGROUND} & set(
             meta.get("finalizers") or []
         ):
+            self._finalizing.add(_uid(event.obj))
             self._enqueue(("owner", _uid(event.obj)))
+        else:
+            self._finalizing.discard(_uid(event.obj))
         if event.type == "DELETED" or _refs(event.old) != _refs(event.obj):
             # a dependent gone, or one that let go: its foreground owners may be done
             for ref in _refs(event.old) + _refs(event.obj):

@@ -11,7 +11,6 @@ The status of each stage is computed by the pure :func:`reconciler.sandbox.pods.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from reconciler.sandbox.apply import now
@@ -138,10 +137,9 @@ class Kubelet:
         nodes = [n["metadata"]["name"] for n in self.plane.list(NODES, None)]
         if not nodes:
             return  # unschedulable: stays Pending, as on a cluster without nodes
-        load = Counter(
-            p["spec"].get("nodeName")
-            for p in self.plane.list(PODS, None)
-            if alive(p) and (p.get("spec") or {}).get("nodeName")
+        # counted in place: a copy of every pod per binding made scheduling quadratic
+        load = self.plane.api.store.count_by(
+            PODS, lambda p: (p.get("spec") or {}).get("nodeName") if alive(p) else None
         )
         node = min(sorted(nodes), key=lambda n: load.get(n, 0))
         body = {**pod, "spec": {**pod["spec"], "nodeName": node}}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 import posixpath
 from collections.abc import Mapping
@@ -163,7 +164,7 @@ def _parse_rv(raw: str) -> int:
 
 @dataclass(frozen=True)
 class _Read:
-    """Which state a list reads and from which key on."""
+    """Which state a list reads and from which key on (the store's own objects: copy to keep)."""
 
     objects: list[dict[str, Any]]
     rv: int
@@ -179,25 +180,27 @@ def _read(api: SandboxApi, kind: Kind, namespace: str | None, opts: ListOptions)
         if opts.resource_version not in ("", "0"):
             raise ApiError(400, "specifying resource version is not allowed when using continue")
         if token_rv < 0:  # issued with a 410: continue from the latest state
-            return _Read(store.list(kind.resource, namespace), current, start)
+            return _Read(store.view(kind.resource, namespace), current, start)
         try:
-            return _Read(store.snapshot(kind.resource, namespace, token_rv), token_rv, start)
+            return _Read(
+                store.snapshot(kind.resource, namespace, token_rv, copied=False), token_rv, start
+            )
         except ApiError as e:
             if e.code != 410:
                 raise
             raise ApiError(410, _CONTINUE_EXPIRED, list_continue=encode_continue(start, -1)) from e
     if not opts.resource_version:
-        return _Read(store.list(kind.resource, namespace), current)
+        return _Read(store.view(kind.resource, namespace), current)
     if opts.resource_version == "0":
-        return _Read(store.list(kind.resource, namespace), current, paged=opts.limit <= 0)
+        return _Read(store.view(kind.resource, namespace), current, paged=opts.limit <= 0)
     rv = _parse_rv(opts.resource_version)
     match = opts.resource_version_match
     if match == EXACT or (not match and opts.limit > 0):
-        return _Read(store.snapshot(kind.resource, namespace, rv), rv)
+        return _Read(store.snapshot(kind.resource, namespace, rv, copied=False), rv)
     if rv > current:
         # without a limit the watch cache serves it and asks to retry in a second
         raise _too_large(rv, current, 0 if opts.limit > 0 else 1)
-    return _Read(store.list(kind.resource, namespace), current)
+    return _Read(store.view(kind.resource, namespace), current)
 
 
 def list_collection(
@@ -226,7 +229,7 @@ def list_collection(
             break
         last_key = key
         if labels(obj) and fields(obj):
-            items.append(present(kind, obj))
+            items.append(present(kind, copy.deepcopy(obj)))  # the store's own object: copy it
     meta: dict[str, Any] = {"resourceVersion": str(read.rv)}
     if more:
         meta["continue"] = encode_continue(last_key + "\x00", read.rv)

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
-from reconciler.sandbox.owned import alive, owned, pod_from_template, random_suffix, replicas_of
+from reconciler.sandbox.owned import alive, pod_from_template, random_suffix, replicas_of
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 
 
 def active_pods(plane: ControlPlane, owner: dict[str, Any]) -> list[dict[str, Any]]:
     """The owner's pods that still count: not being deleted, not finished."""
-    pods = owned(plane.list(PODS, owner["metadata"].get("namespace", "")), owner)
+    pods = plane.owned(PODS, owner["metadata"].get("namespace", ""), owner)
     return [
         p
         for p in pods

@@ -1,0 +1,120 @@
+"""Helpers the daemon benchmarks share: the sandbox in its own process, request and git counts.
+
+The sandbox runs as ``reconciler sandbox`` in a child process, so the CPU the
+benchmark reports is the reconciler's alone; API requests come from the sandbox's
+request log (``/sandbox/requests``); git commands are counted at GitPython's
+command layer (the only way the package runs git); a webhook is a signed POST to
+the daemon's ``/hooks/generic``, as a Git host would send it.
+
+Scripts in this folder import it after moving the folder to the *end* of
+``sys.path``: bench/git.py must not shadow GitPython's ``git`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import git
+
+SECRET = "bench-secret"
+
+
+@contextmanager
+def sandbox_process(workdir: Path, *options: str) -> Iterator[tuple[str, Path]]:
+    """``reconciler sandbox OPTIONS`` in a child process: (its URL, a kubeconfig for it)."""
+    kubeconfig = workdir / "kubeconfig"
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "sandbox",
+            *options,
+            "--write-kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    url = line.rsplit(" ", 1)[-1].strip()
+    try:
+        yield url, kubeconfig
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def request_log(url: str, reset: bool = False) -> list[dict[str, Any]]:
+    """The sandbox's request log entries (then emptied when ``reset``)."""
+    with urllib.request.urlopen(f"{url}/sandbox/requests") as response:
+        data = json.loads(response.read())
+    if reset:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{url}/sandbox/requests", method="DELETE")
+        ).close()
+    items = data.get("items", data) if isinstance(data, dict) else data
+    return list(items)
+
+
+def requests_by_verb(url: str, reset: bool = False) -> Counter[str]:
+    return Counter(str(e.get("verb", e.get("method"))) for e in request_log(url, reset))
+
+
+class GitCounter:
+    """Counts git commands run through GitPython (the only way the package runs git)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        original = git.cmd.Git.execute
+
+        def counting(this: Any, *args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return original(this, *args, **kwargs)
+
+        git.cmd.Git.execute = counting  # type: ignore[method-assign]
+
+
+def measure(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = fn()
+    return result, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def fmt(counter: Counter[str]) -> str:
+    return ", ".join(f"{n} {verb}" for verb, n in sorted(counter.items())) or "none"
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 120.0, what: str = "the change") -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if check():
+            return time.perf_counter() - start
+        time.sleep(0.02)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def send_webhook(port: int, branch: str = "main", secret: str = SECRET) -> None:
+    """A push notification for ``branch``, signed as ``--webhook-secret`` expects."""
+    body = json.dumps({"ref": f"refs/heads/{branch}"}).encode()
+    sig = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/hooks/generic",
+        data=body,
+        headers={"X-Reconciler-Signature": sig, "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=10).close()
