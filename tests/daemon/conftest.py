@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.sandbox.timing import Timing
 from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo
 from tests.factories import write_catalog
 from tests.lanes import (
@@ -74,32 +76,41 @@ class World:
         )
 
 
-def _settings(repo: CatalogRepo, tmp_path: Path) -> DaemonSettings:
-    return DaemonSettings(
-        repo=repo.url,
-        cluster="prod",
-        health_timeout=10.0,
-        cache_dir=tmp_path / "cache",
-        max_look=0.1,  # the sandbox's pods are ready in hundredths of a second
-    )
+def _settings(repo: CatalogRepo, tmp_path: Path, **overrides: Any) -> DaemonSettings:
+    values: dict[str, Any] = {
+        "repo": repo.url,
+        "cluster": "prod",
+        "health_timeout": 10.0,
+        "cache_dir": tmp_path / "cache",
+        "max_look": 0.1,  # the sandbox's pods are ready in hundredths of a second
+    }
+    return DaemonSettings(**{**values, **overrides})
 
 
 @contextmanager
-def _sandbox_world(tmp_path: Path) -> Iterator[World]:
-    source = write_catalog(tmp_path / "template")
+def sandbox_world(
+    tmp_path: Path,
+    overrides: dict[str, str | bytes | None] | None = None,
+    *,
+    timing: Timing | None = None,
+    **settings: Any,
+) -> Iterator[World]:
+    """A world on the sandbox: the baseline catalog with ``overrides`` (see
+    ``write_catalog``), the sandbox's ``timing`` and daemon ``settings`` changed."""
+    source = write_catalog(tmp_path / "template", overrides)
     repo = create_catalog_repo(source, tmp_path / "repos")
     with (
-        running_sandbox(controller_delay=0.02, fail_images=FAIL_IMAGES) as sandbox,
+        running_sandbox(controller_delay=0.02, fail_images=FAIL_IMAGES, timing=timing) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
-        daemon = Daemon(_settings(repo, tmp_path), client)
+        daemon = Daemon(_settings(repo, tmp_path, **settings), client)
         yield World(repo, sandbox, client, daemon, tmp_path / "cache")
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     """The sandbox only: for tests that read its request log or change its timing."""
-    with _sandbox_world(tmp_path) as w:
+    with sandbox_world(tmp_path) as w:
         yield w
 
 
@@ -111,7 +122,7 @@ def lane_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World
     and the namespaces are deleted afterwards (waiting until they are gone).
     """
     if request.param == "sandbox":
-        with _sandbox_world(tmp_path) as w:
+        with sandbox_world(tmp_path) as w:
             yield w
         return
     kubeconfig = real_kubeconfig()

@@ -21,15 +21,10 @@ from typing import Any
 import pytest
 
 from reconciler.daemon.healthwatch import HealthWatch
-from reconciler.daemon.loop import Daemon, DaemonSettings
-from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
-from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import Timing
-from reconciler.source.scaffold import create_catalog_repo
-from tests.daemon.conftest import World, settle
-from tests.factories import write_catalog
+from tests.daemon.conftest import World, sandbox_world, settle
 
 SLOW = 30.0  # seconds until a slow pod is ready: longer than any of these tests
 
@@ -61,22 +56,11 @@ def slow_world(
     for version, upgrade in (("6.5.1", ""), ("6.7.0", ">=6.6.0")):
         overrides[f"apps/podinfo/versions/{version}/version.yaml"] = version_file(version, upgrade)
         overrides[f"apps/podinfo/versions/{version}/manifests/deployment.yaml"] = DEPLOYMENT
-    source = write_catalog(tmp_path / "template", overrides)
-    repo = create_catalog_repo(source, tmp_path / "repos")
     timing = Timing(controller_delay=0.02, ready_delays=ready_delays)
-    with (
-        running_sandbox(timing=timing) as sandbox,
-        KubeClient.connect(str(sandbox.kubeconfig)) as client,
-    ):
-        settings = DaemonSettings(
-            repo=repo.url,
-            cluster="prod",
-            health_timeout=60.0,
-            health_grace=grace,
-            cache_dir=tmp_path / "cache",
-            max_look=0.1,
-        )
-        yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
+    with sandbox_world(
+        tmp_path, overrides, timing=timing, health_timeout=60.0, health_grace=grace
+    ) as world:
+        yield world
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import pytest
 
 from reconciler.catalog import load_catalog
 from reconciler.daemon.applying import instance_target
-from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
+from reconciler.daemon.loop import PassOutcome
 from reconciler.daemon.plan import plan_cluster
 from reconciler.kube import ApplyOptions, KubeClient, LiveState, diff_instance
 from reconciler.kube.rollout_daemonset import ROLLOUT_ANNOTATION
@@ -34,9 +34,8 @@ from reconciler.rollout import Observation, Prepare, RetireOld, Rollback, ScaleB
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import Timing
-from reconciler.source.scaffold import create_catalog_repo, log_oneline
-from tests.daemon.conftest import World
-from tests.factories import write_catalog
+from reconciler.source.scaffold import log_oneline
+from tests.daemon.conftest import World, sandbox_world
 
 NAMESPACE = "team-agent"
 DS = ObjectRef("apps/v1", "DaemonSet", NAMESPACE, "agent")
@@ -94,21 +93,8 @@ CATALOG: dict[str, str | bytes | None] = {
 @pytest.fixture
 def nodes4(tmp_path: Path) -> Iterator[World]:
     """The daemon tests' world with the agent app on a sandbox of four nodes."""
-    source = write_catalog(tmp_path / "template", CATALOG)
-    repo = create_catalog_repo(source, tmp_path / "repos")
-    timing = Timing(controller_delay=0.02, nodes=NODES)
-    with (
-        running_sandbox(timing=timing) as sandbox,
-        KubeClient.connect(str(sandbox.kubeconfig)) as client,
-    ):
-        settings = DaemonSettings(
-            repo=repo.url,
-            cluster="prod",
-            health_timeout=10.0,
-            cache_dir=tmp_path / "cache",
-            max_look=0.1,
-        )
-        yield World(repo, sandbox, client, Daemon(settings, client), tmp_path / "cache")
+    with sandbox_world(tmp_path, CATALOG, timing=Timing(controller_delay=0.02, nodes=NODES)) as w:
+        yield w
 
 
 def _agent(outcome: PassOutcome) -> Any:
