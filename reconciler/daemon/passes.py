@@ -37,6 +37,7 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.kube.passreads import PassReads
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
@@ -141,6 +142,7 @@ def reconcile_checkout(
     rolled: dict[str, Rolled] = {}
     gated: set[str] = set()  # the next step of a path, waiting for the last one's health
     handed_back: set[str] = set()  # a rollout over and cleaned up: applied plainly again
+    reads = PassReads(client)  # rollouts observe through one list per kind and namespace
     results = []
     for plan in plans:
         record = previous[plan.name].rollout if plan.name in previous else None
@@ -167,6 +169,7 @@ def reconcile_checkout(
                 deployed=deployed[plan.name],
                 record=record,
                 source_commit=commit,
+                reads=reads,
             )
             if step.plain:
                 handed_back.add(plan.name)

@@ -32,6 +32,7 @@ from reconciler.kube import (
     place_objects,
     workloads_of,
 )
+from reconciler.kube.passreads import PassReads
 from reconciler.kube.rollout_analysis import RolloutAnalysis
 from reconciler.model.catalog import Batch, Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
@@ -134,6 +135,7 @@ def drive(
     deployed: str,
     record: RolloutRecord | None,
     source_commit: str,
+    reads: PassReads | None = None,
 ) -> Rolled:
     """One transition of ``plan``'s rollout; an API error fails this instance alone."""
     assert plan.version is not None
@@ -174,6 +176,8 @@ def drive(
             else:
                 live.remember(fresh)
         result = apply_instance(client, render_target, options, live)
+        if reads is not None:
+            reads.forget(inst.namespace)  # written around the pass's reads
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
 
@@ -197,7 +201,7 @@ def drive(
         else None
     )
     driver = KubeRolloutDriver(
-        client=client,
+        client=reads or client,
         instance=inst.name,
         namespace=inst.namespace,
         objects=place_objects(client, target),

@@ -1,0 +1,69 @@
+"""PassReads: one list per kind and namespace for a pass, its own writes folded in.
+
+A label selector of equality terms is what the rollout driver sends; its meaning is
+the API server's (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#equality-based-requirement),
+so the cached filter must agree with the server's answer for the same selector.
+"""
+
+from __future__ import annotations
+
+from reconciler.kube import KubeClient
+from reconciler.kube.passreads import PassReads
+from reconciler.model.changeset import ObjectRef
+from tests.kube.conftest import Backend, configmap
+
+
+def namespace(client: KubeClient, name: str) -> None:
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def test_one_list_per_kind_and_namespace_serves_gets_and_selectors(backend: Backend) -> None:
+    ns, other = backend.namespace("reads"), backend.namespace("reads-other")
+    for name in (ns, other):
+        namespace(backend.client, name)
+    for i, instance in enumerate(("a", "a", "b")):
+        backend.client.apply(configmap(f"cm{i}", ns, instance))
+    backend.client.apply(configmap("elsewhere", other, "a"))
+    reads = PassReads(backend.client)
+    selector = "app.kubernetes.io/instance=a"
+    names = sorted(
+        o["metadata"]["name"]
+        for o in reads.list("v1", "ConfigMap", namespace=ns, label_selector=selector)
+    )
+    server = sorted(
+        o["metadata"]["name"]
+        for o in backend.client.list("v1", "ConfigMap", namespace=ns, label_selector=selector)
+    )
+    assert names == server == ["cm0", "cm1"]
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "cm2")) is not None
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "missing")) is None
+    assert reads.lists_read == 1  # every read above came from one list
+    assert reads.get(ObjectRef("v1", "ConfigMap", other, "elsewhere")) is not None
+    assert reads.lists_read == 2  # another namespace is another list
+    # a set-based selector is the server's to answer
+    assert [
+        o["metadata"]["name"]
+        for o in reads.list(
+            "v1", "ConfigMap", namespace=ns, label_selector="app.kubernetes.io/instance in (b)"
+        )
+    ] == ["cm2"]
+    assert reads.lists_read == 2
+
+
+def test_its_own_writes_are_seen_within_the_pass(backend: Backend) -> None:
+    ns = backend.namespace("reads-writes")
+    namespace(backend.client, ns)
+    backend.client.apply(configmap("old", ns, "a"))
+    reads = PassReads(backend.client)
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "new")) is None
+    reads.apply(configmap("new", ns, "a", value="1"))
+    seen = reads.get(ObjectRef("v1", "ConfigMap", ns, "new"))
+    assert seen is not None and seen["data"] == {"value": "1"}
+    assert reads.delete(ObjectRef("v1", "ConfigMap", ns, "old"))
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "old")) is None
+    assert reads.lists_read == 1
+    # a write made around it (another client) is seen once the namespace is forgotten
+    backend.client.apply(configmap("around", ns, "a"))
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "around")) is None
+    reads.forget(ns)
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "around")) is not None
