@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -25,8 +26,9 @@ from reconciler.cli import main
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.kube import KubeClient
-from reconciler.migrations import GROUP, Registry, ledger_from_configmap
+from reconciler.migrations import GROUP, Registry, job_span, ledger_from_configmap
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.migrations import MigrationRecord
 from reconciler.model.status import Phase
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
@@ -39,6 +41,9 @@ REGISTRY = Registry.from_entry_points(
     [EntryPoint("counting", "tests.migrations.samples:CountingMarker", GROUP)]
 )
 FAST = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05)
+# A pass gives migration Jobs the health grace; these tests see each run end in the pass
+# that started it (a loaded machine may take seconds): a grace is an upper bound only.
+GRACE = 30.0
 NS = "team-fin"
 
 JOB = """\
@@ -152,11 +157,16 @@ class JobLog:
 
     def __init__(self, sandbox: SandboxHandle) -> None:
         self.created: list[dict[str, Any]] = []
+        self.latest: dict[str, dict[str, Any]] = {}  # name -> its last state, even once deleted
         sandbox.observe(self._seen)
 
     def _seen(self, event: StoredEvent) -> None:
-        if event.type == "ADDED" and event.obj.get("kind") == "Job":
+        if event.obj.get("kind") != "Job":
+            return
+        if event.type == "ADDED":
             self.created.append(event.obj)
+        if event.type in ("ADDED", "MODIFIED"):
+            self.latest[str(event.obj["metadata"]["name"])] = event.obj
 
     def names(self) -> list[str]:
         return [str(j["metadata"]["name"]) for j in self.created]
@@ -180,10 +190,11 @@ class Cluster:
         return self.jobs.names()
 
     def ledger(self) -> list[tuple[str, str, str, str]]:
+        return [(r.name, r.phase, r.version, r.outcome) for r in self.records()]
+
+    def records(self) -> tuple[MigrationRecord, ...]:
         cm = self.client.get(ObjectRef("v1", "ConfigMap", NS, "reconciler-migrations-books"))
-        assert cm is not None
-        records = ledger_from_configmap(cm).records
-        return [(r.name, r.phase, r.version, r.outcome) for r in records]
+        return () if cm is None else ledger_from_configmap(cm).records
 
     def shape(self, *names: str) -> None:
         """Put the cluster in the shape the named migrations would leave it in."""
@@ -199,15 +210,18 @@ def make_cluster(tmp_path: Path) -> Iterator[Any]:
     samples.RUNS.clear()
     with ExitStack() as stack:
 
-        def make(name: str = "a", **fail: bool) -> Cluster:
+        def make(
+            name: str = "a", *, timing: Timing = FAST, grace: float = GRACE, **fail: bool
+        ) -> Cluster:
             source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
             repo = create_catalog_repo(source, tmp_path / name / "repos")
-            sandbox = stack.enter_context(running_sandbox(timing=FAST))
+            sandbox = stack.enter_context(running_sandbox(timing=timing))
             client = stack.enter_context(KubeClient.connect(str(sandbox.kubeconfig)))
             settings = DaemonSettings(
                 repo=repo.url,
                 cluster="prod",
                 health_timeout=10.0,
+                health_grace=grace,
                 cache_dir=tmp_path / name / "cache",
                 backoff_base=600.0,
             )
@@ -435,7 +449,9 @@ def test_global_pre_migrations_run_once_for_all_instances_that_change(tmp_path: 
         running_sandbox(timing=FAST) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
-        settings = DaemonSettings(repo=repo.url, cluster="prod", cache_dir=tmp_path / "cache")
+        settings = DaemonSettings(
+            repo=repo.url, cluster="prod", cache_dir=tmp_path / "cache", health_grace=GRACE
+        )
         daemon = Daemon(replace(settings, health_timeout=10.0), client, registry=REGISTRY)
         jobs = JobLog(sandbox)
         outcome = daemon.run_pass()
@@ -510,3 +526,75 @@ def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy
     assert subjects(later)[0].startswith("prod/books: migration backfill (post, 2.0.0) succeeded")
     assert cluster.jobs_created().count("books-backfill") == 1
     assert subjects(cluster.daemon.run_pass()) == []  # settled: never again
+
+
+# A migration Job that runs for 2 s; a pass gives Jobs 0.2 s (its health grace).
+SLOW = Timing(controller_delay=0.01, pod_start=0.02, job_duration=2.0)
+
+
+def look_again(cluster: Cluster, last: PassOutcome) -> PassOutcome:
+    """The daemon's next pass, after the pause the last one asked for (its ``next_look``)."""
+    assert last.report is not None and last.report.next_look is not None
+    time.sleep(min(last.report.next_look, 1.0))
+    return cluster.daemon.run_pass()
+
+
+def statuses_of(outcome: PassOutcome) -> dict[str, Any]:
+    assert outcome.report is not None
+    return {s.instance: s for s in outcome.report.statuses}
+
+
+def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
+    make_cluster: Any,
+) -> None:
+    """Nothing waits in line: books's pre migration Job outlives the pass's grace, cards
+    moves in that same pass; later passes observe the Job (never a second one, never its
+    check again) and books is upgraded when it ends, recorded with the Job's own duration."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    assert cluster.daemon.run_pass().ok
+    for path, text in {
+        "apps/ledger/versions/1.4.1/version.yaml": version_yaml("1.4.1", ""),
+        "apps/ledger/versions/1.4.1/manifests/config.yaml": ledger_files()[
+            "apps/ledger/versions/1.4.0/manifests/config.yaml"
+        ],
+        "clusters/prod/instances/cards.yaml": instance("1.4.1").replace("books", "cards"),
+    }.items():
+        assert isinstance(text, str)
+        commit_file(cluster.repo, path, text, f"add {path}")
+
+    first = cluster.upgrade("1.5.0")
+    books, cards = statuses_of(first)["books"], statuses_of(first)["cards"]
+    assert (cards.phase, cards.version) == (Phase.READY, "1.4.1")  # not held by books's Job
+    assert subjects(first, "cards") == ["prod/cards: upgraded ledger 1.4.0 -> 1.4.1 (Ready)"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "1.4.0")
+    assert books.message.startswith(
+        f"migration add-index (pre, 1.5.0) is running: Job/{NS}/books-add-index"
+    )
+    assert subjects(first) == ["prod/books: moving ledger 1.4.0 -> 1.5.0 (Progressing: Migrating)"]
+    assert cluster.records() == ()  # nothing recorded for a run that has not ended
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config"))
+    assert config is not None and config["data"]["version"] == "1.4.0"  # nothing of 1.5.0
+    # the Job does its work: the state its check reads now says "done". A later pass must
+    # not run the check again (it would record "not needed"): it waits for the Job.
+    cluster.shape("add-index")
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+        assert cluster.records() == () and subjects(last) == []  # the same record: no commit
+    assert cluster.jobs_created() == ["books-add-index"]  # taken over, never started twice
+    books = statuses_of(last)["books"]
+    assert (books.phase, books.version) == (Phase.READY, "1.5.0")
+    assert subjects(last) == [
+        "prod/books: migration add-index (pre, 1.5.0) succeeded in " + _took(last, "add-index"),
+        "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
+    ]
+    (record,) = cluster.records()
+    assert (record.name, record.outcome, record.check_duration) == ("add-index", "succeeded", 0.0)
+    # its duration is the Job's own (status.startTime to completionTime), not a pass's wait
+    span = job_span(cluster.jobs.latest["books-add-index"])
+    assert span is not None and (record.started_at, record.duration) == span
+    assert record.duration >= 1.0
+    assert cluster.client.get(ObjectRef("batch/v1", "Job", NS, "books-add-index")) is None
