@@ -528,8 +528,8 @@ def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy
     assert subjects(cluster.daemon.run_pass()) == []  # settled: never again
 
 
-# A migration Job that runs for 2 s; a pass gives Jobs 0.2 s (its health grace).
-SLOW = Timing(controller_delay=0.01, pod_start=0.02, job_duration=2.0)
+# A migration Job that runs for 1.5 s; a pass gives Jobs 0.2 s (its health grace).
+SLOW = Timing(controller_delay=0.01, pod_start=0.02, job_duration=1.5)
 
 
 def look_again(cluster: Cluster, last: PassOutcome) -> PassOutcome:
@@ -598,3 +598,36 @@ def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
     assert span is not None and (record.started_at, record.duration) == span
     assert record.duration >= 1.0
     assert cluster.client.get(ObjectRef("batch/v1", "Job", NS, "books-add-index")) is None
+
+
+def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_cluster: Any) -> None:
+    """An uninstall migration's Job outlives the pass: the instance is Progressing/
+    Uninstalling with every object kept, not failed (no backoff), until a later pass
+    sees the Job end; then the removal goes on."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
+    assert cluster.upgrade("2.0.1").ok  # installed in shape: no Job runs, nothing to undo
+    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    first = cluster.daemon.run_pass()
+    books = statuses_of(first)["books"]
+    assert (books.phase, books.reason, books.version) == (
+        Phase.PROGRESSING,
+        "Uninstalling",
+        "2.0.1",
+    )
+    assert f"Job/{NS}/books-release" in books.message
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is not None
+    assert cluster.daemon.next_retry_in() is None  # not a failure: nothing backs off
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+        assert subjects(last) == []  # the same record while it runs: no commit
+    assert cluster.jobs_created() == ["books-release"]
+    assert statuses_of(last)["books"].phase is Phase.REMOVED
+    removed = subjects(last)
+    assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
+    assert removed[-1].startswith("prod/books: removed (")
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is None
