@@ -211,9 +211,15 @@ def make_cluster(tmp_path: Path) -> Iterator[Any]:
     with ExitStack() as stack:
 
         def make(
-            name: str = "a", *, timing: Timing = FAST, grace: float = GRACE, **fail: bool
+            name: str = "a",
+            *,
+            timing: Timing = FAST,
+            grace: float = GRACE,
+            files: dict[str, str | bytes | None] | None = None,
+            **fail: bool,
         ) -> Cluster:
-            source = write_catalog(tmp_path / name / "template", ledger_files(**fail))
+            catalog = files if files is not None else ledger_files(**fail)
+            source = write_catalog(tmp_path / name / "template", catalog)
             repo = create_catalog_repo(source, tmp_path / name / "repos")
             sandbox = stack.enter_context(running_sandbox(timing=timing))
             client = stack.enter_context(KubeClient.connect(str(sandbox.kubeconfig)))
@@ -631,3 +637,55 @@ def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_clust
     assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
     assert removed[-1].startswith("prod/books: removed (")
     assert cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "books-config")) is None
+
+
+def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
+    make_cluster: Any,
+) -> None:
+    """A global pre Job still running holds books's upgrade (as a failed one would, but
+    Progressing); cards, unchanged, is still kept in sync in the same pass."""
+    files = ledger_files()
+    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
+        "1.5.0",
+        ADD_INDEX + "  - name: register-schemas\n    phase: pre\n    scope: global\n"
+        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
+    )
+    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2, files=files)
+    cluster.shape("add-index")  # books's own pre migration has nothing to do
+    assert cluster.daemon.run_pass().ok
+    drifted = {"name": "cards-config", "namespace": NS}
+    cluster.client.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": drifted, "data": {"version": "x"}},
+        force=True,
+    )
+
+    first = cluster.upgrade("1.5.0")
+    books, cards = statuses_of(first)["books"], statuses_of(first)["cards"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "1.4.0")
+    assert books.message.startswith(
+        f"global migration register-schemas (pre, 1.5.0) is running: Job/{NS}/books-register"
+    )
+    assert (cards.phase, cards.version) == (Phase.READY, "1.4.0")
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "cards-config"))
+    assert config is not None and config["data"]["version"] == "1.4.0"  # drift repaired
+    assert cluster.records() == ()
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+    assert cluster.jobs_created() == ["books-register-schemas"]
+    assert (statuses_of(last)["books"].phase, statuses_of(last)["books"].version) == (
+        Phase.READY,
+        "1.5.0",
+    )
+    assert [(name, outcome) for name, _, _, outcome in cluster.ledger()] == [
+        ("register-schemas", "succeeded"),
+        ("add-index", "notNeeded"),
+    ]
+    assert subjects(last)[0].startswith(
+        "prod/books: migration register-schemas (pre, 1.5.0) succeeded in "
+    )
+    assert subjects(last)[-1] == "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
