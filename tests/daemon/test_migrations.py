@@ -689,3 +689,35 @@ def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
         "prod/books: migration register-schemas (pre, 1.5.0) succeeded in "
     )
     assert subjects(last)[-1] == "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
+
+
+def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
+    make_cluster: Any,
+) -> None:
+    """A post Job outliving the pass leaves 2.0.0 running, Progressing/Migrating; a later
+    pass records it (one commit: the run) and the instance is Ready."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    cluster.shape("add-index", "split-totals")
+    assert cluster.upgrade("1.5.0").ok
+    first = cluster.upgrade("2.0.0")
+    books = statuses_of(first)["books"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "2.0.0")
+    assert books.message.startswith(
+        f"migration backfill (post, 2.0.0) is running: Job/{NS}/books-backfill"
+    )
+    assert subjects(first)[-1] == (
+        "prod/books: upgraded ledger 1.5.0 -> 2.0.0 (Progressing: Migrating)"
+    )
+    assert "backfill" not in [name for name, *_ in cluster.ledger()]
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+    assert cluster.jobs_created() == ["books-backfill"]
+    assert statuses_of(last)["books"].phase is Phase.READY
+    assert [s.split(" in ")[0] for s in subjects(last)] == [
+        "prod/books: migration backfill (post, 2.0.0) succeeded"
+    ]
+    assert cluster.ledger()[-1] == ("backfill", "post", "2.0.0", "succeeded")
