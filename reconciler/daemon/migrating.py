@@ -23,6 +23,17 @@ The daemon's pass and ``apply`` call :class:`MigrationHooks` at four points:
    a retry. After the prune its ledger ConfigMap goes too: a later install of the
    same name starts afresh, since everything was undone.
 
+Nothing waits in line: in the daemon a pass gives Job migrations a short grace
+shared by the whole pass (``job_grace``, the pass's ``--health-grace``). A Job that
+ends within it is handled as above; one still running leaves its instance as it is
+this pass, ``Progressing``/``Migrating`` with a message naming the Job (a global
+``pre`` one: every instance this pass would change; an ``uninstall`` one: the
+removal stays pending, ``Progressing``/``Uninstalling``), nothing is written to
+the ledger for it, and :attr:`MigrationHooks.next_look` asks for a pass soon. That
+pass takes the Job over without running its state check again, and records it
+with the Job's own duration when it ends. Other instances are applied meanwhile.
+``reconciler apply`` gives no grace: it waits for each Job to its end.
+
 Once only: every outcome is appended to the instance's ledger (a ``global`` one to
 the cluster's, and copied to the ledger of the instance whose change ran it, so its
 status shows it) and written to the cluster at once (``migration_steps``).
@@ -51,7 +62,15 @@ from reconciler.kube import (
     LiveState,
     wait_healthy,
 )
-from reconciler.migrations import Component, JobRunner, Registry, pending, plan_uninstall
+from reconciler.migrations import (
+    Component,
+    JobRunner,
+    MigrationRun,
+    Registry,
+    StillRunning,
+    pending,
+    plan_uninstall,
+)
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.migrations import FAILED, LedgerFormatError, MigrationLedger, MigrationRecord
@@ -63,6 +82,15 @@ log = logging.getLogger("reconciler.daemon")
 MIGRATION_FAILED = "MigrationFailed"
 MIGRATING = "Migrating"
 UNINSTALLING = "Uninstalling"
+MIGRATION_LOOK = 1.0  # seconds until the next pass while a migration Job runs
+
+
+@dataclass(frozen=True)
+class _Running:
+    """An instance held this pass by a migration Job that has not ended."""
+
+    stage: str  # pre, post or uninstall
+    message: str
 
 
 @dataclass(frozen=True)
@@ -72,7 +100,9 @@ class MigrationEvent:
     ``stage`` is when it ran (``pre``, ``post`` or ``uninstall``, undo steps
     included; a global run says so in ``record.scope``); ``upto`` is the
     instance's ledger right after it; ``statuses`` are the records to commit for
-    it, in order (filled by :meth:`MigrationHooks.recorded`).
+    it, in order (filled by :meth:`MigrationHooks.recorded`); ``resumed``: its Job
+    was started by an earlier pass, which already recorded the instance as
+    migrating.
     """
 
     instance: str
@@ -80,6 +110,7 @@ class MigrationEvent:
     stage: str
     upto: tuple[MigrationRecord, ...]
     statuses: tuple[InstanceStatus, ...] = ()
+    resumed: bool = False
 
     @property
     def seconds(self) -> float:
@@ -106,7 +137,9 @@ class MigrationHooks:
         self.health_timeout = health_timeout
         self.events: list[MigrationEvent] = []
         self.post_failed: dict[str, str] = {}  # instance -> why it is Stalled
+        self.running: dict[str, _Running] = {}  # instance -> the Job it waits for
         self.global_failure = ""
+        self.global_running = ""
         self._removed: dict[str, Inventory] = {}
 
     @classmethod
@@ -125,11 +158,14 @@ class MigrationHooks:
         job_runner: JobRunner | None = None,
         ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE,
         health_timeout: float = 120.0,
+        job_grace: float | None = None,
     ) -> MigrationHooks:
         """The hooks of a pass, after running the global ``pre`` migrations it needs.
 
         ``held`` instances (backing off) change nothing this pass; ``limits`` are
         ``cluster.yaml``'s: a migration Job obeys them like a manifest.
+        ``job_grace``: seconds the whole pass waits for Jobs (the daemon); None
+        waits for each to its end (``apply``).
         """
         steps = MigrationSteps(
             client,
@@ -139,6 +175,7 @@ class MigrationHooks:
             job_runner=job_runner or KubeJobRunner(client),
             limits=limits or Limits(),
             ledger_namespace=ledger_namespace,
+            job_grace=job_grace,
         )
         skip = set(held)
         changing = {
@@ -164,17 +201,33 @@ class MigrationHooks:
         hooks._run_global("pre", list(changing.values()))
         return hooks
 
+    @property
+    def next_look(self) -> float | None:
+        """Seconds until a pass should look at a migration Job again (None: none runs)."""
+        return MIGRATION_LOOK if self.running else None
+
     # -- the hooks ----------------------------------------------------------------------
 
     def before_apply(self, plan: InstancePlan) -> InstanceResult | None:
-        """Run ``plan``'s pre migrations; a result (MigrationFailed: Stalled) stops its apply."""
+        """Run ``plan``'s pre migrations; a result stops its apply.
+
+        Stalled/MigrationFailed when one failed; left as it is (recorded
+        Progressing/Migrating) while one's Job runs.
+        """
         if plan.name not in self.changing:
             return None
         if self.global_failure:
             return self._stop(plan, self.global_failure)
+        if self.global_running:
+            return self._hold(plan, "pre", self.global_running)
         assert plan.version is not None
-        message = self._run_app(plan, plan.version, "pre", self.deployed.get(plan.name))
-        return self._stop(plan, message) if message else None
+        outcome = self._run_app(plan, plan.version, "pre", self.deployed.get(plan.name))
+        if isinstance(outcome, StillRunning):
+            version = plan.version
+            until = f"nothing of {version.app} {version.key} is applied until it ends"
+            text = f"{outcome.message}; {until}"
+            return self._hold(plan, "pre", text)
+        return self._stop(plan, outcome) if outcome else None
 
     def after_health(
         self,
@@ -197,11 +250,14 @@ class MigrationHooks:
             health = healths[i] if healths is not None else self._wait(plan)
             if health is None or not health.healthy:
                 continue
-            message = self._run_app(plan, version, "post", before) or self._run_global(
+            outcome = self._run_app(plan, version, "post", before) or self._run_global(
                 "post", [plan], before
             )
-            if message:
-                self.post_failed[plan.name] = message
+            if isinstance(outcome, StillRunning):
+                text = f"{outcome.message}; {version.app} {version.key} runs meanwhile"
+                self.running[plan.name] = _Running("post", text)
+            elif outcome:
+                self.post_failed[plan.name] = outcome
 
     def before_prune(self, inventory: Inventory) -> InstanceResult | None:
         """Uninstall migrations, then undo steps; a failure keeps the instance for a retry.
@@ -229,21 +285,29 @@ class MigrationHooks:
         if current is not None:
             dists = self.steps.registry.distributions()
             for p in pending(current, "uninstall", "app", own, dists)[0]:
-                record = self.steps.execute(
+                run = self.steps.execute(
                     p.migration, current, instance, "uninstall", p.checksum, deployed
                 )
-                stopped = self._removal_step(inventory, record)
+                stopped = self._removal_step(inventory, run)
                 if stopped is not None:
                     return stopped
         for step in plan.undo:
-            record = self.steps.undo(step.migration, step.version, step.record, instance, deployed)
-            stopped = self._removal_step(inventory, record)
+            done = self.steps.undo(step.migration, step.version, step.record, instance, deployed)
+            stopped = self._removal_step(inventory, done)
             if stopped is not None:
                 return stopped
         return None
 
-    def _removal_step(self, inventory: Inventory, record: MigrationRecord) -> InstanceResult | None:
-        trouble = self._record(inventory.instance, inventory.namespace, record, "uninstall")
+    def _removal_step(
+        self, inventory: Inventory, run: MigrationRun | MigrationRecord | StillRunning
+    ) -> InstanceResult | None:
+        if isinstance(run, StillRunning):
+            return self._pending_removal(inventory, run)
+        record = run.record if isinstance(run, MigrationRun) else run
+        resumed = isinstance(run, MigrationRun) and run.resumed
+        trouble = self._record(
+            inventory.instance, inventory.namespace, record, "uninstall", resumed
+        )
         if record.outcome == FAILED:
             return self._stop_removal(inventory, _failure_text(record))
         return self._stop_removal(inventory, trouble) if trouble else None
@@ -271,6 +335,8 @@ class MigrationHooks:
                 status = healthy[status.instance] = self._with_ledger(status)
                 if status.instance in self.post_failed:
                     status = _stalled(status, self.post_failed[status.instance])
+                elif status.instance in self.running:
+                    status = self._migrating(status, self.running[status.instance])
             finals[status.instance] = status
         for i, event in enumerate(self.events):
             if event.instance in finals:
@@ -289,7 +355,7 @@ class MigrationHooks:
         upto = tuple(r.to_dict() for r in event.upto)
         out: tuple[InstanceStatus, ...] = ()
         first_post = not any(e.instance == event.instance and e.stage == "post" for e in earlier)
-        if event.stage == "post" and first_post:
+        if event.stage == "post" and first_post and not event.resumed:
             # the change itself, healthy, before its post migrations ran
             before = tuple(r.to_dict() for r in event.upto[:-1])
             out = (replace(healthy[event.instance], migrations=before or None),)
@@ -320,6 +386,26 @@ class MigrationHooks:
             rollout=None,  # the change has not started: its first step gets its own commit
         )
 
+    def _migrating(self, status: InstanceStatus, running: _Running) -> InstanceStatus:
+        """``status`` while a migration Job holds it: Progressing, at what runs now."""
+        version, reason, objects = status.version, MIGRATING, status.objects
+        removed = self._removed.get(status.instance)
+        if running.stage == "uninstall" and removed is not None:
+            version, reason = removed.version or None, UNINSTALLING
+            objects = len(removed.objects)
+        elif running.stage == "pre":
+            version = self.deployed.get(status.instance)
+        kept = tuple(c for c in status.conditions if c.type == ConditionType.CONFLICTING_WRITER)
+        return replace(
+            status,
+            phase=Phase.PROGRESSING,
+            version=version,
+            reason=reason,
+            message=running.message,
+            objects=objects,
+            conditions=conditions_for(Phase.PROGRESSING, reason, running.message) + kept,
+        )
+
     def _with_ledger(self, status: InstanceStatus) -> InstanceStatus:
         namespace = self._namespace_of(status.instance)
         try:
@@ -344,8 +430,11 @@ class MigrationHooks:
 
     def _run_app(
         self, plan: InstancePlan, version: AppVersion, phase: str, deployed: str | None
-    ) -> str:
-        """Run ``phase`` app migrations of ``version`` for ``plan``; a failure's message."""
+    ) -> str | StillRunning:
+        """Run ``phase`` app migrations of ``version`` for ``plan``.
+
+        "" when all are settled, a failure's message, or the Job still running.
+        """
         inst = plan.instance
         try:
             ledger = self.steps.ledger(inst.name, inst.namespace)
@@ -356,8 +445,11 @@ class MigrationHooks:
             trouble = self.steps.prepare(inst.namespace)
             if trouble:
                 return trouble
-            record = self.steps.execute(p.migration, version, inst, phase, p.checksum, deployed)
-            trouble = self._record(inst.name, inst.namespace, record, phase)
+            run = self.steps.execute(p.migration, version, inst, phase, p.checksum, deployed)
+            if isinstance(run, StillRunning):
+                return run
+            record = run.record
+            trouble = self._record(inst.name, inst.namespace, record, phase, run.resumed)
             if record.outcome == FAILED:
                 return _failure_text(record, version)
             if trouble:
@@ -366,10 +458,12 @@ class MigrationHooks:
 
     def _run_global(
         self, phase: str, plans: Sequence[InstancePlan], deployed: str | None = None
-    ) -> str:
+    ) -> str | StillRunning:
         """Run ``phase`` global migrations shipped by ``plans``' versions, each once.
 
         Each runs for (and is recorded with) the first instance whose version ships it.
+        A global ``pre`` Job still running holds every upgrade of the pass (recorded
+        in ``global_running``), as a failed one would, but fails nothing.
         """
         seen: set[str] = set()
         for plan in plans:
@@ -391,9 +485,14 @@ class MigrationHooks:
                 if trouble:
                     return self._global_failed(phase, trouble)
                 before = deployed if phase == "post" else self.deployed.get(plan.name)
-                record = self.steps.execute(p.migration, version, inst, phase, p.checksum, before)
+                run = self.steps.execute(p.migration, version, inst, phase, p.checksum, before)
+                if isinstance(run, StillRunning):
+                    if phase == "pre":
+                        self.global_running = f"global {run.message}; no upgrade runs until it ends"
+                    return run
+                record = run.record
                 trouble = self.steps.append_global(record) or self._record(
-                    inst.name, inst.namespace, record, phase
+                    inst.name, inst.namespace, record, phase, run.resumed
                 )
                 if record.outcome == FAILED:
                     return self._global_failed(phase, _failure_text(record, version))
@@ -407,10 +506,17 @@ class MigrationHooks:
         self.global_failure = f"global {message}; no upgrade runs in this pass"
         return self.global_failure
 
-    def _record(self, instance: str, namespace: str, record: MigrationRecord, stage: str) -> str:
+    def _record(
+        self,
+        instance: str,
+        namespace: str,
+        record: MigrationRecord,
+        stage: str,
+        resumed: bool = False,
+    ) -> str:
         trouble = self.steps.append(instance, namespace, record)
         upto = self.steps.ledger(instance, namespace).records
-        self.events.append(MigrationEvent(instance, record, stage, upto))
+        self.events.append(MigrationEvent(instance, record, stage, upto, resumed=resumed))
         return trouble
 
     def _post_due(self, plan: InstancePlan, version: AppVersion) -> tuple[bool, str | None]:
@@ -449,6 +555,26 @@ class MigrationHooks:
         kept = kept_as_is(self.steps.live, plan, Action.FAILED, message)
         return replace(kept, reason=MIGRATION_FAILED)
 
+    def _hold(self, plan: InstancePlan, stage: str, message: str) -> InstanceResult:
+        """``plan`` left as it is this pass: a migration Job it waits for still runs."""
+        self.running[plan.name] = _Running(stage, message)
+        return kept_as_is(self.steps.live, plan, Action.SKIPPED, message)
+
+    def _pending_removal(self, inventory: Inventory, run: StillRunning) -> InstanceResult:
+        """The removal waits for an uninstall (or undo) Job: every object stays, no failure.
+
+        The result is not a failure (no backoff: the next pass looks again soon);
+        ``recorded`` makes its status Progressing/Uninstalling.
+        """
+        name = inventory.instance
+        message = f"{run.message}; {name} is removed once it ends"
+        self.running[name] = _Running("uninstall", message)
+        kept = f"left as it is ({UNINSTALLING}: {run.job} runs)"
+        entries = [
+            ChangeSetEntry.for_ref(name, r, Action.SKIPPED, kept) for r in sorted(inventory.objects)
+        ]
+        return InstanceResult(name, ChangeSet.of(entries), None, message, inventory)
+
     def _stop_removal(self, inventory: Inventory, message: str) -> InstanceResult:
         name = inventory.instance
         ref = ObjectRef(*INSTANCE_KIND, inventory.namespace, name)
@@ -484,6 +610,7 @@ __all__ = [
     "DEFAULT_LEDGER_NAMESPACE",
     "MIGRATING",
     "MIGRATION_FAILED",
+    "MIGRATION_LOOK",
     "UNINSTALLING",
     "MigrationEvent",
     "MigrationHooks",

@@ -7,6 +7,13 @@ kept inside ``cluster.yaml``'s namespaces), and append the outcome to the ledger
 ConfigMaps in the cluster right away, so a reconciler that stops mid-pass never
 runs a finished migration twice.
 
+A daemon pass gives Jobs a short grace shared by the whole pass (``job_grace``,
+the pass's ``--health-grace``): every Job waits at most what is left of it, so a
+pass is delayed by Job migrations that long at most however many run. A Job still
+running then is :class:`~reconciler.migrations.StillRunning` (the caller records
+nothing and looks again on a later pass, which takes the Job over). ``apply``
+passes no grace and waits for each Job to its end.
+
 Ledgers are read from the pass's ``LiveState`` (its ConfigMap list already holds
 them: they carry the ``managed-by`` label), so considering migrations costs no
 request. The cluster's global ledger, ``reconciler-migrations--global``, is found
@@ -30,13 +37,15 @@ from reconciler.migrations import (
     JobOutcome,
     JobRunner,
     MigrationContext,
+    MigrationRun,
     Registry,
     Runtime,
-    execute_migration,
+    StillRunning,
+    advance_migration,
+    advance_undo,
     ledger_configmap,
     ledger_from_configmap,
     ledger_name,
-    undo_migration,
     utc_now,
 )
 from reconciler.migrations.ledger import CLUSTER_LABEL, LEDGER_LABEL
@@ -71,6 +80,7 @@ class MigrationSteps:
         job_runner: JobRunner,
         limits: Limits,
         ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE,
+        job_grace: float | None = None,
     ) -> None:
         self.client = client
         self.live = live
@@ -79,7 +89,7 @@ class MigrationSteps:
         self.limits = limits
         self.ledger_namespace = ledger_namespace
         self.components: tuple[Component, ...] = ()  # RECONCILER_COMPONENTS of this pass
-        self._jobs = _WithinLimits(job_runner, self.prepare)
+        self._jobs = _WithinLimits(job_runner, self.prepare, job_grace)
         self._ledgers: dict[str, MigrationLedger] = {}
         self._global: MigrationLedger | None = None
         self._global_namespace = ""
@@ -95,10 +105,13 @@ class MigrationSteps:
         phase: str,
         checksum: str,
         deployed: str | None,
-    ) -> MigrationRecord:
-        """Check and run one migration; its record (never raises for the migration itself)."""
+    ) -> MigrationRun | StillRunning:
+        """Check and run one migration; its run (never raises for the migration itself).
+
+        :class:`StillRunning` when its Job outlived the pass's grace: nothing to record.
+        """
         to = version.key if phase != "uninstall" else None
-        run = execute_migration(
+        run = advance_migration(
             migration,
             version,
             instance,
@@ -106,7 +119,10 @@ class MigrationSteps:
             checksum=checksum,
             deployed_version=deployed,
             runtime=Runtime(self.client, self.registry, self._jobs),
+            wait=self._jobs.wait(),
         )
+        if isinstance(run, StillRunning):
+            return run
         for warning in run.warnings:
             log.warning(
                 "migration %s (%s, %s): %s",
@@ -116,7 +132,7 @@ class MigrationSteps:
                 warning,
                 extra={"cluster": self.cluster, "instance": instance.name},
             )
-        return replace(run.record, from_version=deployed)
+        return replace(run, record=replace(run.record, from_version=deployed))
 
     def undo(
         self,
@@ -125,23 +141,27 @@ class MigrationSteps:
         applied: MigrationRecord,
         instance: Instance,
         deployed: str | None,
-    ) -> MigrationRecord:
+    ) -> MigrationRecord | StillRunning:
         """Reverse ``applied`` with ``version``'s definition; an ``undo`` record."""
         started = utc_now()
-        ok, message, duration = undo_migration(
+        done = advance_undo(
             migration,
             version,
             instance,
             self._context(migration, instance, UNDO, deployed, None),
             runtime=Runtime(self.client, self.registry, self._jobs),
+            wait=self._jobs.wait(),
         )
+        if isinstance(done, StillRunning):
+            return done
+        ok, message, duration, began = done
         return MigrationRecord(
             name=migration.name,
             version=version.key,
             checksum=applied.checksum,
             phase=UNDO,
             scope="app",
-            started_at=started,
+            started_at=began or started,
             duration=round(duration, 3),
             check_duration=0.0,
             outcome=SUCCEEDED if ok else FAILED,
@@ -270,18 +290,34 @@ class MigrationSteps:
 
 
 class _WithinLimits:
-    """A Job runner whose Jobs go only to namespaces ``cluster.yaml`` allows (made if missing)."""
+    """A Job runner whose Jobs go only to namespaces ``cluster.yaml`` allows (made if missing).
 
-    def __init__(self, runner: JobRunner, prepare: Callable[[str], str]) -> None:
+    It also keeps the pass's shared grace: ``grace`` seconds of waiting for Jobs in
+    all (None: no limit, each Job is waited for to its end).
+    """
+
+    def __init__(
+        self, runner: JobRunner, prepare: Callable[[str], str], grace: float | None = None
+    ) -> None:
         self._runner = runner
         self._prepare = prepare
+        self._left = grace
+
+    def wait(self) -> float | None:
+        """Seconds the next Job may be waited for (None: to its end)."""
+        return None if self._left is None else max(0.0, self._left)
 
     def run_job(self, job: Mapping[str, Any], timeout: float) -> JobOutcome:
         namespace = str((job.get("metadata") or {}).get("namespace", ""))
         trouble = self._prepare(namespace)
         if trouble:
             return JobOutcome(False, 0.0, f"{ObjectRef.of(job)}: {trouble}")
-        return self._runner.run_job(job, timeout)
+        began = time.monotonic()
+        try:
+            return self._runner.run_job(job, timeout)
+        finally:
+            if self._left is not None:
+                self._left -= time.monotonic() - began
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -137,6 +137,7 @@ def reconcile_checkout(
         registry=registry,
         limits=options.limits,
         ledger_namespace=settings.ledger_namespace,
+        job_grace=settings.health_grace,  # a migration Job never holds the pass longer
     )
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
@@ -226,6 +227,7 @@ def reconcile_checkout(
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     looks = [r.next_look for r in rolled.values() if r.next_look is not None]
     looks += [HEALTH_LOOK] if waiting else []
+    looks += [hooks.next_look] if hooks.next_look is not None else []
     watch.forget_except(p.name for p in plans)
     statuses = hooks.recorded(statuses, held)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)

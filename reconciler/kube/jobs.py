@@ -6,21 +6,27 @@ its pod's reason and the tail of its log in the status. :class:`KubeJobRunner`
 does exactly that through :class:`KubeClient`:
 
 - create the Job (``POST``); a Job of the same name left by an earlier attempt of
-  the same migration is taken over: a failed one is deleted and created anew (the
-  newest failure is the one kept), a running one (an earlier attempt timed out) is
-  waited for rather than started twice, a succeeded one counts as this run's
-  success. A Job of that name made for anything else is never touched;
+  the same migration is taken over (``reconciler.migrations.in_flight``): a running
+  one is waited for rather than started twice, a succeeded one counts as this run's
+  success, a failed one whose failure nobody reported yet is this run's failure;
+  a failed one already reported is deleted and created anew (the newest failure is
+  the one kept). A Job of that name made for anything else is never touched;
 - poll its ``status.conditions`` until ``Complete`` or ``Failed`` is ``True``
   (https://kubernetes.io/docs/concepts/workloads/controllers/job/#terminal-job-conditions).
   Polling, not a watch: the runner is called from a pass that already has a
   deadline, the intervals grow from tens of milliseconds to a second, and a watch
   would need a second connection per Job for little gain;
 - after success, delete it with ``propagationPolicy: Background`` so its pods go too;
-- after failure, keep it and read its newest failed pod: the container's
-  ``state.terminated`` reason and exit code, and the last lines of its log
-  (``GET .../pods/NAME/log?container=C&tailLines=N``);
-- on timeout, delete nothing (``timed_out=True``): the Job may still finish, and
-  Kubernetes stops it at ``activeDeadlineSeconds`` anyway (``render_job`` caps it).
+- after failure, keep it, mark it reported (``REPORTED_ANNOTATION``) and read its
+  newest failed pod: the container's ``state.terminated`` reason and exit code, and
+  the last lines of its log (``GET .../pods/NAME/log?container=C&tailLines=N``);
+- when ``timeout`` passes first, delete nothing (``timed_out=True``): the Job goes
+  on, the next call takes it over, and Kubernetes stops it at
+  ``activeDeadlineSeconds`` anyway (``render_job`` caps it at the migration's
+  ``timeoutSeconds``). A daemon pass calls with its short grace and comes back;
+  ``reconciler apply`` calls with the whole ``timeoutSeconds``;
+- a Job taken over reports its true duration, from its own ``startTime`` to its end
+  (``job_span``), not the time this call happened to wait.
 
 It never raises for a Job that failed or could not be created (an invalid Job is a
 failed migration, with the API's message); it raises ``ClusterUnreachable`` only.
@@ -30,31 +36,39 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.kube.client import KubeClient, label_selector
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
-from reconciler.migrations import MIGRATION_LABEL, PHASE_LABEL, JobOutcome
+from reconciler.migrations import (
+    REPORTED_ANNOTATION,
+    JobOutcome,
+    in_flight,
+    job_span,
+    job_verdict,
+    same_run,
+)
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
-INSTANCE_LABEL = "app.kubernetes.io/instance"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 LOG_LINES = 10
 _LINE_LIMIT = 300  # characters kept of one log line: a status message is not a log store
-# Labels that say which migration run a Job belongs to: a Job of the same name with
-# other values is somebody else's and is never deleted or adopted.
-_OWNER_LABELS = (INSTANCE_LABEL, MIGRATION_LABEL, PHASE_LABEL)
+_MERGE_PATCH = "application/merge-patch+json"
 
 JsonObject = dict[str, Any]
+_Verdict = tuple[tuple[str, str, str], JsonObject]  # (type, reason, message) and the Job
 
 
-def job_verdict(job: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """``("Complete"|"Failed", reason, message)`` once a terminal condition is True."""
-    for cond in (job.get("status") or {}).get("conditions") or ():
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return str(cond["type"]), str(cond.get("reason", "")), str(cond.get("message", ""))
-    return None
+@dataclass(frozen=True)
+class _Started:
+    """The live Job to wait for (None: see ``why``), and whether an earlier call made it."""
+
+    live: JsonObject | None
+    note: str = ""
+    taken_over: bool = False
+    busy: bool = False  # a deleted predecessor still holds the name: try again later
 
 
 class KubeJobRunner:
@@ -87,10 +101,12 @@ class KubeJobRunner:
             return JobOutcome(ok, self._clock() - start, message, timed_out)
 
         try:
-            live, note = self._start(job, ref, deadline)
-            if live is None:
-                return outcome(False, note)
-            finished = job_verdict(live) or self._wait(ref, deadline)
+            started = self._start(job, ref, deadline)
+            if started.busy:
+                return outcome(False, started.note, timed_out=True)
+            if started.live is None:
+                return outcome(False, started.note)
+            finished = self._ended(started.live) or self._wait(ref, deadline)
         except ClusterUnreachable:
             raise
         except KubeError as e:
@@ -102,37 +118,53 @@ class KubeJobRunner:
                 f"(kubectl -n {ref.namespace} describe job {ref.name})",
                 timed_out=True,
             )
-        verdict, reason, message = finished
+        (verdict, reason, message), final = finished
+        took, began = self._clock() - start, ""
+        span = job_span(final) if started.taken_over else None
+        if span is not None:
+            began, took = span
         if verdict == "Complete":
             self._delete(ref)
-            return outcome(True, note)
-        return outcome(False, self.explain_failure(ref, reason, message))
+            return JobOutcome(True, took, started.note, started_at=began)
+        text = self.explain_failure(ref, reason, message)
+        self._mark_reported(ref, final)
+        return JobOutcome(False, took, text, started_at=began)
 
     # -- create or take over ----------------------------------------------------------
 
-    def _start(
-        self, job: Mapping[str, Any], ref: ObjectRef, deadline: float
-    ) -> tuple[JsonObject | None, str]:
-        """The live Job to wait for, or None and why it cannot run."""
+    def _start(self, job: Mapping[str, Any], ref: ObjectRef, deadline: float) -> _Started:
+        """The live Job to wait for, or why there is none."""
         existing = self.client.get(ref)
         note = ""
         if existing is not None:
-            if not _same_run(existing, job):
-                return None, (
+            if not same_run(existing, job):
+                return _Started(
+                    None,
                     f"{ref} already exists and was not created for this migration; "
-                    "rename the migration's Job or delete the other one"
+                    "rename the migration's Job or delete the other one",
                 )
-            verdict = job_verdict(existing)
-            if verdict is None:
-                return existing, "took over the Job an earlier attempt started"
-            if verdict[0] == "Complete":
-                return existing, "an earlier attempt's Job had succeeded"
+            if in_flight(existing, job):
+                succeeded = (job_verdict(existing) or ("",))[0] == "Complete"
+                note = "an earlier attempt's Job had succeeded" if succeeded else ""
+                return _Started(existing, note, taken_over=True)
             self._delete(ref, uid=str(existing["metadata"].get("uid", "")))
             note = "replaced the Job of an earlier failed attempt"
-        return self._create(job, ref, deadline), note
+        created = self._create(job, ref, deadline)
+        if created is None:
+            return _Started(
+                None,
+                f"{ref}: the failed Job of an earlier attempt is still being deleted; "
+                "it is created again on the next attempt",
+                busy=True,
+            )
+        return _Started(created, note)
 
-    def _create(self, job: Mapping[str, Any], ref: ObjectRef, deadline: float) -> JsonObject:
-        """POST the Job; a 409 while a deleted predecessor is still going is retried."""
+    def _create(self, job: Mapping[str, Any], ref: ObjectRef, deadline: float) -> JsonObject | None:
+        """POST the Job; a 409 while a deleted predecessor is still going is retried.
+
+        None when the name is still taken at ``deadline``: not a failure of the
+        migration, just not yet.
+        """
         path = self.client.resource(ref.api_version, ref.kind).path(ref.namespace)
         delay = self.first_poll
         while True:
@@ -141,14 +173,16 @@ class KubeJobRunner:
                     "POST", path, subject=str(ref), verb="create", body=dict(job)
                 ).body
             except KubeApiError as e:
-                if e.status != 409 or self._clock() + delay > deadline:
+                if e.status != 409:
                     raise
+                if self._clock() + delay > deadline:
+                    return None
             self._sleep(delay)
             delay = min(delay * 2, self.max_poll)
 
     # -- wait -------------------------------------------------------------------------
 
-    def _wait(self, ref: ObjectRef, deadline: float) -> tuple[str, str, str] | None:
+    def _wait(self, ref: ObjectRef, deadline: float) -> _Verdict | None:
         delay = self.first_poll
         while True:
             remaining = deadline - self._clock()
@@ -158,16 +192,45 @@ class KubeJobRunner:
             delay = min(delay * 2, self.max_poll)
             live = self.client.get(ref)
             if live is None:
-                return "Failed", "Deleted", "the Job was deleted while it ran"
-            verdict = job_verdict(live)
-            if verdict is not None:
-                return verdict
+                return ("Failed", "Deleted", "the Job was deleted while it ran"), {}
+            ended = self._ended(live)
+            if ended is not None:
+                return ended
+
+    @staticmethod
+    def _ended(live: JsonObject) -> _Verdict | None:
+        verdict = job_verdict(live)
+        return None if verdict is None else (verdict, live)
 
     # -- after the verdict --------------------------------------------------------------
 
     def _delete(self, ref: ObjectRef, uid: str = "") -> None:
         """Background propagation: the Job goes now, the garbage collector takes its pods."""
         self.client.delete(ref, uid=uid)
+
+    def _mark_reported(self, ref: ObjectRef, live: Mapping[str, Any]) -> None:
+        """Annotate the kept failed Job: its failure is told, a later attempt replaces it.
+
+        Best effort: without the mark a later attempt reports the same failure once
+        more, which is noise, not harm.
+        """
+        meta = live.get("metadata") or {}
+        if not meta or REPORTED_ANNOTATION in (meta.get("annotations") or {}):
+            return
+        patch = {"metadata": {"annotations": {REPORTED_ANNOTATION: "true"}}}
+        try:
+            self.client.request(
+                "PATCH",
+                self.client.object_path(ref),
+                subject=str(ref),
+                verb="annotate",
+                body=patch,
+                content_type=_MERGE_PATCH,
+            )
+        except ClusterUnreachable:
+            raise
+        except KubeError:
+            pass
 
     def explain_failure(self, ref: ObjectRef, reason: str, message: str) -> str:
         """What the status says of a failed Job: its reason, its pod's end, its log's tail.
@@ -215,14 +278,6 @@ class KubeJobRunner:
         if not lines:
             return "; its log is empty"
         return "; log tail:\n" + "\n".join(lines)
-
-
-def _same_run(existing: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
-    def owner(obj: Mapping[str, Any]) -> tuple[Any, ...]:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return tuple(labels.get(key) for key in _OWNER_LABELS)
-
-    return owner(existing) == owner(job)
 
 
 def _newest_failed_pod(pods: list[JsonObject]) -> JsonObject | None:

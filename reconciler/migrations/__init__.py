@@ -10,6 +10,8 @@ The daemon (and ``apply``) will drive a pass's hooks through this API:
 - ``execute_migration(migration, version, instance, ctx, checksum=..., deployed_version=...,
   runtime=Runtime(reader, registry, job_runner))`` -> ``MigrationRun`` (a ``MigrationRecord``
   and warnings); never raises for the migration's own failures.
+- ``advance_migration(..., wait=seconds)`` / ``advance_undo``: the same without waiting
+  for a Job past ``wait`` (the daemon): ``StillRunning`` until a later call sees it end.
 - ``undo_migration(...)`` reverses an applied one with its own version's definition.
 - ``render_job(...)`` / ``JobRunner``: the Job and the interface that runs it
   (``render_job_with``: the same rendering for other Jobs, e.g. rollout analysis).
@@ -36,6 +38,9 @@ from reconciler.migrations.context import (
 from reconciler.migrations.execute import (
     MigrationRun,
     Runtime,
+    StillRunning,
+    advance_migration,
+    advance_undo,
     execute_migration,
     undo_migration,
     utc_now,
@@ -43,10 +48,15 @@ from reconciler.migrations.execute import (
 from reconciler.migrations.jobs import (
     MIGRATION_LABEL,
     PHASE_LABEL,
+    REPORTED_ANNOTATION,
     JobOutcome,
     JobRunner,
+    in_flight,
+    job_span,
+    job_verdict,
     render_job,
     render_job_with,
+    same_run,
 )
 from reconciler.migrations.ledger import (
     GLOBAL_NAME,
@@ -79,6 +89,7 @@ __all__ = [
     "GROUP",
     "MIGRATION_LABEL",
     "PHASE_LABEL",
+    "REPORTED_ANNOTATION",
     "SLOW_CHECK_SECONDS",
     "CheckResult",
     "Component",
@@ -96,15 +107,21 @@ __all__ = [
     "Registry",
     "Runtime",
     "StepOutcome",
+    "StillRunning",
     "UndoStep",
     "UninstallPlan",
+    "advance_migration",
+    "advance_undo",
     "check_migrations",
     "components_json",
     "evaluate_check",
     "execute_migration",
     "field_at",
+    "in_flight",
     "job_checksum",
     "job_environment",
+    "job_span",
+    "job_verdict",
     "ledger_configmap",
     "ledger_from_configmap",
     "ledger_name",
@@ -118,6 +135,7 @@ __all__ = [
     "render_job",
     "render_job_with",
     "run_step",
+    "same_run",
     "undo_migration",
     "upgrade_migrations",
     "utc_now",

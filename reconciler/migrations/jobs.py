@@ -9,6 +9,14 @@ capped by it and Kubernetes itself stops a runaway Job.
 Executing it (create, watch its pods, delete after success, keep the last failed
 one and read its pod's reason and log tail) needs the sandbox's Jobs with pods and
 lives behind :class:`JobRunner`, implemented by ``reconciler.kube.KubeJobRunner``.
+
+A daemon pass never waits for a Job to its end (the project's rule "nothing waits
+in line"): it gives Jobs a short grace and leaves one still running for a later
+pass, which finds it again by its labels (:func:`same_run`). What a later pass
+needs to read off the Job itself is pure and lives here: whether a Job of this run
+is still in flight (:func:`in_flight`: then its state check must not run again, the
+Job may have half-changed the state) and how long it really took
+(:func:`job_span`, from the Job's own timestamps, not from the pass that saw it end).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.migrations.context import MigrationContext, job_environment
@@ -25,6 +34,14 @@ from reconciler.render import INSTANCE_LABEL, MANAGED_BY, NAME_LABEL, VERSION_LA
 
 MIGRATION_LABEL = "reconciler.dev/migration"
 PHASE_LABEL = "reconciler.dev/migration-phase"
+# Set on a failed Job once its failure was reported: the Job is kept for
+# ``kubectl describe``, and a later attempt must tell that old verdict (run the
+# check again, replace the Job) from one that came while no pass was looking
+# (record it: it is this attempt's failure).
+REPORTED_ANNOTATION = "reconciler.dev/migration-reported"
+# Labels that say which migration run a Job belongs to: a Job of the same name with
+# other values is somebody else's and is never deleted or adopted.
+OWNER_LABELS = (INSTANCE_LABEL, MIGRATION_LABEL, PHASE_LABEL)
 
 
 @dataclass(frozen=True)
@@ -34,7 +51,13 @@ class JobOutcome:
     succeeded: bool
     duration: float
     message: str = ""  # on failure: the pod's reason and the tail of its log
+    # The wait ended before the Job did: it is left running, and the next call with
+    # the same Job takes it over. A pass reads that as "still running"; a caller
+    # that gave it the whole ``timeoutSeconds`` (``reconciler apply``) as a failure.
     timed_out: bool = False
+    # The Job's ``status.startTime`` when ``duration`` comes from the Job's own
+    # timestamps (a Job an earlier call started), else "".
+    started_at: str = ""
 
 
 class JobRunner(Protocol):
@@ -47,6 +70,74 @@ class JobRunner(Protocol):
     """
 
     def run_job(self, job: Mapping[str, Any], timeout: float) -> JobOutcome: ...
+
+
+def job_verdict(job: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``("Complete"|"Failed", reason, message)`` once a terminal condition is True.
+
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#terminal-job-conditions
+    """
+    for cond in (job.get("status") or {}).get("conditions") or ():
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return str(cond["type"]), str(cond.get("reason", "")), str(cond.get("message", ""))
+    return None
+
+
+def same_run(existing: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
+    """Whether ``existing`` was created for the same migration run as ``job`` (its labels)."""
+
+    def owner(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return tuple(labels.get(key) for key in OWNER_LABELS)
+
+    return owner(existing) == owner(job)
+
+
+def in_flight(existing: Mapping[str, Any] | None, job: Mapping[str, Any]) -> bool:
+    """Whether ``existing`` is a Job of ``job``'s run whose end nobody has reported yet.
+
+    Running; or Complete (a succeeded Job is deleted as soon as its success is
+    reported); or Failed without :data:`REPORTED_ANNOTATION`. Such a Job is this
+    attempt's: its verdict is awaited or taken, and the state check is not run again.
+    """
+    if existing is None or not same_run(existing, job):
+        return False
+    verdict = job_verdict(existing)
+    if verdict is None or verdict[0] == "Complete":
+        return True
+    annotations = (existing.get("metadata") or {}).get("annotations") or {}
+    return REPORTED_ANNOTATION not in annotations
+
+
+def job_span(job: Mapping[str, Any]) -> tuple[str, float] | None:
+    """``(startTime, seconds)`` of an ended Job, from its own status; None if unknown.
+
+    Kubernetes sets ``status.startTime`` when the Job controller starts the Job and
+    ``status.completionTime`` only when it succeeds
+    (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/#JobStatus);
+    a failed Job's end is its ``Failed`` condition's ``lastTransitionTime``. Both are
+    RFC 3339 with whole seconds, so the span is exact to a second.
+    """
+    status = job.get("status") or {}
+    start = status.get("startTime")
+    end = status.get("completionTime")
+    if not end:
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "Failed" and cond.get("status") == "True":
+                end = cond.get("lastTransitionTime")
+    began, ended = _timestamp(start), _timestamp(end)
+    if began is None or ended is None:
+        return None
+    return str(start), max(0.0, (ended - began).total_seconds())
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def render_job(
@@ -118,9 +209,15 @@ def _with_env(existing: list[Any], env: Mapping[str, str]) -> list[Any]:
 
 __all__ = [
     "MIGRATION_LABEL",
+    "OWNER_LABELS",
     "PHASE_LABEL",
+    "REPORTED_ANNOTATION",
     "JobOutcome",
     "JobRunner",
+    "in_flight",
+    "job_span",
+    "job_verdict",
     "render_job",
     "render_job_with",
+    "same_run",
 ]

@@ -7,6 +7,12 @@ the status. The step runs on a daemon thread; Python cannot kill a thread, so a
 step that hangs past its deadline is abandoned (it keeps running in the
 background until it returns, and its result is ignored). Migrations that loop
 should consult ``ctx.time_left()``.
+
+Unlike a Job migration, which a daemon pass leaves running and observes again on
+a later pass, a Python step is waited for, within the pass, up to its deadline:
+it runs in the reconciler's process and cannot be picked up by another pass. So
+Python migrations must be short (a check, a patch, a small copy); a long data
+move belongs in a Job migration.
 """
 
 from __future__ import annotations

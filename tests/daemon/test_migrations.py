@@ -31,8 +31,9 @@ from reconciler.cli import main
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.kube import KubeClient
-from reconciler.migrations import GROUP, Registry, ledger_from_configmap
+from reconciler.migrations import GROUP, Registry, job_span, ledger_from_configmap
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.migrations import MigrationRecord
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
@@ -54,6 +55,9 @@ REGISTRY = Registry.from_entry_points(
     [EntryPoint("counting", "tests.migrations.samples:CountingMarker", GROUP)]
 )
 FAST = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05)
+# A pass gives migration Jobs the health grace; these tests see each run end in the pass
+# that started it (a loaded machine may take seconds): a grace is an upper bound only.
+GRACE = 30.0
 NS = "team-fin"
 
 JOB = """\
@@ -179,6 +183,7 @@ class JobLog:
 
     def __init__(self, client: KubeClient, kubeconfig: Path, namespace: str) -> None:
         self.created: list[dict[str, Any]] = []
+        self.latest: dict[str, dict[str, Any]] = {}  # name -> its last state, even once deleted
         self.client, self.namespace = client, namespace
         self._marks: list[str] = []
         self.watched = Watched(kubeconfig, "Job", namespace, self._seen)
@@ -188,6 +193,8 @@ class JobLog:
             self._marks.append(f"{event.type} {event.name}")
         elif event.type == "ADDED":
             self.created.append(event.obj)
+        if event.type in ("ADDED", "MODIFIED"):
+            self.latest[str(event.obj["metadata"]["name"])] = event.obj
 
     def _sync(self) -> None:
         ns = ObjectRef("v1", "Namespace", "", self.namespace)
@@ -254,10 +261,11 @@ class Cluster:
         return self.jobs.names()
 
     def ledger(self) -> list[tuple[str, str, str, str]]:
+        return [(r.name, r.phase, r.version, r.outcome) for r in self.records()]
+
+    def records(self) -> tuple[MigrationRecord, ...]:
         cm = self.client.get(ObjectRef("v1", "ConfigMap", self.ns, "reconciler-migrations-books"))
-        assert cm is not None
-        records = ledger_from_configmap(cm).records
-        return [(r.name, r.phase, r.version, r.outcome) for r in records]
+        return () if cm is None else ledger_from_configmap(cm).records
 
     def shape(self, *names: str) -> None:
         """Put the cluster in the shape the named migrations would leave it in."""
@@ -283,18 +291,24 @@ def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
     with ExitStack() as stack:
 
         def make(
-            name: str = "a", files: dict[str, str | bytes | None] | None = None, **fail: bool
+            name: str = "a",
+            files: dict[str, str | bytes | None] | None = None,
+            *,
+            timing: Timing = FAST,
+            grace: float = GRACE,
+            **fail: bool,
         ) -> Cluster:
             catalog = ledger_files(**fail) if files is None else files
             source = write_catalog(tmp_path / name / "template", catalog, suffix=suffix)
             repo = create_catalog_repo(source, tmp_path / name / "repos")
-            sandbox = None if real else stack.enter_context(running_sandbox(timing=FAST))
+            sandbox = None if real else stack.enter_context(running_sandbox(timing=timing))
             config = kubeconfig or sandbox.kubeconfig  # type: ignore[union-attr]
             client = stack.enter_context(KubeClient.connect(str(config)))
             settings = DaemonSettings(
                 repo=repo.url,
                 cluster="prod",
                 health_timeout=10.0,
+                health_grace=grace,
                 cache_dir=tmp_path / name / "cache",
                 backoff_base=600.0,
                 leader_namespace=f"reconciler-system{suffix}",
@@ -602,3 +616,192 @@ def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy
     assert subjects(later)[0].startswith("prod/books: migration backfill (post, 2.0.0) succeeded")
     assert cluster.jobs_created().count("books-backfill") == 1
     assert subjects(cluster.daemon.run_pass()) == []  # settled: never again
+
+
+# A migration Job that runs for 1.5 s; a pass gives Jobs 0.2 s (its health grace).
+SLOW = Timing(controller_delay=0.01, pod_start=0.02, job_duration=1.5)
+
+
+def look_again(cluster: Cluster, last: PassOutcome) -> PassOutcome:
+    """The daemon's next pass, after the pause the last one asked for (its ``next_look``)."""
+    assert last.report is not None and last.report.next_look is not None
+    time.sleep(min(last.report.next_look, 1.0))
+    return cluster.daemon.run_pass()
+
+
+def statuses_of(outcome: PassOutcome) -> dict[str, Any]:
+    assert outcome.report is not None
+    return {s.instance: s for s in outcome.report.statuses}
+
+
+def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
+    make_cluster: Any,
+) -> None:
+    """Nothing waits in line: books's pre migration Job outlives the pass's grace, cards
+    moves in that same pass; later passes observe the Job (never a second one, never its
+    check again) and books is upgraded when it ends, recorded with the Job's own duration."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    assert cluster.daemon.run_pass().ok
+    for path, text in {
+        "apps/ledger/versions/1.4.1/version.yaml": version_yaml("1.4.1", ""),
+        "apps/ledger/versions/1.4.1/manifests/config.yaml": ledger_files()[
+            "apps/ledger/versions/1.4.0/manifests/config.yaml"
+        ],
+        "clusters/prod/instances/cards.yaml": instance("1.4.1").replace("books", "cards"),
+    }.items():
+        assert isinstance(text, str)
+        commit_file(cluster.repo, path, text, f"add {path}")
+
+    first = cluster.upgrade("1.5.0")
+    books, cards = statuses_of(first)["books"], statuses_of(first)["cards"]
+    assert (cards.phase, cards.version) == (Phase.READY, "1.4.1")  # not held by books's Job
+    assert subjects(first, "cards") == ["prod/cards: upgraded ledger 1.4.0 -> 1.4.1 (Ready)"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "1.4.0")
+    assert books.message.startswith(
+        f"migration add-index (pre, 1.5.0) is running: Job/{cluster.ns}/books-add-index"
+    )
+    assert subjects(first) == ["prod/books: moving ledger 1.4.0 -> 1.5.0 (Progressing: Migrating)"]
+    assert cluster.records() == ()  # nothing recorded for a run that has not ended
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config"))
+    assert config is not None and config["data"]["version"] == "1.4.0"  # nothing of 1.5.0
+    # the Job does its work: the state its check reads now says "done". A later pass must
+    # not run the check again (it would record "not needed"): it waits for the Job.
+    cluster.shape("add-index")
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+        assert cluster.records() == () and subjects(last) == []  # the same record: no commit
+    assert cluster.jobs_created() == ["books-add-index"]  # taken over, never started twice
+    books = statuses_of(last)["books"]
+    assert (books.phase, books.version) == (Phase.READY, "1.5.0")
+    assert subjects(last) == [
+        "prod/books: migration add-index (pre, 1.5.0) succeeded in " + _took(last, "add-index"),
+        "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
+    ]
+    (record,) = cluster.records()
+    assert (record.name, record.outcome, record.check_duration) == ("add-index", "succeeded", 0.0)
+    # its duration is the Job's own (status.startTime to completionTime), not a pass's wait
+    span = job_span(cluster.jobs.latest["books-add-index"])
+    assert span is not None and (record.started_at, record.duration) == span
+    assert record.duration >= 1.0
+    assert cluster.client.get(ObjectRef("batch/v1", "Job", cluster.ns, "books-add-index")) is None
+
+
+def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_cluster: Any) -> None:
+    """An uninstall migration's Job outlives the pass: the instance is Progressing/
+    Uninstalling with every object kept, not failed (no backoff), until a later pass
+    sees the Job end; then the removal goes on."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
+    assert cluster.upgrade("2.0.1").ok  # installed in shape: no Job runs, nothing to undo
+    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    first = cluster.daemon.run_pass()
+    books = statuses_of(first)["books"]
+    assert (books.phase, books.reason, books.version) == (
+        Phase.PROGRESSING,
+        "Uninstalling",
+        "2.0.1",
+    )
+    assert f"Job/{cluster.ns}/books-release" in books.message
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is not None
+    assert cluster.daemon.next_retry_in() is None  # not a failure: nothing backs off
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+        assert subjects(last) == []  # the same record while it runs: no commit
+    assert cluster.jobs_created() == ["books-release"]
+    assert statuses_of(last)["books"].phase is Phase.REMOVED
+    removed = subjects(last)
+    assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
+    assert removed[-1].startswith("prod/books: removed (")
+    assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is None
+
+
+def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
+    make_cluster: Any,
+) -> None:
+    """A global pre Job still running holds books's upgrade (as a failed one would, but
+    Progressing); cards, unchanged, is still kept in sync in the same pass."""
+    files = ledger_files()
+    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
+        "1.5.0",
+        ADD_INDEX + "  - name: register-schemas\n    phase: pre\n    scope: global\n"
+        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
+    )
+    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2, files=files)
+    cluster.shape("add-index")  # books's own pre migration has nothing to do
+    assert cluster.daemon.run_pass().ok
+    drifted = {"name": "cards-config", "namespace": NS}
+    cluster.client.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": drifted, "data": {"version": "x"}},
+        force=True,
+    )
+
+    first = cluster.upgrade("1.5.0")
+    books, cards = statuses_of(first)["books"], statuses_of(first)["cards"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "1.4.0")
+    assert books.message.startswith(
+        f"global migration register-schemas (pre, 1.5.0) is running: Job/{NS}/books-register"
+    )
+    assert (cards.phase, cards.version) == (Phase.READY, "1.4.0")
+    config = cluster.client.get(ObjectRef("v1", "ConfigMap", NS, "cards-config"))
+    assert config is not None and config["data"]["version"] == "1.4.0"  # drift repaired
+    assert cluster.records() == ()
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+    assert cluster.jobs_created() == ["books-register-schemas"]
+    assert (statuses_of(last)["books"].phase, statuses_of(last)["books"].version) == (
+        Phase.READY,
+        "1.5.0",
+    )
+    assert [(name, outcome) for name, _, _, outcome in cluster.ledger()] == [
+        ("register-schemas", "succeeded"),
+        ("add-index", "notNeeded"),
+    ]
+    assert subjects(last)[0].startswith(
+        "prod/books: migration register-schemas (pre, 1.5.0) succeeded in "
+    )
+    assert subjects(last)[-1] == "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
+
+
+def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
+    make_cluster: Any,
+) -> None:
+    """A post Job outliving the pass leaves 2.0.0 running, Progressing/Migrating; a later
+    pass records it (one commit: the run) and the instance is Ready."""
+    cluster: Cluster = make_cluster(timing=SLOW, grace=0.2)
+    cluster.shape("add-index", "split-totals")
+    assert cluster.upgrade("1.5.0").ok
+    first = cluster.upgrade("2.0.0")
+    books = statuses_of(first)["books"]
+    assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "2.0.0")
+    assert books.message.startswith(
+        f"migration backfill (post, 2.0.0) is running: Job/{cluster.ns}/books-backfill"
+    )
+    assert subjects(first)[-1] == (
+        "prod/books: upgraded ledger 1.5.0 -> 2.0.0 (Progressing: Migrating)"
+    )
+    assert "backfill" not in [name for name, *_ in cluster.ledger()]
+
+    last = first
+    for _ in range(30):
+        last = look_again(cluster, last)
+        if statuses_of(last)["books"].phase is not Phase.PROGRESSING:
+            break
+    assert cluster.jobs_created() == ["books-backfill"]
+    assert statuses_of(last)["books"].phase is Phase.READY
+    assert [s.split(" in ")[0] for s in subjects(last)] == [
+        "prod/books: migration backfill (post, 2.0.0) succeeded"
+    ]
+    assert cluster.ledger()[-1] == ("backfill", "post", "2.0.0", "succeeded")

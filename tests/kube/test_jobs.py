@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from reconciler.kube import ClusterUnreachable, KubeClient, KubeJobRunner
-from reconciler.migrations import MIGRATION_LABEL, PHASE_LABEL
+from reconciler.migrations import (
+    MIGRATION_LABEL,
+    PHASE_LABEL,
+    REPORTED_ANNOTATION,
+    in_flight,
+    job_span,
+    job_verdict,
+)
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
@@ -219,6 +226,42 @@ def test_a_timed_out_run_deletes_nothing_and_the_next_attempt_waits_for_the_same
     assert again.timed_out
     same = slow_jobs.get(job_ref("long", "fin"))
     assert same is not None and same["metadata"]["uid"] == live["metadata"]["uid"]
+
+
+def test_a_job_that_fails_while_nobody_waits_is_the_next_calls_failure_with_its_own_span(
+    slow_jobs: KubeClient,
+) -> None:
+    """A pass waits briefly and leaves the Job; it ends (here: past its deadline, which
+    Kubernetes enforces as ``activeDeadlineSeconds``) before the next pass looks. That
+    pass takes its verdict over, with the Job's own span (``startTime`` to the ``Failed``
+    condition: a failed Job has no ``completionTime``,
+    https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/#JobStatus),
+    and marks it reported: the attempt after that replaces it."""
+    runner = fast(slow_jobs)
+    body = job("deadline", "fin", activeDeadlineSeconds=1)
+    first = runner.run_job(body, timeout=0.1)
+    assert first.timed_out and not first.succeeded
+    ref = job_ref("deadline", "fin")
+    ended = eventually(lambda: job_verdict(slow_jobs.get(ref) or {}))
+    assert ended is not None and ended[1] == "DeadlineExceeded"
+    live = slow_jobs.get(ref)
+    assert live is not None and in_flight(live, body)  # ended, but nobody reported it
+
+    taken = runner.run_job(body, timeout=0.1)
+    assert not taken.succeeded and not taken.timed_out
+    assert taken.message.startswith("Job/fin/deadline failed (DeadlineExceeded: ")
+    span = job_span(live)
+    assert span is not None and (taken.started_at, taken.duration) == span
+    assert taken.duration >= 1.0  # its deadline, not this call's wait
+    kept = slow_jobs.get(ref)
+    assert kept is not None and kept["metadata"]["uid"] == live["metadata"]["uid"]
+    assert kept["metadata"]["annotations"][REPORTED_ANNOTATION] == "true"
+    assert not in_flight(kept, body)
+
+    retry = runner.run_job(body, timeout=0.1)  # a new attempt: a new Job
+    assert retry.timed_out
+    new = slow_jobs.get(ref)
+    assert new is not None and new["metadata"]["uid"] != live["metadata"]["uid"]
 
 
 def test_an_unreachable_cluster_raises() -> None:
