@@ -23,6 +23,7 @@ from reconciler.model.errors import SourceError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import locked, run
@@ -36,7 +37,6 @@ from reconciler.status import (
     HistoryEntry,
     StatusFileError,
     commit_message,
-    dump_status,
     parse_status,
     parse_trailers,
     prepare_record,
@@ -225,13 +225,16 @@ class StatusLedger:
     def _redacted(self, status: InstanceStatus) -> InstanceStatus:
         """Messages come from errors that may quote a URL: never record a credential."""
         secrets = self.access.secrets()
-        return replace(
-            status,
-            message=redact_text(status.message, secrets),
-            conditions=tuple(
-                replace(c, message=redact_text(c.message, secrets)) for c in status.conditions
-            ),
+        message = redact_text(status.message, secrets)
+        conditions = tuple(
+            c
+            if (text := redact_text(c.message, secrets)) == c.message
+            else replace(c, message=text)
+            for c in status.conditions
         )
+        if message == status.message and conditions == status.conditions:
+            return status  # the usual case: a copy per instance per pass would cost more
+        return replace(status, message=message, conditions=conditions)
 
     def _instance_entries(self, commit: str | None) -> objects.Entries:
         root = objects.read_tree(self._store.repo, objects.root_tree_of(self._store.repo, commit))
@@ -253,7 +256,7 @@ class StatusLedger:
                 if not prepared.changed:
                     continue
                 message = commit_message(prepared.status, previous, note=note)
-                data = dump_status(prepared.status)
+                data = dump_record(prepared.status)
                 changes.append((name, objects.Change(status_path(name), data, message)))
                 previous, note = prepared.status, ""
                 # what the next pass compares with: no need to parse back what was written
