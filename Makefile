@@ -38,6 +38,7 @@ test: lint typecheck unit
 bench: install
 	$(BIN)/python bench/catalog.py
 	$(BIN)/python bench/git.py
+	$(BIN)/python bench/ledger.py
 	$(BIN)/python bench/apply.py
 	$(BIN)/python bench/daemon.py
 

@@ -161,6 +161,7 @@ class _Tree:
             pos = nul + 21
         self.offsets = [0] * len(self.entries)
         self.valid = 0  # offsets[i] is right for every i < valid
+        self.rebuilt = False  # an edit no splice describes happened since the last store
 
     def get(self, name: bytes) -> tuple[bytes, bytes] | None:
         """(binary id, mode) of the file or directory ``name``, if present."""
@@ -172,7 +173,20 @@ class _Tree:
         return None
 
     def set(self, name: bytes, mode: bytes, binsha: bytes) -> _Splice | None:
-        """Point ``name`` at ``binsha``; None when it already does."""
+        """Point ``name`` at ``binsha``; None when it already does.
+
+        A directory where a file goes (or the reverse) is dropped first, as
+        ``git fast-import`` would; ``rebuilt`` then tells the slot that no delta
+        on the previous version describes the change.
+        """
+        other = name if mode == _TREE_MODE_TEXT else name + b"/"
+        j = bisect.bisect_left(self.keys, other)
+        if j < len(self.keys) and self.keys[j] == other:
+            offset = self._offset(j)
+            del self.data[offset : offset + len(self.entries[j])]
+            del self.keys[j], self.entries[j], self.offsets[j]
+            self.valid = min(self.valid, j)
+            self.rebuilt = True
         key = _sort_key(name, mode)
         entry = mode + b" " + name + b"\0" + binsha
         i = bisect.bisect_left(self.keys, key)
@@ -218,14 +232,15 @@ class _Slot:
 
     def store(self, pack: _PackWriter, tree: _Tree, splice: _Splice | None) -> bytes:
         """Add the tree's current version to ``pack`` unless already there; its id."""
-        if splice is None and self.binsha:
+        if splice is None and self.binsha and not tree.rebuilt:
             return self.binsha
+        whole, tree.rebuilt = tree.rebuilt, False
         data = tree.data
         binsha = _object_id(OBJ_TREE, data)
         known = pack.objects.get(binsha)
         if known is not None:
             offset, depth = known[0], pack.depths.get(binsha, 0)
-        elif splice is None or self.offset < 0 or self.depth >= _MAX_DEPTH:
+        elif whole or splice is None or self.offset < 0 or self.depth >= _MAX_DEPTH:
             offset, depth = pack.add(OBJ_TREE, data, binsha), 0
         else:
             delta = _delta(self.size, len(data), splice)

@@ -127,14 +127,16 @@ def test_rejected_publish_is_rebuilt_on_the_new_head_with_nothing_lost(
 
 
 def test_git_order_other_files_and_long_passes(catalog_repo: Path) -> None:
-    """Names whose Git order differs from their order as strings, a hand-made directory
-    and file kept as they are, and a pass longer than the longest delta chain."""
+    """Names whose Git order differs from their order as strings, hand-made files kept,
+    a directory where a record goes replaced, a pass longer than the longest delta chain."""
     ledger = StatusLedger(str(catalog_repo), "prod")
     ledger.record([status("a")], now=NOW)
     git(catalog_repo, "checkout", "-q", "status/prod")
     (catalog_repo / "instances" / "a-b").mkdir()
     (catalog_repo / "instances" / "a-b" / "notes.txt").write_text("hand-made\n")
     (catalog_repo / "README.md").write_text("status of prod\n")
+    (catalog_repo / "instances" / "b.yaml").mkdir()  # a directory where a record goes
+    (catalog_repo / "instances" / "b.yaml" / "x.txt").write_text("hand-made\n")
     git(catalog_repo, "add", "-A")
     git(catalog_repo, "commit", "-qm", "hand edit")
     git(catalog_repo, "checkout", "-q", "main")
@@ -144,6 +146,7 @@ def test_git_order_other_files_and_long_passes(catalog_repo: Path) -> None:
     files = git(catalog_repo, "ls-tree", "-r", "--name-only", "status/prod").split()
     assert "README.md" in files and "instances/a-b/notes.txt" in files
     assert {f"instances/{n}.yaml" for n in names} <= set(files)
+    assert "instances/b.yaml/x.txt" not in files  # replaced by the record, as Git would
     fsck(catalog_repo)
     assert sorted(StatusLedger(str(catalog_repo), "prod").read()) == sorted(names)
 
@@ -194,13 +197,13 @@ def test_history_of_one_instance_follows_its_trailer(catalog_repo: Path) -> None
 def test_tree_edits_match_a_listing_built_from_scratch() -> None:
     """``_Tree`` keeps Git's order and its lazily recomputed offsets through any edits."""
     rng = random.Random(12)
-    # "a" a directory, "a-x" and "a.y" files: Git puts them as "a-x", "a.y", "a", "a0"
+    # "a" as a directory, "a-x" and "a.y" as files: Git orders them "a-x", "a.y", "a", "a0"
     names = [p + q for p in ("a", "ab", "b") for q in ("", "-x", ".y", "0")]
     reference: dict[bytes, tuple[bytes, bytes]] = {}
     tree = objects._Tree(b"")
     for step in range(400):
         name = rng.choice(names).encode()
-        mode = b"40000" if name in (b"a", b"ab", b"b") else b"100644"
+        mode = b"40000" if rng.random() < 0.3 else b"100644"  # a file may become a directory
         sha = bytes([step % 256]) * 20
         splice = tree.set(name, mode, sha)
         unchanged = reference.get(name) == (mode, sha)
