@@ -194,8 +194,8 @@ class StatusLedger:
             if store.tip(self._store) is None:
                 return []
             args = ["log", f"--format={_LOG_FORMAT}"]
-            if instance is not None:
-                args.append(f"--grep=^{TRAILER_INSTANCE}: {instance}$")
+            if instance is not None:  # basic regexp whatever grep.patternType says
+                args += ["--basic-regexp", f"--grep=^{TRAILER_INSTANCE}: {instance}$"]
             if limit > 0:
                 args.append(f"-n{limit}")
             args.append(self._store.ref)

@@ -82,6 +82,18 @@ def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> 
     """
     if not changes:
         return []
+    pack = _PackWriter(Path(repo.common_dir) / "objects" / "pack")
+    try:
+        shas = _write(repo, base, changes, pack)
+        pack.finish()
+        return shas
+    finally:
+        pack.discard()
+
+
+def _write(
+    repo: git.Repo, base: str | None, changes: Sequence[Change], pack: _PackWriter
+) -> list[str]:
     ident = _identity()
     signature = (
         f"author {ident} {git_date('GIT_AUTHOR_DATE')}\n"
@@ -91,7 +103,6 @@ def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> 
     root = _Tree(read_object(repo, root_tree) if root_tree is not None else b"")
     root_slot = _Slot()
     subtrees: dict[bytes, tuple[_Tree, _Slot]] = {}
-    pack = _PackWriter()
     parent = base
     shas: list[str] = []
     for change in changes:
@@ -114,7 +125,6 @@ def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> 
         body += signature + b"\n" + change.message.encode("utf-8")
         parent = pack.add_whole(OBJ_COMMIT, body).hex()
         shas.append(parent)
-    pack.finish(Path(repo.common_dir) / "objects" / "pack")
     return shas
 
 
@@ -300,11 +310,21 @@ def _object_id(kind: int, data: bytes | bytearray) -> bytes:
 
 
 class _PackWriter:
-    """A version-2 pack and its version-2 index (Git's Documentation/gitformat-pack.txt)."""
+    """A version-2 pack and its version-2 index (Git's Documentation/gitformat-pack.txt).
 
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 12  # the header comes first but is written last: it holds the count
+    Entries go straight to a temporary file in the pack directory (a pass over a
+    large cluster stores megabytes of tree versions); ``finish`` fills in the
+    header, appends the checksum, writes the index and renames both into place,
+    ``discard`` removes what an interrupted write left.
+    """
+
+    def __init__(self, pack_dir: Path) -> None:
+        pack_dir.mkdir(parents=True, exist_ok=True)
+        self.pack_dir = pack_dir
+        self.tmp = pack_dir / f"tmp_pack_reconciler_{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        self.out = open(f"{self.tmp}.pack", "w+b")  # noqa: SIM115 - closed by finish/discard
+        self.out.write(bytes(12))  # the header holds the count: written last
+        self.size = 12
         self.objects: dict[bytes, tuple[int, int]] = {}  # id -> (offset, crc32 of the entry)
         self.depths: dict[bytes, int] = {}
 
@@ -323,33 +343,34 @@ class _PackWriter:
 
     def _entry(self, binsha: bytes, header: bytes, body: bytes) -> int:
         offset = self.size
-        self.chunks += (header, body)
+        self.out.write(header)
+        self.out.write(body)
         self.size += len(header) + len(body)
         self.objects[binsha] = (offset, zlib.crc32(body, zlib.crc32(header)))
         return offset
 
-    def finish(self, pack_dir: Path) -> None:
-        """Write the pack, then its index, under temporary names; rename both into place."""
-        header = struct.pack(">4sII", b"PACK", 2, len(self.objects))
-        digest = hashlib.sha1(header)
-        for chunk in self.chunks:
+    def finish(self) -> None:
+        """Complete the pack, write its index; rename both into place (the index last)."""
+        self.out.seek(0)
+        self.out.write(struct.pack(">4sII", b"PACK", 2, len(self.objects)))
+        self.out.seek(0)
+        digest = hashlib.sha1()
+        while chunk := self.out.read(1 << 20):
             digest.update(chunk)
         checksum = digest.digest()
-        name = pack_dir / f"pack-{checksum.hex()}"
-        tmp = pack_dir / f"tmp_pack_reconciler_{os.getpid()}_{uuid.uuid4().hex[:12]}"
-        pack_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(f"{tmp}.pack", "wb") as out:
-                out.write(header)
-                out.writelines(self.chunks)
-                out.write(checksum)
-            Path(f"{tmp}.idx").write_bytes(self._index(checksum))
-            for suffix in (".pack", ".idx"):  # Git looks for packs by their index
-                os.chmod(f"{tmp}{suffix}", 0o444)
-                os.replace(f"{tmp}{suffix}", f"{name}{suffix}")
-        finally:
-            for suffix in (".pack", ".idx"):
-                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+        self.out.write(checksum)
+        self.out.close()
+        Path(f"{self.tmp}.idx").write_bytes(self._index(checksum))
+        name = self.pack_dir / f"pack-{checksum.hex()}"
+        for suffix in (".pack", ".idx"):  # Git looks for packs by their index
+            os.chmod(f"{self.tmp}{suffix}", 0o444)
+            os.replace(f"{self.tmp}{suffix}", f"{name}{suffix}")
+
+    def discard(self) -> None:
+        """Remove the temporary files, if still there (after ``finish``: nothing to do)."""
+        self.out.close()
+        for suffix in (".pack", ".idx"):
+            Path(f"{self.tmp}{suffix}").unlink(missing_ok=True)
 
     def _index(self, pack_checksum: bytes) -> bytes:
         ids = sorted(self.objects)

@@ -192,6 +192,8 @@ def test_history_of_one_instance_follows_its_trailer(catalog_repo: Path) -> None
     assert [e.phase for e in ledger.history("web-2")] == ["Failed", "Ready"]
     assert [e.phase for e in ledger.history("web", limit=1)] == ["Progressing"]
     assert ledger.history("db") == []
+    git(catalog_repo, "config", "grep.patternType", "fixed")  # a user's setting changes nothing
+    assert [e.phase for e in ledger.history("web")] == ["Progressing", "Ready"]
 
 
 def test_tree_edits_match_a_listing_built_from_scratch() -> None:
@@ -240,3 +242,15 @@ def test_chain_written_into_a_repository_reads_back(tmp_path: Path) -> None:
         "b.yaml",
         "c.yaml",
     ]
+
+
+def test_a_failed_write_leaves_no_pack_behind(tmp_path: Path) -> None:
+    repo_path = tmp_path / "r.git"
+    git(tmp_path, "init", "-q", "--bare", str(repo_path))
+    changes = [
+        objects.Change("instances/a.yaml", b"one\n", "a\n"),
+        objects.Change("no-directory.yaml", b"two\n", "b\n"),
+    ]
+    with pytest.raises(ValueError, match="expected <directory>/<file>"):
+        objects.write_chain(gitpython.Repo(repo_path), None, changes)
+    assert list((repo_path / "objects" / "pack").iterdir()) == []
