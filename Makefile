@@ -55,6 +55,7 @@ test-real-sandbox: install
 bench: install
 	$(BIN)/python bench/catalog.py
 	$(BIN)/python bench/git.py
+	$(BIN)/python bench/ledger.py
 	$(BIN)/python bench/apply.py
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/rollout.py

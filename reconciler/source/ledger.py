@@ -23,6 +23,7 @@ from reconciler.model.errors import SourceError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import locked, run
@@ -36,7 +37,6 @@ from reconciler.status import (
     HistoryEntry,
     StatusFileError,
     commit_message,
-    dump_status,
     parse_status,
     parse_trailers,
     prepare_record,
@@ -96,8 +96,9 @@ class StatusLedger:
         self._lock = self._cache / "status" / f"{self.access.cache_key}.lock"
         self._conflict_attempts = conflict_attempts
         self._sleep = sleep
-        # records parsed from blobs, by blob id: a blob never changes, and a daemon
-        # compares every instance's record on every pass
+        # records parsed from blobs (or written to them), by blob id, least recently
+        # used first: a blob never changes, and a daemon compares every instance's
+        # record on every pass
         self._parsed: dict[bytes, InstanceStatus] = {}
 
     @property
@@ -180,22 +181,30 @@ class StatusLedger:
     def history(self, instance: str | None = None, *, limit: int = 0) -> list[HistoryEntry]:
         """Status changes, newest first, from one ``git log`` over the branch.
 
-        With ``instance``, only commits touching ``instances/<instance>.yaml``.
-        Returns an empty list when the branch does not exist yet.
+        With ``instance``, only that instance's commits, found by their
+        ``Reconciler-Instance`` trailer: a path-limited ``git log`` diffs the
+        ``instances/`` tree of every commit (seconds on a long branch of a large
+        cluster), a message search reads commits only. Returns an empty list when
+        the branch does not exist yet.
         """
-        path = status_path(_checked_name(instance)) if instance is not None else None
+        if instance is not None:
+            _checked_name(instance)  # a DNS label: nothing a pattern would interpret
         with locked(self._lock):
             self._store.refresh()
             if store.tip(self._store) is None:
                 return []
             args = ["log", f"--format={_LOG_FORMAT}"]
+            if instance is not None:  # basic regexp whatever grep.patternType says
+                args += ["--basic-regexp", f"--grep=^{TRAILER_INSTANCE}: {instance}$"]
             if limit > 0:
                 args.append(f"-n{limit}")
             args.append(self._store.ref)
-            if path is not None:
-                args += ["--", path]
             output = run(self._store.repo, args, what=f"git log {self.branch}")
-        return [entry for entry in map(_history_entry, output.split("\x1e")) if entry]
+        entries = [entry for entry in map(_history_entry, output.split("\x1e")) if entry]
+        if instance is None:
+            return entries
+        # the pattern matches any line of a message; the trailer decides
+        return [entry for entry in entries if entry.instance == instance]
 
     def _validated(
         self, statuses: Iterable[InstanceStatus], source_commit: str | None
@@ -216,13 +225,16 @@ class StatusLedger:
     def _redacted(self, status: InstanceStatus) -> InstanceStatus:
         """Messages come from errors that may quote a URL: never record a credential."""
         secrets = self.access.secrets()
-        return replace(
-            status,
-            message=redact_text(status.message, secrets),
-            conditions=tuple(
-                replace(c, message=redact_text(c.message, secrets)) for c in status.conditions
-            ),
+        message = redact_text(status.message, secrets)
+        conditions = tuple(
+            c
+            if (text := redact_text(c.message, secrets)) == c.message
+            else replace(c, message=text)
+            for c in status.conditions
         )
+        if message == status.message and conditions == status.conditions:
+            return status  # the usual case: a copy per instance per pass would cost more
+        return replace(status, message=message, conditions=conditions)
 
     def _instance_entries(self, commit: str | None) -> objects.Entries:
         root = objects.read_tree(self._store.repo, objects.root_tree_of(self._store.repo, commit))
@@ -244,9 +256,11 @@ class StatusLedger:
                 if not prepared.changed:
                     continue
                 message = commit_message(prepared.status, previous, note=note)
-                data = dump_status(prepared.status)
+                data = dump_record(prepared.status)
                 changes.append((name, objects.Change(status_path(name), data, message)))
                 previous, note = prepared.status, ""
+                # what the next pass compares with: no need to parse back what was written
+                self._remember(objects.blob_id(data), prepared.status)
         shas = objects.write_chain(self._store.repo, base, [c for _, c in changes])
         commits = [
             CommitInfo(sha, name, change.message.split("\n", 1)[0])
@@ -256,13 +270,17 @@ class StatusLedger:
 
     def _parse(self, sha: bytes, path: str) -> InstanceStatus:
         """The record in blob ``sha``, parsed once per blob (raises ``StatusFileError``)."""
-        status = self._parsed.get(sha)
+        status = self._parsed.pop(sha, None)
         if status is None:
             status = parse_status(objects.read_blob(self._store.repo, sha), path)
-            if len(self._parsed) >= _PARSED_LIMIT:
-                self._parsed.clear()  # bounded; superseded blobs are never asked for again
-            self._parsed[sha] = status
+        self._remember(sha, status)
         return status
+
+    def _remember(self, sha: bytes, status: InstanceStatus) -> None:
+        """Keep ``status`` as the newest entry; the least recently used goes when full."""
+        if len(self._parsed) >= _PARSED_LIMIT:
+            del self._parsed[next(iter(self._parsed))]  # superseded records age out first
+        self._parsed[sha] = status
 
     def _previous(
         self, entries: objects.Entries, instance: str
