@@ -231,7 +231,10 @@ def drive(
         except KubeError as e:
             return failed(e, step.record, step.next_look)
     done = ", ".join(driver.executed) or "observed"
-    action = Action.CONFIGURED if driver.executed else Action.UNCHANGED
+    # an action repeated while the record stays put (a cleanup waiting for the old pods,
+    # a copy still coming up) is idempotent and says nothing new: not a change to log
+    moved = step.record != record
+    action = Action.CONFIGURED if driver.executed and moved else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
     return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
 
