@@ -232,6 +232,8 @@ def reconcile_checkout(
     statuses = hooks.recorded(statuses, held)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
+        if result.ok and not any(e.changed for e in result.changes.entries):
+            continue  # an uninstall Job still runs: said once the removal ends
         log.info(
             "instance %s was removed from Git: %s",
             result.instance,
