@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python bench/git.py
 	$(BIN)/python bench/apply.py
 	$(BIN)/python bench/daemon.py
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
