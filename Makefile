@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python bench/apply.py
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/rollout.py
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -246,12 +246,15 @@ class Daemon:
         return PassOutcome(report, commits, error, moved)
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
-        """One log line per instance whose status or objects changed, carrying its fields."""
+        """One log line per instance whose status or objects changed, carrying its fields.
+
+        The pass's change set is indexed by instance once: looking each instance up
+        in it would scan every entry per instance (quadratic in the instances).
+        """
+        touched_by = ChangeSet.of(e for e in report.changes.entries if e.changed).by_instance()
         for status in report.statuses:
             # log on change: a Stalled instance must not repeat its warning every pass
-            touched = ChangeSet.of(
-                e for e in report.changes.for_instance(status.instance).entries if e.changed
-            )
+            touched = touched_by.get(status.instance, ChangeSet())
             if status.instance not in changed and not touched.entries:
                 continue
             objects = touched.summary() if touched.entries else ""

@@ -15,7 +15,9 @@ The engine behind ``reconciler apply`` and the daemon's pass. For one instance
    ``fieldValidation=Strict`` (a typo in a manifest fails the object, naming the
    field) and keeps the API server's warnings in the object's change set entry;
 5. prunes what the previous inventory lists and Git no longer has
-   (``reconciler.kube.prune``), and writes the new inventory if it changed.
+   (``reconciler.kube.prune``), and writes the new inventory if it changed; its
+   ``sourceCommit`` is the commit that last changed it, so a commit that changes
+   nothing the instance renders writes nothing (see ``_stamped``).
 
 Everything is returned as an :class:`InstanceResult` holding a ``ChangeSet``;
 nothing is printed here.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.kube.client import FIELD_MANAGER, KubeClient, Response
@@ -140,15 +142,19 @@ def apply_instance(
         # nothing is pruned after a failed apply; keep listing what may still exist
         kept = {**{r: fp for r, fp in old.objects.items() if r not in kept}, **kept}
 
-    inventory = Inventory(
-        cluster=target.cluster,
-        instance=target.instance,
-        namespace=target.namespace,
-        app=target.app,
-        version=target.version if applied_ok or old is None else old.version,
-        source_commit=target.source_commit if applied_ok or old is None else old.source_commit,
-        objects=kept,
-        writer=options.writer or (old.writer if old is not None else ""),
+    inventory = _stamped(
+        Inventory(
+            cluster=target.cluster,
+            instance=target.instance,
+            namespace=target.namespace,
+            app=target.app,
+            version=target.version if applied_ok or old is None else old.version,
+            source_commit=old.source_commit if old is not None else "",
+            objects=kept,
+            writer=options.writer or (old.writer if old is not None else ""),
+        ),
+        old,
+        target.source_commit if applied_ok or old is None else "",
     )
     try:
         write_inventory(client, live, inventory, old)
@@ -162,6 +168,24 @@ def apply_instance(
         inventory,
         other_writer=_other_writer(old, options.writer),
     )
+
+
+def _stamped(inventory: Inventory, old: Inventory | None, commit: str) -> Inventory:
+    """The inventory with ``sourceCommit``: the commit that last changed what it records.
+
+    Every commit of the catalog reaches every instance, and most commits change
+    nothing an instance renders (a README, another app). Stamping each inventory
+    with the current commit would patch every inventory on every commit: as many
+    writes as instances for a commit that changes nothing. The commit of the
+    pass is recorded only when the inventory changes anyway (objects or their
+    fingerprints, version, app, namespace, writer); otherwise the commit that
+    established it stays. The status branch records the commit each pass saw
+    for each instance (SPEC section 3), so nothing is lost. ``commit`` is ""
+    after a failed apply of an instance that has an inventory: it keeps its commit.
+    """
+    if not commit or inventory.same_as(old):
+        return inventory
+    return replace(inventory, source_commit=commit)
 
 
 def _other_writer(old: Inventory | None, writer: str) -> str:

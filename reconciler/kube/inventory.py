@@ -2,11 +2,14 @@
 
 One ConfigMap per instance, ``reconciler-inventory-<instance>`` in the
 instance's namespace, holds the applied object references with the
-fingerprint of each manifest, the app version that is deployed, the source
-commit and a checksum of the whole set. Prune deletes only what an inventory
-lists; apply skips objects whose fingerprint and live state both match; and
-:func:`read_deployed_versions` feeds ``plan_cluster(..., deployed=...)`` so
-downgrade guards and upgrade paths know what runs now.
+fingerprint of each manifest, the app version that is deployed, the catalog
+commit that last changed the inventory (``sourceCommit``; not the latest commit,
+which would rewrite every inventory on every commit, see
+``reconciler.kube.apply._stamped``) and a checksum of the whole set. Prune
+deletes only what an inventory lists; apply skips objects whose fingerprint and
+live state both match; and :func:`read_deployed_versions` feeds
+``plan_cluster(..., deployed=...)`` so downgrade guards and upgrade paths know
+what runs now.
 """
 
 from __future__ import annotations

@@ -149,7 +149,19 @@ class ChangeSet:
         return any(e.changed for e in self.entries)
 
     def for_instance(self, instance: str) -> ChangeSet:
+        """One instance's entries; a scan of the whole set, so for one look-up only.
+
+        A caller asking for every instance of a pass uses :meth:`by_instance`:
+        calling this once per instance costs instances x entries.
+        """
         return ChangeSet(tuple(e for e in self.entries if e.instance == instance))
+
+    def by_instance(self) -> dict[str, ChangeSet]:
+        """Each instance's entries (in order), indexed with one scan of the set."""
+        grouped: dict[str, list[ChangeSetEntry]] = {}
+        for entry in self.entries:
+            grouped.setdefault(entry.instance, []).append(entry)
+        return {name: ChangeSet(tuple(entries)) for name, entries in grouped.items()}
 
     def count(self, action: Action) -> int:
         return sum(1 for e in self.entries if e.action is action)

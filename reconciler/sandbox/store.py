@@ -65,6 +65,10 @@ class Store:
 
     def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self._objects: dict[Resource, dict[ObjKey, dict[str, Any]]] = {}
+        # resource -> namespace -> keys: a namespaced list (what the simulated
+        # controllers make on every event) reads its namespace alone, not every object
+        # of the kind, so a big cluster does not make each event cost more
+        self._by_namespace: dict[Resource, dict[str, set[ObjKey]]] = {}
         self._rv = 1
         self._history: deque[StoredEvent] = deque()
         self._history_limit = max(1, history_limit)
@@ -83,7 +87,10 @@ class Store:
 
     def list(self, resource: Resource, namespace: str | None = None) -> ListOfObjects:
         items = self._objects.get(resource, {})
-        keys = sorted(k for k in items if namespace is None or k[0] == namespace)
+        if namespace is None:
+            keys = sorted(items)
+        else:
+            keys = sorted(self._by_namespace.get(resource, {}).get(namespace, ()))
         return [copy.deepcopy(items[k]) for k in keys]
 
     def view(self, resource: Resource, namespace: str | None = None) -> ListOfObjects:
@@ -134,6 +141,7 @@ class Store:
         key = (meta.get("namespace", ""), meta["name"])
         items = self._objects.setdefault(resource, {})
         event_type = "MODIFIED" if key in items else "ADDED"
+        self._by_namespace.setdefault(resource, {}).setdefault(key[0], set()).add(key)
         previous = items.get(key)
         self._rv += 1
         stored = copy.deepcopy(obj)
@@ -147,6 +155,7 @@ class Store:
         obj = items.pop((namespace, name), None)
         if obj is None:
             return None
+        self._by_namespace.get(resource, {}).get(namespace, set()).discard((namespace, name))
         self._rv += 1
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(self._rv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from typing import Any
@@ -59,6 +60,53 @@ def test_a_pass_with_nothing_new_makes_no_writes_and_no_commits(world: World) ->
     assert world.writes() == 0
     assert log_oneline(world.repo.remote, "status/prod") == head
     assert {e.action.value for e in outcome.report.changes.entries} == {"unchanged"}  # type: ignore[union-attr]
+
+
+WEB = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: web
+app: podinfo
+channel: stable
+namespace: web
+parameters: {replicas: 3}
+"""
+
+
+def test_a_commit_that_changes_no_render_writes_nothing_and_logs_nothing(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A README edit is a new commit for every instance, yet no instance's objects change:
+    no write to the API server (inventories keep the commit that last changed them), no
+    status commit, no log line. A change to one instance logs that instance alone."""
+    caplog.set_level(logging.INFO, "reconciler.daemon")
+
+    def logged() -> dict[str, str]:
+        lines = {
+            str(getattr(r, "instance", "")): r.getMessage()
+            for r in caplog.records
+            if getattr(r, "instance", None)
+        }
+        caplog.clear()
+        return lines
+
+    settle(world.daemon)
+    first = logged()
+    assert (
+        set(first) == {"web", "api"} and "(objects: 2 created)" in first["web"]
+    )  # its namespace and Deployment
+    head = log_oneline(world.repo.remote, "status/prod")
+    world.commit("README.md", "# catalog\n\nOnly words changed.\n", "README only")
+    world.sandbox.reset_request_log()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.source_changed and outcome.commits == []
+    assert world.writes() == 0
+    assert log_oneline(world.repo.remote, "status/prod") == head
+    assert logged() == {}
+    world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+    world.daemon.run_pass()
+    lines = logged()
+    assert list(lines) == ["web"] and "(objects: 1 configured)" in lines["web"]
 
 
 def test_channel_move_commit_reaches_cluster_and_status_branch(world: World) -> None:

@@ -302,3 +302,34 @@ def test_api_server_warnings_reach_the_change_set(
     assert entry.message == (
         "reverted changes made by kubectl-edit; API server warning: one; API server warning: two"
     )
+
+
+def test_inventory_source_commit_moves_only_when_the_inventory_changes(backend: Backend) -> None:
+    """A commit that renders the same objects writes nothing, not even the inventory.
+
+    ``sourceCommit`` names the commit that last changed what the inventory records;
+    the status branch (not the cluster) records which commit each pass saw.
+    """
+    ns = backend.namespace("web")
+
+    def at(commit: str, **data: str) -> InstanceResult:
+        objects = (configmap("cfg", ns, "web", **data),)
+        target = InstanceTarget(backend.cluster, "web", ns, objects, "demo", "1.0.0", commit)
+        return apply_instance(
+            backend.client, target, None, LiveState(backend.client, backend.cluster)
+        )
+
+    def recorded() -> str:
+        inventory = LiveState(backend.client, backend.cluster).inventory("web")
+        assert inventory is not None
+        return inventory.source_commit
+
+    at("c1", a="1")
+    assert recorded() == "c1"
+    backend.reset_log()
+    same = at("c2", a="1")  # e.g. a commit that only edited a README
+    assert same.ok and backend.writes() in ([], None)
+    assert recorded() == "c1"
+    changed = at("c3", a="2")
+    assert actions(changed)[f"ConfigMap/{ns}/cfg"] == "configured"
+    assert recorded() == "c3"

@@ -27,6 +27,19 @@ def test_change_set_round_trip_and_summary() -> None:
     assert ChangeSet().summary() == "no objects"
 
 
+def test_change_set_by_instance_keeps_each_instance_entries_in_order() -> None:
+    def entry(instance: str, name: str) -> ChangeSetEntry:
+        return ChangeSetEntry.for_ref(
+            instance, ObjectRef("v1", "ConfigMap", "ns", name), Action.CREATED
+        )
+
+    cs = ChangeSet.of([entry("web", "a"), entry("api", "b"), entry("web", "c")])
+    index = cs.by_instance()
+    assert index == {name: cs.for_instance(name) for name in ("web", "api")}
+    assert [e.name for e in index["web"].entries] == ["a", "c"]
+    assert ChangeSet().by_instance() == {}
+
+
 def test_status_body_becomes_named_error() -> None:
     body = json.dumps(
         {"kind": "Status", "reason": "Invalid", "message": "spec.replicas: must be >= 0"}

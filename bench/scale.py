@@ -1,0 +1,431 @@
+"""Benchmark: the daemon at 1,000 / 5,000 / 10,000 instances (issue 12), beside its goals.
+
+Each size runs in a fresh child process (so max RSS is that size's alone) against
+a sandbox API server in its own process (so CPU seconds are the reconciler's
+alone; requests come from the sandbox's request log). One app with three objects
+per instance (ConfigMap, Service, Deployment); one instance in ten follows the
+channel ``fast``, the others ``stable``. Per size it prints:
+
+  * first pass (install), against ``kubectl apply --server-side -f`` of the same
+    rendered manifests (namespaces included) on a second, fresh sandbox;
+  * a no-op pass, against ``kubectl apply --server-side`` of the same manifests
+    again (what a reconciler that re-applies everything costs);
+  * a commit that only edits the README (goal: 0 writes, no status commit, the
+    cost of a no-op pass);
+  * a channel move touching 10% of the instances (goal: the no-op pass plus the
+    changed instances' share of the first pass);
+  * memory per instance (max RSS growth over the process before the daemon was
+    built, divided by the instances) and cost (CPU ms) per instance per step,
+    which should stay flat from 1,000 to 10,000.
+
+Without ``kubectl`` on PATH (or with ``--no-kubectl``) the baseline is a naive
+server-side apply of every object, one request after another, through the
+project's official-client wrapper.
+
+Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]``.
+The default is 300 instances: about 6 minutes on the 2-core machine while other
+jobs shared it (most of it the sandbox creating Deployments, ReplicaSets and
+Pods for our install and kubectl's: its cost per created Deployment grows with
+the cluster). The issue's sizes are passed with ``--sizes``; 1,000 instances did
+not finish its first install within 10 minutes on that loaded machine, so the
+full run (1,000 / 5,000 / 10,000) has not been timed yet.
+"""
+
+# ruff: noqa: E402  (imports must follow the sys.path guard below)
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/git.py would shadow GitPython's ``git`` package for scripts run from this
+# folder: drop the folder from the import path first.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import yaml
+
+from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
+from reconciler.kube import KubeClient
+from reconciler.model.status import Phase
+from reconciler.source.scaffold import IDENTITY, commit_file, create_catalog_repo
+
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+LOG_LIMIT = 100_000  # the sandbox keeps this many request log entries
+APP = "apiVersion: reconciler/v1\nkind: App\nname: web\n"
+CHANNELS = (
+    "apiVersion: reconciler/v1\nkind: Channels\napp: web\n"
+    "channels:\n  stable: 1.0.0\n  fast: {fast}\n"
+)
+VERSION = """\
+apiVersion: reconciler/v1
+kind: AppVersion
+app: web
+version: {v}
+upgradeFrom: ">=1.0.0"
+images: {{web: "registry.example.com/web:{v}"}}
+parameters: {{replicas: {{default: 2}}, message: {{default: hello}}}}
+"""
+MANIFESTS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: "${instance.name}"}
+data: {message: "${params.message}", version: "${app.version}"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: "${instance.name}"}
+spec:
+  selector: {app: "${instance.name}"}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "${instance.name}"}
+spec:
+  replicas: ${params.replicas}
+  selector: {matchLabels: {app: "${instance.name}"}}
+  template:
+    metadata: {labels: {app: "${instance.name}"}}
+    spec:
+      containers: [{name: web, image: "${images.web}"}]
+"""
+INSTANCE = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: {name}
+app: web
+channel: {channel}
+namespace: ns{ns}
+"""
+
+
+def generate(root: Path, instances: int) -> None:
+    files = {
+        "README.md": "# bench catalog\n",
+        "apps/web/app.yaml": APP,
+        "apps/web/channels.yaml": CHANNELS.format(fast="1.0.0"),
+    }
+    for v in ("1.0.0", "1.1.0"):
+        files[f"apps/web/versions/{v}/version.yaml"] = VERSION.format(v=v)
+        files[f"apps/web/versions/{v}/manifests/app.yaml"] = MANIFESTS
+    for i in range(instances):
+        name = f"web{i:05d}"
+        channel = "fast" if i % 10 == 0 else "stable"
+        files[f"clusters/bench/instances/{name}.yaml"] = INSTANCE.format(
+            name=name, channel=channel, ns=i % 50
+        )
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@contextmanager
+def sandbox_process(workdir: Path) -> Iterator[tuple[str, Path]]:
+    """A sandbox API server in its own process: its CPU is not counted as ours."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    kubeconfig = workdir / "kubeconfig"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "sandbox",
+            "--controller-delay",
+            "0.05",
+            "--write-kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().rsplit(" ", 1)[-1].strip()
+    try:
+        yield url, kubeconfig
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def requests_by_verb(url: str, reset: bool = True) -> Counter[str]:
+    """Requests served since the last reset, by Kubernetes verb; resets the log."""
+    with urllib.request.urlopen(f"{url}/sandbox/requests") as response:
+        items = json.loads(response.read())["items"]
+    if reset:
+        request = urllib.request.Request(f"{url}/sandbox/requests", method="DELETE")
+        urllib.request.urlopen(request).close()
+    if len(items) >= LOG_LIMIT:
+        print(f"  (request log full: counts below are at least {LOG_LIMIT})")
+    # dry runs are not writes: they change nothing in the cluster
+    return Counter(
+        "dry-run" if "dryRun=" in str(e.get("query", "")) else str(e["verb"]) for e in items
+    )
+
+
+def writes(counter: Counter[str]) -> int:
+    return sum(counter[v] for v in WRITES)
+
+
+def rss_now() -> float:
+    """Resident set size of this process now, in KiB."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1024
+
+
+@dataclass
+class Step:
+    wall: float
+    cpu: float
+    requests: int
+    writes: int
+    commits: int = 0
+
+    def row(self, name: str, n: int, goal: str) -> str:
+        per = self.cpu / n * 1000
+        return (
+            f"  {name:<22} {self.wall:8.2f} {self.cpu:8.2f} {per:7.3f} {self.requests:8d} "
+            f"{self.writes:7d} {self.commits:7d}   {goal}"
+        )
+
+
+def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
+    requests_by_verb(url)
+    cpu, wall = time.process_time(), time.perf_counter()
+    outcome = daemon.run_pass()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if outcome.error:
+        sys.exit(f"bench: pass failed: {outcome.error}")
+    verbs = requests_by_verb(url)
+    return outcome, Step(wall, cpu, sum(verbs.values()), writes(verbs), len(outcome.commits))
+
+
+def settle(daemon: Daemon, limit: int = 200) -> int:
+    """Passes until no instance is Progressing (health is looked at across passes)."""
+    for count in range(1, limit + 1):
+        outcome = daemon.run_pass()
+        report = outcome.report
+        if report is None:
+            sys.exit(f"bench: pass failed: {outcome.error}")
+        if all(s.phase is not Phase.PROGRESSING for s in report.statuses):
+            failed = [s for s in report.statuses if s.phase is not Phase.READY]
+            if failed:
+                sys.exit(f"bench: {failed[0].instance} is {failed[0].phase}: {failed[0].message}")
+            return count
+        time.sleep(0.2)
+    sys.exit(f"bench: still progressing after {limit} passes")
+
+
+def manifests(outcome: PassOutcome) -> list[dict[str, Any]]:
+    """The rendered objects of the pass, placed in their namespaces, namespaces first."""
+    assert outcome.report is not None
+    docs: list[dict[str, Any]] = []
+    namespaces: set[str] = set()
+    for plan in outcome.report.plans:
+        ns = plan.instance.namespace
+        namespaces.add(ns)
+        for obj in plan.objects:
+            placed = dict(obj)
+            placed["metadata"] = {"namespace": ns, **dict(obj.get("metadata") or {})}
+            docs.append(placed)
+    ns_docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+        for n in sorted(namespaces)
+    ]
+    return ns_docs + docs
+
+
+def baseline(work: Path, docs: list[dict[str, Any]], use_kubectl: bool) -> dict[str, Any]:
+    """First apply and re-apply of ``docs`` on a fresh sandbox, by kubectl or naively."""
+    kubectl = shutil.which("kubectl") if use_kubectl else None
+    path = work / "manifests.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    out: dict[str, Any] = {"tool": "kubectl apply --server-side" if kubectl else "naive SSA"}
+    with sandbox_process(work / "baseline") as (url, kubeconfig):
+        for step in ("first", "again"):
+            requests_by_verb(url)
+            wall = time.perf_counter()
+            if kubectl:
+                before = _children_cpu()
+                argv = [kubectl, "--kubeconfig", str(kubeconfig), "apply", "--server-side"]
+                done = subprocess.run(
+                    [*argv, "--validate=false", "-f", str(path)], capture_output=True, text=True
+                )
+                if done.returncode != 0:
+                    sys.exit(f"bench: kubectl failed: {done.stderr.strip()[:500]}")
+                cpu = _children_cpu() - before
+            else:
+                with KubeClient.connect(str(kubeconfig)) as client:
+                    before = time.process_time()
+                    for doc in docs:
+                        client.apply(doc)
+                    cpu = time.process_time() - before
+            wall = time.perf_counter() - wall
+            verbs = requests_by_verb(url)
+            out[step] = asdict(Step(wall, cpu, sum(verbs.values()), writes(verbs)))
+    return out
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_size(n: int, use_kubectl: bool) -> dict[str, Any]:
+    """Every step at ``n`` instances; printed, and returned for the summary."""
+    for key, value in IDENTITY.items():
+        os.environ.setdefault(key, value)
+    result: dict[str, Any] = {"instances": n}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        generate(work / "template", n)
+        repo = create_catalog_repo(work / "template", work / "repos")
+        rss0 = rss_now()
+        with (
+            sandbox_process(work / "sandbox") as (url, kubeconfig),
+            KubeClient.connect(str(kubeconfig)) as client,
+        ):
+            settings = DaemonSettings(
+                repo=repo.url,
+                cluster="bench",
+                health_timeout=600.0,
+                cache_dir=work / "cache",
+                jitter=0.0,
+                drift_interval=3600.0,
+            )
+            daemon = Daemon(settings, client)
+            first_outcome, first = timed_pass(daemon, url)
+            settled = settle(daemon)
+            _, noop = timed_pass(daemon, url)
+            commit_file(repo, "README.md", "# bench catalog\n\nEdited.\n", "README only")
+            _, readme = timed_pass(daemon, url)
+            commit_file(repo, "apps/web/channels.yaml", CHANNELS.format(fast="1.1.0"), "fast")
+            move_outcome, move = timed_pass(daemon, url)
+            assert move_outcome.report is not None
+            moved = {e.instance for e in move_outcome.report.changes.entries if e.changed}
+            settle(daemon)
+            docs = manifests(first_outcome)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result.update(
+            first=asdict(first),
+            settle_passes=settled,
+            noop=asdict(noop),
+            readme=asdict(readme),
+            move=asdict(move),
+            moved=len(moved),
+            objects=len(docs),
+            kib_per_instance=(peak - rss0) / n,
+            peak_mib=peak / 1024,
+        )
+        result["baseline"] = baseline(work, docs, use_kubectl)
+    return result
+
+
+def print_size(r: dict[str, Any]) -> None:
+    n = r["instances"]
+    first, noop, readme, move = (Step(**r[k]) for k in ("first", "noop", "readme", "move"))
+    base = r["baseline"]
+    b_first, b_again = Step(**base["first"]), Step(**base["again"])
+    tool = base["tool"]
+    print(f"\n== {n:,} instances ({r['objects']:,} objects incl. namespaces) ==")
+    print(
+        f"  {'step':<22} {'wall s':>8} {'CPU s':>8} {'CPU ms/i':>7} {'requests':>8} "
+        f"{'writes':>7} {'commits':>7}   goal [baseline, same run]"
+    )
+    print(
+        first.row(
+            "first pass (install)",
+            n,
+            f"faster than {tool} -f [{b_first.wall:.2f} s wall, {b_first.requests} requests]: "
+            f"{first.wall / b_first.wall:.2f}x",
+        )
+    )
+    print(
+        noop.row(
+            "no-op pass",
+            n,
+            f"<= 5 s wall at 10,000 and <= 0.1x {tool} again "
+            f"[{b_again.wall:.2f} s wall, {b_again.writes} writes]: "
+            f"{noop.wall / b_again.wall:.2f}x",
+        )
+    )
+    print(
+        readme.row(
+            "README-only commit",
+            n,
+            f"0 writes, 0 commits, cost of the no-op pass [{noop.wall:.2f} s]: "
+            f"{readme.wall / noop.wall:.2f}x",
+        )
+    )
+    share = noop.wall + first.wall * r["moved"] / n
+    print(
+        move.row(
+            f"channel move ({r['moved']} inst.)",
+            n,
+            f"no-op + changed instances' share of the first pass [{share:.2f} s]: "
+            f"{move.wall / share:.2f}x",
+        )
+    )
+    print(
+        f"  memory: {r['kib_per_instance']:.1f} KiB per instance (max RSS {r['peak_mib']:.0f} MiB)"
+        f"   goal <= 15 KiB per instance at 10,000"
+    )
+    print(f"  (first pass then {r['settle_passes']} passes until every instance was Ready)")
+
+
+def print_summary(results: list[dict[str, Any]]) -> None:
+    print("\ncost per instance (CPU ms; goal: flat from 1,000 to 10,000, no step super-linear)")
+    print(f"  {'instances':>9} {'first':>8} {'no-op':>8} {'README':>8} {'move':>8} {'KiB':>6}")
+    for r in results:
+        n = r["instances"]
+        per = [r[k]["cpu"] / n * 1000 for k in ("first", "noop", "readme", "move")]
+        cells = " ".join(f"{p:8.3f}" for p in per)
+        print(f"  {n:9,} {cells} {r['kib_per_instance']:6.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="300", help="comma-separated instance counts")
+    parser.add_argument("--no-kubectl", action="store_true", help="naive SSA as the baseline")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child run: one size
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_size(args.one, not args.no_kubectl)))
+        return
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        argv = [sys.executable, __file__, "--one", str(n)]
+        done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])])
+        results.append(json.loads(done.splitlines()[-1]))
+        print_size(results[-1])
+    print_summary(results)
+
+
+def run_child(argv: list[str], show: Callable[[str], None] = print) -> str:
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        show(done.stdout)
+        sys.exit(f"bench: {' '.join(argv[1:])} failed")
+    return done.stdout
+
+
+if __name__ == "__main__":
+    main()
