@@ -14,7 +14,7 @@ handles instances deleted from Git.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler.kube.client import KubeClient
 from reconciler.kube.inventory import (
@@ -146,12 +146,5 @@ def remove_instance(
 
 
 def _with_objects(inventory: Inventory, objects: Mapping[ObjectRef, str]) -> Inventory:
-    return Inventory(
-        cluster=inventory.cluster,
-        instance=inventory.instance,
-        namespace=inventory.namespace,
-        app=inventory.app,
-        version=inventory.version,
-        source_commit=inventory.source_commit,
-        objects=dict(objects),
-    )
+    """``inventory`` listing ``objects``; every other field (the writer too) kept."""
+    return replace(inventory, objects=dict(objects))

@@ -103,3 +103,24 @@ def test_instance_removed_from_git(backend: Backend) -> None:
     changes, reason, _ = remove_instance(backend.client, live, inv)
     assert reason is None and changes.entries[0].action is Action.DELETED
     assert "web" not in read_inventories(backend.client, backend.cluster)
+
+
+def test_a_partial_uninstall_keeps_the_inventory_writer(backend: Backend) -> None:
+    """An uninstall that fails to delete an object rewrites the inventory with what is
+    left; who wrote it stays recorded (a second reconciler is still told apart)."""
+    ns = backend.namespace("web")
+    objects = [configmap("gone", ns, "web"), configmap("replaced", ns, "web")]
+    assert run(backend, "web", ns, objects, writer="repo (main)").ok
+    live = LiveState(backend.client, backend.cluster)
+    inv = live.inventory("web")
+    assert inv is not None and inv.writer == "repo (main)"
+    ref = cm_ref(ns, "replaced")
+    assert live.get(ref) is not None  # the pass's view, with the object's uid
+    # replaced meanwhile (a new uid): the delete's uid precondition refuses it
+    # (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/delete-options/)
+    backend.client.delete(ref)
+    backend.client.apply(configmap("replaced", ns, "web"))
+    _, reason, _ = remove_instance(backend.client, live, inv)
+    assert reason == "PruneFailed"
+    left = read_inventories(backend.client, backend.cluster)["web"]
+    assert set(left.objects) == {ref} and left.writer == "repo (main)"
