@@ -233,7 +233,7 @@ def drive(
     done = ", ".join(driver.executed) or "observed"
     # an action repeated while the record stays put (a cleanup waiting for the old pods,
     # a copy still coming up) is idempotent and says nothing new: not a change to log
-    moved = step.record != record
+    moved = record is None or replace(step.record, replicas=record.replicas) != record
     action = Action.CONFIGURED if driver.executed and moved else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
     return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
