@@ -29,6 +29,31 @@ from typing import Any
 import git
 
 SECRET = "bench-secret"
+# The ``web`` app of the daemon benchmarks: three objects per instance.
+WEB_MANIFESTS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: "${instance.name}"}
+data: {message: "${params.message}", version: "${app.version}"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: "${instance.name}"}
+spec:
+  selector: {app: "${instance.name}"}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "${instance.name}"}
+spec:
+  replicas: ${params.replicas}
+  selector: {matchLabels: {app: "${instance.name}"}}
+  template:
+    metadata: {labels: {app: "${instance.name}"}}
+    spec:
+      containers: [{name: web, image: "${images.web}"}]
+"""
 
 
 @contextmanager
@@ -56,7 +81,7 @@ def sandbox_process(workdir: Path, *options: str) -> Iterator[tuple[str, Path]]:
         yield url, kubeconfig
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.wait(timeout=30)  # a sandbox holding thousands of objects takes a while
 
 
 def request_log(url: str, reset: bool = False) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ import time
 
 from benchkit import (
     SECRET,
+    WEB_MANIFESTS,
     GitCounter,
     fmt,
     measure,
@@ -61,30 +62,6 @@ version: {v}
 images: {{web: "registry.example.com/web:{v}"}}
 parameters: {{replicas: {{default: 2}}, message: {{default: hello}}}}
 """
-MANIFESTS = """\
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: "${instance.name}"}
-data: {message: "${params.message}", version: "${app.version}"}
----
-apiVersion: v1
-kind: Service
-metadata: {name: "${instance.name}"}
-spec:
-  selector: {app: "${instance.name}"}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: "${instance.name}"}
-spec:
-  replicas: ${params.replicas}
-  selector: {matchLabels: {app: "${instance.name}"}}
-  template:
-    metadata: {labels: {app: "${instance.name}"}}
-    spec:
-      containers: [{name: web, image: "${images.web}"}]
-"""
 INSTANCE = """\
 apiVersion: reconciler/v1
 kind: Instance
@@ -100,7 +77,7 @@ def generate(root: Path, instances: int) -> None:
     files = {"apps/web/app.yaml": APP, "apps/web/channels.yaml": CHANNELS}
     for v in ("1.0.0", "1.1.0"):
         files[f"apps/web/versions/{v}/version.yaml"] = VERSION.format(v=v)
-        files[f"apps/web/versions/{v}/manifests/app.yaml"] = MANIFESTS
+        files[f"apps/web/versions/{v}/manifests/app.yaml"] = WEB_MANIFESTS
     for i in range(instances):
         name = f"web{i:04d}"
         files[f"clusters/bench/instances/{name}.yaml"] = INSTANCE.format(

@@ -38,32 +38,32 @@ import sys
 from pathlib import Path
 
 # bench/git.py would shadow GitPython's ``git`` package for scripts run from this
-# folder: drop the folder from the import path first.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# folder: the folder goes last on the import path (benchkit).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import argparse
 import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import yaml
+from benchkit import WEB_MANIFESTS, request_log, sandbox_process
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.model.status import Phase
 from reconciler.source.scaffold import IDENTITY, commit_file, create_catalog_repo
 
+SANDBOX = ("--controller-delay", "0.05")
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 LOG_LIMIT = 100_000  # the sandbox keeps this many request log entries
 APP = "apiVersion: reconciler/v1\nkind: App\nname: web\n"
@@ -79,30 +79,6 @@ version: {v}
 upgradeFrom: ">=1.0.0"
 images: {{web: "registry.example.com/web:{v}"}}
 parameters: {{replicas: {{default: 2}}, message: {{default: hello}}}}
-"""
-MANIFESTS = """\
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: "${instance.name}"}
-data: {message: "${params.message}", version: "${app.version}"}
----
-apiVersion: v1
-kind: Service
-metadata: {name: "${instance.name}"}
-spec:
-  selector: {app: "${instance.name}"}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: "${instance.name}"}
-spec:
-  replicas: ${params.replicas}
-  selector: {matchLabels: {app: "${instance.name}"}}
-  template:
-    metadata: {labels: {app: "${instance.name}"}}
-    spec:
-      containers: [{name: web, image: "${images.web}"}]
 """
 INSTANCE = """\
 apiVersion: reconciler/v1
@@ -122,7 +98,7 @@ def generate(root: Path, instances: int) -> None:
     }
     for v in ("1.0.0", "1.1.0"):
         files[f"apps/web/versions/{v}/version.yaml"] = VERSION.format(v=v)
-        files[f"apps/web/versions/{v}/manifests/app.yaml"] = MANIFESTS
+        files[f"apps/web/versions/{v}/manifests/app.yaml"] = WEB_MANIFESTS
     for i in range(instances):
         name = f"web{i:05d}"
         channel = "fast" if i % 10 == 0 else "stable"
@@ -135,41 +111,9 @@ def generate(root: Path, instances: int) -> None:
         path.write_text(text)
 
 
-@contextmanager
-def sandbox_process(workdir: Path) -> Iterator[tuple[str, Path]]:
-    """A sandbox API server in its own process: its CPU is not counted as ours."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    kubeconfig = workdir / "kubeconfig"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "sandbox",
-            "--controller-delay",
-            "0.05",
-            "--write-kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().rsplit(" ", 1)[-1].strip()
-    try:
-        yield url, kubeconfig
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-
-
 def requests_by_verb(url: str, reset: bool = True) -> Counter[str]:
     """Requests served since the last reset, by Kubernetes verb; resets the log."""
-    with urllib.request.urlopen(f"{url}/sandbox/requests") as response:
-        items = json.loads(response.read())["items"]
-    if reset:
-        request = urllib.request.Request(f"{url}/sandbox/requests", method="DELETE")
-        urllib.request.urlopen(request).close()
+    items = request_log(url, reset)
     if len(items) >= LOG_LIMIT:
         print(f"  (request log full: counts below are at least {LOG_LIMIT})")
     # dry runs are not writes: they change nothing in the cluster
@@ -257,7 +201,7 @@ def baseline(work: Path, docs: list[dict[str, Any]], use_kubectl: bool) -> dict[
     path = work / "manifests.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     out: dict[str, Any] = {"tool": "kubectl apply --server-side" if kubectl else "naive SSA"}
-    with sandbox_process(work / "baseline") as (url, kubeconfig):
+    with sandbox_process(work / "baseline", *SANDBOX) as (url, kubeconfig):
         for step in ("first", "again"):
             requests_by_verb(url)
             wall = time.perf_counter()
@@ -298,7 +242,7 @@ def one_size(n: int, use_kubectl: bool) -> dict[str, Any]:
         repo = create_catalog_repo(work / "template", work / "repos")
         rss0 = rss_now()
         with (
-            sandbox_process(work / "sandbox") as (url, kubeconfig),
+            sandbox_process(work / "sandbox", *SANDBOX) as (url, kubeconfig),
             KubeClient.connect(str(kubeconfig)) as client,
         ):
             settings = DaemonSettings(
