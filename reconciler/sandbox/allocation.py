@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
@@ -74,12 +75,25 @@ def _invalid(name: str, field: str, value: str, why: str) -> ApiError:
     )
 
 
+def service_ips(spec: Any) -> list[str]:
+    """The cluster IPs a stored Service's ``spec`` holds."""
+    return _cluster_ips(_map(spec))
+
+
+def service_node_ports(spec: Any) -> list[Any]:
+    """The node ports a stored Service's ``spec`` holds."""
+    return [p.get("nodePort") for p in _ports(_map(spec)) if p.get("nodePort")]
+
+
 def allocate_service(
-    svc: Obj, old: Mapping[str, Any] | None, others: Iterable[Mapping[str, Any]]
+    svc: Obj,
+    old: Mapping[str, Any] | None,
+    taken_ips: AbstractSet[Any],
+    taken_ports: AbstractSet[Any],
 ) -> None:
     """Give ``svc`` (created, or updated from ``old``) its IPs and node ports, in place.
 
-    ``others`` are every other stored Service: what they hold is taken.
+    ``taken_ips`` and ``taken_ports`` are what every other stored Service holds.
     """
     spec = svc.get("spec")
     if not isinstance(spec, dict):
@@ -87,14 +101,11 @@ def allocate_service(
     meta = _map(svc.get("metadata"))
     name = str(meta.get("name", ""))
     seed = f"{meta.get('namespace', '')}/{name}"
-    other_specs = [_map(o.get("spec")) for o in others]
     if old is not None:
         _keep_allocated(spec, _map(old.get("spec")))
     if needs_cluster_ip(spec):
-        taken = {ip for s in other_specs for ip in _cluster_ips(s)}
-        _cluster_ip(spec, name, seed, taken)
+        _cluster_ip(spec, name, seed, taken_ips)
     if needs_node_ports(spec):
-        taken_ports = {p.get("nodePort") for s in other_specs for p in _ports(s)}
         assign_node_ports(spec, name, seed, taken_ports)
     else:
         for i, port in enumerate(_ports(spec)):
@@ -161,7 +172,7 @@ def _keep_node_ports(spec: Obj, old: Mapping[str, Any]) -> None:
             in_use.add(kept)
 
 
-def _cluster_ip(spec: Obj, name: str, seed: str, taken: set[str]) -> None:
+def _cluster_ip(spec: Obj, name: str, seed: str, taken: AbstractSet[Any]) -> None:
     ips = spec.get("clusterIPs")
     wanted = str(spec.get("clusterIP") or "")
     if not wanted and isinstance(ips, list) and ips:
@@ -193,7 +204,7 @@ def _cluster_ip(spec: Obj, name: str, seed: str, taken: set[str]) -> None:
         raise _invalid(name, "spec.ipFamilyPolicy", '"RequireDualStack"', why)
 
 
-def _check_ip(name: str, wanted: str, taken: set[str]) -> None:
+def _check_ip(name: str, wanted: str, taken: AbstractSet[Any]) -> None:
     field, shown = "spec.clusterIPs", f'[]string{{"{wanted}"}}'
     try:
         address = ipaddress.ip_address(wanted)
@@ -213,7 +224,7 @@ def _check_ip(name: str, wanted: str, taken: set[str]) -> None:
         raise _invalid(name, field, shown, why)
 
 
-def free_ip(seed: str, taken: set[str]) -> str:
+def free_ip(seed: str, taken: AbstractSet[Any]) -> str:
     """The first free address from a hash of ``seed``, skipping network, .1 and broadcast."""
     size = SERVICE_RANGE.num_addresses - 3
     start = _hashed(seed, size)
@@ -224,7 +235,7 @@ def free_ip(seed: str, taken: set[str]) -> str:
     raise ApiError(500, "Internal error: range is full")  # pragma: no cover - 1M addresses
 
 
-def assign_node_ports(spec: Obj, name: str, seed: str, taken: set[Any]) -> None:
+def assign_node_ports(spec: Obj, name: str, seed: str, taken: AbstractSet[Any]) -> None:
     ports = _ports(spec)
     for i, port in enumerate(ports):
         wanted = port.get("nodePort")
@@ -239,16 +250,16 @@ def assign_node_ports(spec: Obj, name: str, seed: str, taken: set[Any]) -> None:
             raise _invalid(name, field, str(wanted), why)
         if wanted in taken:
             raise _invalid(name, field, str(wanted), "provided port is already allocated")
-    in_use = taken | {p.get("nodePort") for p in ports}
+    mine = {p.get("nodePort") for p in ports}
     for i, port in enumerate(ports):
         if port.get("nodePort"):
             continue
         start = _hashed(f"{seed}/{i}", len(NODE_PORTS))
         for step in range(len(NODE_PORTS)):
             candidate = NODE_PORTS.start + (start + step) % len(NODE_PORTS)
-            if candidate not in in_use:
+            if candidate not in taken and candidate not in mine:
                 port["nodePort"] = candidate
-                in_use.add(candidate)
+                mine.add(candidate)
                 break
         else:  # pragma: no cover - 2768 ports
             raise ApiError(500, "Internal error: range is full")

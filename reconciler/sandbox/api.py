@@ -12,7 +12,6 @@ nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py`
 
 from __future__ import annotations
 
-import copy
 import re
 import secrets
 import uuid
@@ -21,15 +20,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.sandbox import crds, crvalidation
-from reconciler.sandbox.allocation import allocate_service, job_selector
+from reconciler.sandbox.allocation import (
+    allocate_service,
+    job_selector,
+    service_ips,
+    service_node_ports,
+)
 from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, invalid, not_found
 from reconciler.sandbox.apply import now, server_side_apply, track_update
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.defaults import apply_defaults, generation_changes, tracks_generation
 from reconciler.sandbox.kinds import Kind, KindRegistry
 from reconciler.sandbox.patch import apply_patch
 from reconciler.sandbox.rules import check_rules
 from reconciler.sandbox.selectors import Matcher
-from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, Store
+from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, Store, Tally
 from reconciler.sandbox.validation import check_object
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -91,7 +96,7 @@ def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The object minus what changes on every write (rv, managedFields times)."""
-    result = copy.deepcopy(dict(obj))
+    result = clone(dict(obj))
     meta = result.get("metadata", {})
     meta.pop("resourceVersion", None)
     for entry in meta.get("managedFields") or []:
@@ -106,6 +111,7 @@ class SandboxApi:
     def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self.kinds = KindRegistry()
         self.store = Store(history_limit)
+        self._services: tuple[Tally, Tally] | None = None
         namespace_kind = self.namespace_kind
         for name in SYSTEM_NAMESPACES:
             self.create(namespace_kind, "", {"metadata": {"name": name}}, WriteOptions("sandbox"))
@@ -166,7 +172,7 @@ class SandboxApi:
         if kind.crd and kind.status:
             obj.pop("status", None)  # a CR's status starts absent, written only via /status
         elif kind.status:
-            obj["status"] = copy.deepcopy(_INITIAL_STATUS.get(kind.kind, {}))
+            obj["status"] = clone(_INITIAL_STATUS.get(kind.kind, {}))
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=now())
         if tracks_generation(kind):
             meta["generation"] = 1
@@ -193,7 +199,7 @@ class SandboxApi:
     def _checked_body(self, kind: Kind, body: Any) -> dict[str, Any]:
         if not isinstance(body, Mapping):
             raise ApiError(400, "the request body must be a JSON object")
-        obj = copy.deepcopy(dict(body))
+        obj = clone(dict(body))
         if obj.get("kind", kind.kind) != kind.kind:
             raise ApiError(400, f"the kind {obj.get('kind')!r} does not match {kind.kind!r}")
         api_version = obj.get("apiVersion", kind.api_version)
@@ -250,16 +256,23 @@ class SandboxApi:
             crds.validate(obj)
             obj["status"] = crds.established_status(obj)
 
+    def _service_tallies(self) -> tuple[Tally, Tally]:
+        """Cluster IPs and node ports held by stored Services (the API server's allocators)."""
+        if self._services is None:
+            resource = ("", "services")
+            self._services = (
+                self.store.tally(resource, lambda s: service_ips(s.get("spec"))),
+                self.store.tally(resource, lambda s: service_node_ports(s.get("spec"))),
+            )
+        return self._services
+
     def _allocate(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """What the storage layer assigns: Service IPs and node ports, a new Job's selector."""
         if kind.resource == ("", "services"):
-            key = (obj["metadata"].get("namespace", ""), obj["metadata"].get("name"))
-            others = [
-                s
-                for s in self.store.list(kind.resource, None)
-                if (s["metadata"].get("namespace", ""), s["metadata"]["name"]) != key
-            ]
-            allocate_service(obj, old, others)
+            meta = obj["metadata"]
+            stored = self.store.view_one(kind.resource, meta.get("namespace", ""), meta["name"])
+            ips, ports = self._service_tallies()
+            allocate_service(obj, old, ips.held_by_others(stored), ports.held_by_others(stored))
         elif kind.resource == ("batch", "jobs") and old is None:
             job_selector(obj)
 
@@ -405,13 +418,13 @@ class SandboxApi:
     ) -> dict[str, Any]:
         """What a write may change: /status only status, the main resource never status."""
         if subresource == "status":
-            new = copy.deepcopy(old)
+            new = clone(old)
             if "status" in body:
-                new["status"] = copy.deepcopy(body["status"])
+                new["status"] = clone(body["status"])
             else:
                 new.pop("status", None)
             return new
-        new = copy.deepcopy(body)
+        new = clone(body)
         for key in (*_SYSTEM_META, "name", "namespace", "resourceVersion"):
             if key in old["metadata"]:
                 new["metadata"][key] = old["metadata"][key]
@@ -419,7 +432,7 @@ class SandboxApi:
                 new["metadata"].pop(key, None)
         if kind.status or kind.kind == "Namespace":
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         return new

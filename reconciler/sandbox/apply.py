@@ -24,7 +24,6 @@ the ``kubectl-client-side-apply`` fields to its own entry with a JSON patch of
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.fieldsets import (
     FieldSet,
     Path,
@@ -239,7 +239,7 @@ def _merge_applied(
                         merged[index], item, None, item_schema(schema), (*prefix, "[]")
                     )
             return merged
-    return copy.deepcopy(applied)
+    return clone(applied)
 
 
 def _without_nulls(value: Any) -> Any:
@@ -295,7 +295,7 @@ def server_side_apply(
     """The object after ``manager`` applies ``applied`` over ``live`` (None: create)."""
     configuration = applied
     applied = _without_nulls(applied)
-    base: dict[str, Any] = copy.deepcopy(dict(live)) if live else {"metadata": {}}
+    base: dict[str, Any] = clone(dict(live)) if live else {"metadata": {}}
     entries = _entries(live)
     me = (manager, "Apply", subresource)
     new = _scoped(field_paths(applied, schema=schema), subresource, has_status)
@@ -358,7 +358,7 @@ def _upgradable_from_client_side(
 
 def _encode_last_applied(configuration: Mapping[str, Any]) -> str:
     """The applied configuration minus the annotation, as Go's JSON encoder writes it."""
-    obj = copy.deepcopy(dict(configuration))
+    obj = clone(dict(configuration))
     annotations = (obj.get("metadata") or {}).get("annotations")
     if isinstance(annotations, dict):
         annotations.pop(LAST_APPLIED, None)

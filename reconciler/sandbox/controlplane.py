@@ -10,7 +10,6 @@ of whoever won schedules the controller again, as a real informer resync would.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.owned import CONTROLLER_MANAGER, controller_uid
 from reconciler.sandbox.store import ListOfObjects, Resource
@@ -82,7 +82,7 @@ class ControlPlane:
         self, resource: Resource, old: dict[str, Any], body: dict[str, Any], manager: str = ""
     ) -> bool:
         """Write the main resource (``spec``/``metadata``); False when the write lost a race."""
-        body = copy.deepcopy(body)
+        body = clone(body)
         body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         try:
             self.api.commit(self.kind(resource), old, body, WriteOptions(manager or self.manager))
@@ -96,7 +96,7 @@ class ControlPlane:
     ) -> bool:
         if status == (old.get("status") or {}):
             return False
-        body = copy.deepcopy(old)
+        body = clone(old)
         body["status"] = status
         try:
             self.api.commit(

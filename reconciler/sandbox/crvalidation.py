@@ -31,7 +31,6 @@ calls :func:`admit`, :func:`check_applied` and :func:`on_read`.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping
@@ -39,6 +38,7 @@ from typing import Any
 
 from reconciler.sandbox import goformat
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.goformat import Cause, json_type
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.structural import (
@@ -76,7 +76,7 @@ def admit(kind: Kind, obj: dict[str, Any]) -> None:
 
 def on_read(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
     """A stored custom resource as served: pruned and defaulted by today's schema."""
-    result = copy.deepcopy(dict(obj))
+    result = clone(dict(obj))
     if kind.schema is not None:
         prune(result, kind.schema)
         apply_defaults(result, kind.schema)

@@ -18,11 +18,11 @@ history|undo|restart|status`` work on what this writes.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import DEPLOYMENTS, REPLICASETS, ControlPlane
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.owned import (
     alive,
     condition,
@@ -52,7 +52,7 @@ def revision(rs: dict[str, Any]) -> int:
 
 def without_hash(template: dict[str, Any]) -> dict[str, Any]:
     """A ReplicaSet's template as the Deployment wrote it (minus ``pod-template-hash``)."""
-    plain = copy.deepcopy(template)
+    plain = clone(template)
     labels = (plain.get("metadata") or {}).get("labels")
     if isinstance(labels, dict):
         labels.pop(HASH_LABEL, None)
@@ -118,10 +118,10 @@ class DeploymentController:
         self, d: dict[str, Any], rss: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
         spec = d["spec"]
-        template = copy.deepcopy(spec.get("template") or {})
+        template = clone(spec.get("template") or {})
         pod_hash = safe_hash(semantic(template))
         template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = pod_hash
-        selector = copy.deepcopy(spec.get("selector") or {})
+        selector = clone(spec.get("selector") or {})
         selector.setdefault("matchLabels", {})[HASH_LABEL] = pod_hash
         replicas = replicas_of(spec)
         annotations = {
@@ -167,7 +167,7 @@ class DeploymentController:
 
     def _bump_revision(self, rs: dict[str, Any], rss: list[dict[str, Any]]) -> dict[str, Any]:
         """A rollback to an old template reuses its ReplicaSet under the next revision."""
-        body = copy.deepcopy(rs)
+        body = clone(rs)
         annotations = body["metadata"].setdefault("annotations", {})
         annotations[REVISION] = str(max(revision(r) for r in rss) + 1)
         self.plane.update(REPLICASETS, rs, body)
@@ -178,14 +178,14 @@ class DeploymentController:
         annotations = d["metadata"].get("annotations") or {}
         if annotations.get(REVISION) == str(revision(new)):
             return
-        body = copy.deepcopy(d)
+        body = clone(d)
         body["metadata"].setdefault("annotations", {})[REVISION] = str(revision(new))
         self.plane.update(DEPLOYMENTS, d, body)
 
     def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any]) -> None:
         if replicas_of(rs["spec"], 0) == replicas:
             return
-        body = copy.deepcopy(rs)
+        body = clone(rs)
         body["spec"]["replicas"] = replicas
         want = replicas_of(d["spec"])
         annotations = body["metadata"].setdefault("annotations", {})

@@ -38,7 +38,6 @@ done before the request that caused it returns. ``server.py`` calls
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
@@ -49,6 +48,7 @@ from reconciler.sandbox import crds
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import ApiError, conflict, field_errors, success_status
 from reconciler.sandbox.apply import now
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
@@ -283,7 +283,7 @@ class Lifecycle:
         current = list(meta.get("finalizers") or [])
         wanted = gc_finalizers(current, opts, resource in _ORPHAN_BY_DEFAULT)
         if wanted:
-            marked = copy.deepcopy(obj)
+            marked = clone(obj)
             mark = marked["metadata"]
             mark["finalizers"] = wanted
             if not mark.get("deletionTimestamp"):
@@ -318,7 +318,7 @@ class Lifecycle:
                 raise conflict("", "namespaces", name, _STILL_TERMINATING)
             after, removed = self._apply(_NAMESPACES, ns, opts)
             return self._answer(kind, after, removed, opts)
-        marked = copy.deepcopy(ns)
+        marked = clone(ns)
         mark = marked["metadata"]
         mark["deletionTimestamp"] = now()
         marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
@@ -383,7 +383,7 @@ class Lifecycle:
                 "SomeFinalizersRemain",
                 f"Some content in the namespace has finalizers remaining: {listed}",
             )
-        status = copy.deepcopy(ns.get("status") or {})
+        status = clone(ns.get("status") or {})
         conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
         changed = False
         for kind, ok_reason, ok_message in _NAMESPACE_CONDITIONS:

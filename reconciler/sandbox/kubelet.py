@@ -17,6 +17,7 @@ from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import NODES, PODS, ControlPlane
 from reconciler.sandbox.owned import alive
 from reconciler.sandbox.pods import PodTimes, images_of, is_ready, pod_failure, pod_status_at
+from reconciler.sandbox.store import Tally
 
 SCHEDULER = "default-scheduler"
 KUBELET = "kubelet"
@@ -88,6 +89,11 @@ def create_nodes(plane: ControlPlane) -> None:
                     plane.write_status(NODES, stored, node_status(name), manager=KUBELET)
 
 
+def _node_of_live_pod(pod: dict[str, Any]) -> list[str]:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [node] if node and alive(pod) else []
+
+
 class Kubelet:
     """Binds unscheduled pods, then moves each through its lifecycle over time."""
 
@@ -95,6 +101,16 @@ class Kubelet:
         self.plane = plane
         self._bound: dict[str, float] = {}  # pod uid -> clock when its kubelet first saw it
         self._ready: dict[str, float] = {}  # pod uid -> clock when it became Ready
+        self._pods_per_node: Tally | None = None
+
+    def _load(self) -> Tally:
+        """Live pods per node, kept by the store on every pod write (the scheduler's cache).
+
+        Counting every pod of the cluster on each binding made scheduling quadratic.
+        """
+        if self._pods_per_node is None:
+            self._pods_per_node = self.plane.api.store.tally(PODS, _node_of_live_pod)
+        return self._pods_per_node
 
     def forget(self, uid: str) -> None:
         self._bound.pop(uid, None)
@@ -137,11 +153,8 @@ class Kubelet:
         nodes = [n["metadata"]["name"] for n in self.plane.list(NODES, None)]
         if not nodes:
             return  # unschedulable: stays Pending, as on a cluster without nodes
-        # counted in place: a copy of every pod per binding made scheduling quadratic
-        load = self.plane.api.store.count_by(
-            PODS, lambda p: (p.get("spec") or {}).get("nodeName") if alive(p) else None
-        )
-        node = min(sorted(nodes), key=lambda n: load.get(n, 0))
+        load = self._load()
+        node = min(sorted(nodes), key=load.count)
         body = {**pod, "spec": {**pod["spec"], "nodeName": node}}
         if self.plane.update(PODS, pod, body, manager=SCHEDULER):
             stored = self.plane.get(

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 import posixpath
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import ApiError, field_errors
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import Matcher
 
@@ -229,7 +229,7 @@ def list_collection(
             break
         last_key = key
         if labels(obj) and fields(obj):
-            items.append(present(kind, copy.deepcopy(obj)))  # the store's own object: copy it
+            items.append(present(kind, clone(obj)))  # the store's own object: copy it
     meta: dict[str, Any] = {"resourceVersion": str(read.rv)}
     if more:
         meta["continue"] = encode_continue(last_key + "\x00", read.rv)

@@ -10,13 +10,13 @@ and stamps every pod with its template's labels and annotations.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.pods import FAIL_ANNOTATION
 
 # Kubernetes' rand.SafeEncodeString alphabet: no vowels, no look-alike characters.
@@ -94,7 +94,7 @@ def pod_from_template(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": pod_meta,
-        "spec": {**copy.deepcopy(dict(template.get("spec") or {})), **(spec or {})},
+        "spec": {**clone(dict(template.get("spec") or {})), **(spec or {})},
     }
 
 

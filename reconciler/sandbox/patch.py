@@ -12,12 +12,12 @@ ignored). ``api.py`` calls :func:`apply_patch`.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.fieldsets import list_key
 
 JSON_PATCH = "application/json-patch+json"
@@ -53,7 +53,7 @@ def apply_patch(content_type: str, obj: dict[str, Any], patch: Any) -> dict[str,
 
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
@@ -86,14 +86,14 @@ def _walk(doc: Any, parts: list[str], path: str) -> Any:
 def _add(doc: Any, path: str, value: Any) -> Any:
     parts = _pointer(path)
     if not parts:
-        return copy.deepcopy(value)
+        return clone(value)
     parent = _walk(doc, parts[:-1], path)
     last = parts[-1]
     if isinstance(parent, list):
         index = len(parent) if last == "-" else _index(last, len(parent) + 1, path)
-        parent.insert(index, copy.deepcopy(value))
+        parent.insert(index, clone(value))
     elif isinstance(parent, dict):
-        parent[last] = copy.deepcopy(value)
+        parent[last] = clone(value)
     else:
         raise ApiError(422, f"json patch: cannot add at {path!r}")
     return doc
@@ -119,7 +119,7 @@ def _remove(doc: Any, path: str) -> Any:
 
 
 def json_patch(doc: Any, operations: list[Any]) -> Any:
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for op in operations:
         if not isinstance(op, Mapping) or "op" not in op or "path" not in op:
             raise ApiError(422, f"json patch: malformed operation {op!r}")
@@ -133,7 +133,7 @@ def json_patch(doc: Any, operations: list[Any]) -> Any:
             doc = _add(doc, path, op.get("value"))
         elif kind in ("move", "copy"):
             source = op.get("from", "")
-            value = copy.deepcopy(_walk(doc, _pointer(source), source))
+            value = clone(_walk(doc, _pointer(source), source))
             if kind == "move":
                 _remove(doc, source)
             doc = _add(doc, path, value)
@@ -152,7 +152,7 @@ _IGNORED_PREFIXES = ("$setElementOrder/", "$retainKeys")
 
 def strategic_merge(target: Any, patch: Mapping[str, Any]) -> Any:
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     result = dict(target) if isinstance(target, Mapping) else {}
@@ -173,19 +173,19 @@ def strategic_merge(target: Any, patch: Mapping[str, Any]) -> Any:
         elif isinstance(value, list):
             result[key] = _merge_list(key, result.get(key), value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     return result
 
 
 def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     if any(isinstance(i, Mapping) and i.get("$patch") == "replace" for i in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, Mapping) and "$patch" in i)]
+        return [clone(i) for i in patch if not (isinstance(i, Mapping) and "$patch" in i)]
     live = list(current) if isinstance(current, list) else []
     if field == "finalizers":
         return live + [v for v in patch if v not in live]
     key = list_key(field, [i for i in patch if isinstance(i, Mapping)] or [{}])
     if key is None or not all(isinstance(i, Mapping) for i in patch):
-        return copy.deepcopy(patch)
+        return clone(patch)
     for item in patch:
         index = next(
             (n for n, i in enumerate(live) if isinstance(i, Mapping) and i.get(key) == item[key]),

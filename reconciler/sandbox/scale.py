@@ -8,10 +8,10 @@ PATCH on ``.../scale``; writes then go through ``SandboxApi.commit``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind, ScalePaths
 from reconciler.sandbox.selectors import selector_to_string
 
@@ -67,7 +67,7 @@ def with_replicas(kind: Kind, obj: dict[str, Any], scale: Any) -> dict[str, Any]
             f'Scale "{obj["metadata"]["name"]}" is invalid: spec.replicas: '
             "must be a non-negative integer",
         )
-    new = copy.deepcopy(obj)
+    new = clone(obj)
     parts = _parts(kind.scale.spec_replicas)
     target = new
     for part in parts[:-1]:

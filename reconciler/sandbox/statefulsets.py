@@ -14,10 +14,10 @@ revision once every pod runs it.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from reconciler.sandbox.controlplane import PODS, REVISIONS, STATEFULSETS, ControlPlane
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.owned import (
     alive,
     owned,
@@ -75,7 +75,7 @@ def ensure_revision(
             "labels": {**labels, hash_label: digest},
             "ownerReferences": [owner_reference(owner)],
         },
-        "data": {"spec": {"template": {"$patch": "replace", **copy.deepcopy(template)}}},
+        "data": {"spec": {"template": {"$patch": "replace", **clone(template)}}},
         "revision": newest + 1,
     }
     plane.create(REVISIONS, namespace, body)

@@ -11,16 +11,18 @@ is its only writer; ``server.py`` reads it for list and watch.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 
 Resource = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
+KeyList = list[ObjKey]
 
 DEFAULT_HISTORY_LIMIT = 1000
 CLOSE = "CLOSE"  # an internal event type that ends a watch stream, never sent
@@ -58,6 +60,60 @@ class Watcher:
 
 
 EventList = list[StoredEvent]
+Values = Callable[[dict[str, Any]], Iterable[Hashable]]
+
+
+class Tally:
+    """How many stored objects of one resource hold each value, kept on every write.
+
+    What a real API server keeps in its allocators (Service IPs, node ports) and
+    what the scheduler keeps in its cache (pods per node): counting it again from
+    every object on each write made creating N objects cost O(N^2).
+    """
+
+    def __init__(self, values: Values) -> None:
+        self._values = values
+        self._counts: dict[Hashable, int] = {}
+
+    def change(self, obj: dict[str, Any] | None, step: int) -> None:
+        if obj is None:
+            return
+        for value in self._values(obj):
+            count = self._counts.get(value, 0) + step
+            if count > 0:
+                self._counts[value] = count
+            else:
+                self._counts.pop(value, None)
+
+    def count(self, value: Hashable) -> int:
+        return self._counts.get(value, 0)
+
+    def held_by_others(self, own: dict[str, Any] | None) -> Taken:
+        """The values held by objects other than ``own`` (the stored version of the writer)."""
+        mine: dict[Hashable, int] = {}
+        for value in self._values(own) if own is not None else ():
+            mine[value] = mine.get(value, 0) + 1
+        return Taken(self._counts, mine)
+
+
+class Taken(AbstractSet[Hashable]):
+    """A set view: values some other object holds (counts minus the writer's own)."""
+
+    def __init__(self, counts: dict[Hashable, int], own: dict[Hashable, int]) -> None:
+        self._counts = counts
+        self._own = own
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            return self._counts.get(value, 0) - self._own.get(value, 0) > 0
+        except TypeError:  # unhashable: nobody holds it
+            return False
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return (v for v in self._counts if v in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class Store:
@@ -74,6 +130,7 @@ class Store:
         self._history_limit = max(1, history_limit)
         self._compacted_rv = 0  # the newest resourceVersion no longer in history
         self._watchers: set[Watcher] = set()
+        self._tallies: dict[Resource, list[Tally]] = {}
         # Called synchronously after every recorded event (GC, CRDs, controllers).
         self.listeners: list[Callable[[StoredEvent], None]] = []
 
@@ -83,15 +140,25 @@ class Store:
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         obj = self._objects.get(resource, {}).get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return clone(obj) if obj is not None else None
+
+    def view_one(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """``get`` without the copy: the stored object itself, never to be mutated."""
+        return self._objects.get(resource, {}).get((namespace, name))
 
     def list(self, resource: Resource, namespace: str | None = None) -> ListOfObjects:
         items = self._objects.get(resource, {})
+        return [clone(items[k]) for k in self._keys(resource, namespace)]
+
+    def _keys(self, resource: Resource, namespace: str | None) -> KeyList:
+        """The keys of ``resource`` in ``namespace`` (None: all), sorted, from the index.
+
+        A scan of every object of the kind per namespaced read made each controller
+        sync cost O(objects in the cluster): the sandbox slowed down as it filled up.
+        """
         if namespace is None:
-            keys = sorted(items)
-        else:
-            keys = sorted(self._by_namespace.get(resource, {}).get(namespace, ()))
-        return [copy.deepcopy(items[k]) for k in keys]
+            return sorted(self._objects.get(resource, {}))
+        return sorted(self._by_namespace.get(resource, {}).get(namespace, ()))
 
     def view(self, resource: Resource, namespace: str | None = None) -> ListOfObjects:
         """``list`` without the copies: the stored objects themselves, never to be mutated.
@@ -101,8 +168,7 @@ class Store:
         objects its selector matches) may scan them as they are.
         """
         items = self._objects.get(resource, {})
-        keys = sorted(k for k in items if namespace is None or k[0] == namespace)
-        return [items[k] for k in keys]
+        return [items[k] for k in self._keys(resource, namespace)]
 
     def select(
         self, resource: Resource, namespace: str, wanted: Callable[[dict[str, Any]], bool]
@@ -115,16 +181,16 @@ class Store:
         thousands of pods spent its time copying objects it then dropped.
         """
         items = self._objects.get(resource, {})
-        keys = sorted(k for k, obj in items.items() if k[0] == namespace and wanted(obj))
-        return [copy.deepcopy(items[k]) for k in keys]
+        keys = [k for k in self._keys(resource, namespace) if wanted(items[k])]
+        return [clone(items[k]) for k in keys]
 
-    def count_by(self, resource: Resource, key: Callable[[dict[str, Any]], Any]) -> dict[Any, int]:
-        """How many stored objects give each value of ``key`` (read in place, no copies)."""
-        counts: dict[Any, int] = {}
+    def tally(self, resource: Resource, values: Values) -> Tally:
+        """A :class:`Tally` of ``values`` over ``resource``, kept up to date from now on."""
+        tally = Tally(values)
         for obj in self._objects.get(resource, {}).values():
-            value = key(obj)
-            counts[value] = counts.get(value, 0) + 1
-        return counts
+            tally.change(obj, +1)
+        self._tallies.setdefault(resource, []).append(tally)
+        return tally
 
     def resources(self) -> ResourceList:
         return [r for r, items in self._objects.items() if items]
@@ -144,11 +210,14 @@ class Store:
         self._by_namespace.setdefault(resource, {}).setdefault(key[0], set()).add(key)
         previous = items.get(key)
         self._rv += 1
-        stored = copy.deepcopy(obj)
+        stored = clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._rv)
         items[key] = stored
+        for tally in self._tallies.get(resource, ()):
+            tally.change(previous, -1)
+            tally.change(stored, +1)
         self._record(StoredEvent(self._rv, event_type, resource, key[0], stored, previous))
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def remove(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         items = self._objects.get(resource, {})
@@ -156,11 +225,13 @@ class Store:
         if obj is None:
             return None
         self._by_namespace.get(resource, {}).get(namespace, set()).discard((namespace, name))
+        for tally in self._tallies.get(resource, ()):
+            tally.change(obj, -1)
         self._rv += 1
-        gone = copy.deepcopy(obj)
+        gone = clone(obj)
         gone["metadata"]["resourceVersion"] = str(self._rv)
         self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone, obj))
-        return copy.deepcopy(gone)
+        return clone(gone)
 
     def _record(self, event: StoredEvent) -> None:
         self._history.append(event)
@@ -223,7 +294,7 @@ class Store:
                 items[key] = event.old
         if not copied:
             return list(items.values())  # as ``view``: for readers that copy what they keep
-        return [copy.deepcopy(obj) for obj in items.values()]
+        return [clone(obj) for obj in items.values()]
 
     def events_since(self, rv: int, resource: Resource, namespace: str | None) -> EventList:
         """History after ``rv``; raises 410 Gone when some of it was compacted."""

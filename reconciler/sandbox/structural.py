@@ -20,12 +20,12 @@ Server-side apply reads list types from the same schema (:func:`list_type`).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from reconciler.sandbox import goformat
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.goformat import Cause
 
 Schema = Mapping[str, Any]
@@ -108,7 +108,7 @@ def apply_defaults(value: Any, schema: Schema, *, root: bool = True) -> None:
                 continue
             missing = name not in value or (value[name] is None and sub.get("nullable") is not True)
             if "default" in sub and missing:
-                value[name] = copy.deepcopy(sub["default"])
+                value[name] = clone(sub["default"])
         for key, sub_value in value.items():
             if root and key == "metadata":
                 continue

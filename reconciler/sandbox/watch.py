@@ -14,7 +14,6 @@ as DELETED (carrying the object as it was, at the event's resourceVersion).
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from typing import Any
 
@@ -22,6 +21,7 @@ from aiohttp import web
 
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import CLOSE, StoredEvent
@@ -108,7 +108,7 @@ async def _send(
     if matches:
         await response.write(_line("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
     elif matched:
-        gone = copy.deepcopy(event.old)
+        gone = clone(event.old)
         gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
         await response.write(_line("DELETED", present(kind, gone)))
 

@@ -685,7 +685,7 @@ def test_defaults_never_crash_and_are_idempotent(body: dict[str, Any], index: in
     try:
         apply_defaults(kind, obj)
         if kind.kind == "Service":
-            allocate_service(obj, None, [])
+            allocate_service(obj, None, set(), set())
         if kind.kind == "Job":
             job_selector(obj)
     except ApiError as e:
