@@ -36,7 +36,6 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import ApiError, field_errors
-from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import Matcher
 
@@ -229,7 +228,9 @@ def list_collection(
             break
         last_key = key
         if labels(obj) and fields(obj):
-            items.append(present(kind, clone(obj)))  # the store's own object: copy it
+            # the store's own object, shared: stored objects are replaced on every
+            # write, never changed in place, and the list is serialized as it is
+            items.append(present(kind, obj))
     meta: dict[str, Any] = {"resourceVersion": str(read.rv)}
     if more:
         meta["continue"] = encode_continue(last_key + "\x00", read.rv)

@@ -688,3 +688,21 @@ def test_every_object_the_server_wrote_reads_back_under_strict(sandbox: SandboxH
                 checked.add(item["kind"])
     assert {"Deployment", "ReplicaSet", "Pod", "StatefulSet", "DaemonSet", "Job"} <= checked
     assert {"Namespace", "ServiceAccount", "Service"} <= checked
+
+
+def test_json_apply_body_with_a_repeated_key_is_read_as_yaml(sandbox: SandboxHandle) -> None:
+    """An apply body is YAML (``application/apply-patch+yaml``), and JSON is YAML: a JSON
+    body is parsed as JSON when it can be, and one that repeats a key still gets go-yaml's
+    ``already set in map`` (the sandbox's JSON fast path must not hide it).
+
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/#serialization
+    """
+    body = json.dumps(deployment("web"))
+    repeated = body.replace('"replicas": 2', '"replicas": 2, "replicas": 3', 1)
+    assert repeated != body
+    path = f"{DEPLOYS}/web?fieldManager=me&fieldValidation=Strict"
+    status, answer, _ = send(sandbox, "PATCH", path, repeated, "application/apply-patch+yaml")
+    assert status == 400
+    assert 'line 1: key "replicas" already set in map' in answer["message"]
+    status, created, _ = send(sandbox, "PATCH", path, body, "application/apply-patch+yaml")
+    assert status == 201 and created["spec"]["replicas"] == 2
