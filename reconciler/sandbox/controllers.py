@@ -132,7 +132,10 @@ class Controllers:
     def _run(self, key: Key) -> None:
         self._pending.pop(key, None)
         resource, namespace, name = key
-        obj = self.api.store.get(resource, namespace, name)
+        # The kubelet only reads its pod (its writes build new bodies): it gets the
+        # stored object, not a copy; the workload controllers get copies they may edit.
+        read = self.api.store.view_one if resource == PODS else self.api.store.get
+        obj = read(resource, namespace, name)
         handler = self.handlers.get(resource)
         if obj is None or handler is None:
             return

@@ -64,6 +64,17 @@ class ControlPlane:
         uid = owner["metadata"]["uid"]
         return self.api.store.select(resource, namespace, lambda o: controller_uid(o) == uid)
 
+    def pods_of(self, owner: dict[str, Any]) -> ListOfObjects:
+        """The pods ``owner`` controls, as stored: read them, never change them.
+
+        The controllers only read their pods (writes build new bodies, which
+        ``update`` and ``write_status`` copy), and copying every pod of every
+        workload on each sync was the sandbox's biggest cost during rollouts.
+        """
+        uid = owner["metadata"]["uid"]
+        namespace = owner["metadata"].get("namespace", "")
+        return self.api.store.select_views(PODS, namespace, lambda o: controller_uid(o) == uid)
+
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         return self.api.store.get(resource, namespace, name)
 

@@ -25,7 +25,6 @@ from reconciler.sandbox.controlplane import DAEMONSETS, NODES, PODS, ControlPlan
 from reconciler.sandbox.owned import (
     alive,
     int_or_percent,
-    owned,
     pod_from_template,
     random_suffix,
 )
@@ -48,13 +47,12 @@ class DaemonSetController:
         if not alive(ds):
             return None
         spec = ds.get("spec") or {}
-        namespace = ds["metadata"].get("namespace", "")
         nodes = sorted(n["metadata"]["name"] for n in self.plane.list(NODES, None))
         revision = ensure_revision(
             self.plane, ds, spec.get("template") or {}, hash_label=REVISION_LABEL
         )
         digest = revision[len(ds["metadata"]["name"]) + 1 :]
-        pods = [p for p in owned(self.plane.list(PODS, namespace), ds) if alive(p)]
+        pods = [p for p in self.plane.pods_of(ds) if alive(p)]
         on_node: dict[str, list[Pod]] = {n: [] for n in nodes}
         for pod in pods:
             node = str((pod.get("spec") or {}).get("nodeName", ""))
@@ -70,7 +68,7 @@ class DaemonSetController:
         strategy = spec.get("updateStrategy") or {}
         if strategy.get("type") != "OnDelete":
             self._roll(ds, [here[0] for here in on_node.values() if here], digest, len(nodes))
-        pods = [p for p in owned(self.plane.list(PODS, namespace), ds) if alive(p)]
+        pods = [p for p in self.plane.pods_of(ds) if alive(p)]
         status, wait = self._status(ds, pods, digest, len(nodes))
         self.plane.write_status(DAEMONSETS, ds, status)
         return wait

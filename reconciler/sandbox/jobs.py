@@ -21,7 +21,7 @@ from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import JOBS, PODS, ControlPlane
-from reconciler.sandbox.owned import alive, owned, pod_from_template, random_suffix
+from reconciler.sandbox.owned import alive, pod_from_template, random_suffix
 from reconciler.sandbox.pods import CRASH_LOOP, FAIL_ANNOTATION, is_ready
 
 FAIL_ATTEMPTS = "sandbox.reconciler.dev/fail-attempts"
@@ -54,9 +54,8 @@ class JobController:
             return None
         spec = job.get("spec") or {}
         meta = job["metadata"]
-        namespace = meta.get("namespace", "")
         old = job.get("status") or {}
-        pods = owned(self.plane.list(PODS, namespace), job)
+        pods = self.plane.pods_of(job)
         running = [
             p
             for p in pods

@@ -20,7 +20,7 @@ _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 
 def active_pods(plane: ControlPlane, owner: dict[str, Any]) -> list[dict[str, Any]]:
     """The owner's pods that still count: not being deleted, not finished."""
-    pods = plane.owned(PODS, owner["metadata"].get("namespace", ""), owner)
+    pods = plane.pods_of(owner)
     return [
         p
         for p in pods

@@ -106,7 +106,6 @@ class StatefulSetController:
             return None
         spec = sts.get("spec") or {}
         meta = sts["metadata"]
-        namespace = meta.get("namespace", "")
         replicas = replicas_of(spec)
         update_revision = ensure_revision(self.plane, sts, spec.get("template") or {})
         current_revision = str((sts.get("status") or {}).get("currentRevision") or update_revision)
@@ -114,11 +113,7 @@ class StatefulSetController:
         on_delete = strategy.get("type") == "OnDelete"
         partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
         parallel = spec.get("podManagementPolicy") == "Parallel"
-        pods = {
-            p["metadata"]["name"]: p
-            for p in owned(self.plane.list(PODS, namespace), sts)
-            if alive(p)
-        }
+        pods = {p["metadata"]["name"]: p for p in self.plane.pods_of(sts) if alive(p)}
         by_ordinal = {i: pods.get(f"{meta['name']}-{i}") for i in range(replicas)}
         acted = self._create_missing(
             sts, by_ordinal, current_revision, update_revision, partition, on_delete, parallel
@@ -128,9 +123,7 @@ class StatefulSetController:
         if not acted and not on_delete:
             self._replace_one(by_ordinal, update_revision, partition)
         pods_now = [
-            p
-            for p in owned(self.plane.list(PODS, namespace), sts)
-            if alive(p) and self._ordinal(sts, p) is not None
+            p for p in self.plane.pods_of(sts) if alive(p) and self._ordinal(sts, p) is not None
         ]
         self.plane.write_status(
             STATEFULSETS, sts, self._status(sts, pods_now, current_revision, update_revision)

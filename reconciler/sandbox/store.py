@@ -170,6 +170,13 @@ class Store:
         items = self._objects.get(resource, {})
         return [items[k] for k in self._keys(resource, namespace)]
 
+    def select_views(
+        self, resource: Resource, namespace: str, wanted: Callable[[dict[str, Any]], bool]
+    ) -> ListOfObjects:
+        """``select`` without the copies: the stored objects themselves, never to be mutated."""
+        items = self._objects.get(resource, {})
+        return [items[k] for k in self._keys(resource, namespace) if wanted(items[k])]
+
     def select(
         self, resource: Resource, namespace: str, wanted: Callable[[dict[str, Any]], bool]
     ) -> ListOfObjects:
