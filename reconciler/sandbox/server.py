@@ -9,7 +9,6 @@ HTTP to :class:`SandboxApi`/:class:`Lifecycle` calls and back; ``testing.py`` an
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,6 +22,7 @@ from reconciler.sandbox import discovery
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
+from reconciler.sandbox.copying import to_json
 from reconciler.sandbox.fieldschema import schema_for
 from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
@@ -61,7 +61,7 @@ CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 def json_response(body: Any, status: int = 200) -> web.Response:
     """Compact JSON, as the API server's encoder writes it (no spaces after separators)."""
     return web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        body=to_json(body),
         status=status,
         content_type="application/json",
     )

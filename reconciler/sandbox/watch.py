@@ -14,14 +14,13 @@ as DELETED (carrying the object as it was, at the event's resourceVersion).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from aiohttp import web
 
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.copying import clone
+from reconciler.sandbox.copying import clone, to_json
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import CLOSE, StoredEvent
@@ -30,7 +29,7 @@ DEFAULT_TIMEOUT = 1800.0
 
 
 def _line(event_type: str, obj: Any) -> bytes:
-    return json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
+    return to_json({"type": event_type, "object": obj}) + b"\n"
 
 
 def _start_rv(request: web.Request) -> int | None:

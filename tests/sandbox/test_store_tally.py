@@ -9,12 +9,14 @@ https://kubernetes.io/docs/reference/networking/virtual-ips/#ip-address-allocati
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone, to_json
 from reconciler.sandbox.store import Store
 
 SERVICES = ("", "services")
@@ -78,3 +80,18 @@ def test_service_ip_conflicts_are_found_from_the_tally() -> None:
     assert again["metadata"]["labels"] == {"changed": "yes"}
     api.store.remove(SERVICES, "default", "a")
     assert api.create(kind, "default", body("b"), opts)["spec"]["clusterIP"] == "10.96.0.50"
+
+
+def test_to_json_is_compact_and_falls_back_for_what_orjson_refuses() -> None:
+    """The sandbox answers compact JSON; a value orjson cannot encode (an integer past
+    64 bits, which a test may store) still encodes, through the standard encoder."""
+    assert to_json({"a": [1, "é", None]}) == '{"a":[1,"é",null]}'.encode()
+    huge = {"n": 2**70}
+    assert json.loads(to_json(huge)) == huge
+
+
+def test_clone_is_a_deep_copy() -> None:
+    original = {"spec": {"containers": [{"name": "a"}]}}
+    copied = clone(original)
+    copied["spec"]["containers"][0]["name"] = "b"
+    assert original == {"spec": {"containers": [{"name": "a"}]}}
