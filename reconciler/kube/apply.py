@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -116,11 +117,14 @@ def apply_instance(
 
     old = live.inventory(target.instance)
     fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
-    refused = _dry_run(client, live, target.instance, objects, old, options, fingerprints)
+    unchanged: set[ObjectRef] = set()
+    refused = _dry_run(
+        client, live, target.instance, objects, old, options, fingerprints, unchanged
+    )
     if refused:
         return _refused(target, objects, refused, by_dry_run=True)
     entries = _ensure_namespaces(client, live, target, objects)
-    entries += _apply_objects(client, live, target, objects, old, options, fingerprints)
+    entries += _apply_objects(client, live, target, objects, old, options, fingerprints, unchanged)
     applied_ok = not any(e.action is Action.FAILED for e in entries)
     kept: dict[ObjectRef, str] = _kept_fingerprints(fingerprints, entries, old)
     reason, message = (None, "") if applied_ok else ("ApplyFailed", _first_failure(entries))
@@ -210,12 +214,14 @@ def _apply_objects(
     old: Inventory | None,
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
+    unchanged: AbstractSet[ObjectRef] = frozenset(),
 ) -> list[ChangeSetEntry]:
     ordered = apply_order(objects)
     first = [o for o in ordered if o.get("kind") in FIRST_STAGE_KINDS]
     rest = [o for o in ordered if o.get("kind") not in FIRST_STAGE_KINDS]
     entries = [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints) for o in first
+        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged)
+        for o in first
     ]
     new_crds = [
         o
@@ -225,7 +231,8 @@ def _apply_objects(
     for crd in new_crds:
         client.discovery.expect(crd_api_versions(crd))
     entries += [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints) for o in rest
+        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged)
+        for o in rest
     ]
     return entries
 
@@ -238,8 +245,13 @@ def _dry_run(
     old: Inventory | None,
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
+    unchanged: set[ObjectRef],
 ) -> dict[ObjectRef, str]:
     """Ask the API server to accept every object apply would write, before writing any.
+
+    The objects found unchanged are added to ``unchanged``: apply then skips them
+    without comparing them with the cluster a second time (the comparison was the
+    biggest cost of a pass that changes nothing).
 
     An instance is applied whole or not at all: an unknown kind or an invalid
     object found halfway would otherwise leave half of a new version running.
@@ -271,6 +283,7 @@ def _dry_run(
             current = live.get(ref)
             recorded = old.objects.get(ref) if old is not None else None
             if recorded == fingerprints[ref] and matches(obj, current):
+                unchanged.add(ref)
                 continue
             client.apply(obj, force=options.force_conflicts, dry_run=True)
         except ConflictError:
@@ -288,8 +301,11 @@ def _apply_one(
     old: Inventory | None,
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
+    unchanged: AbstractSet[ObjectRef] = frozenset(),
 ) -> ChangeSetEntry:
     ref = ObjectRef.of(obj)
+    if ref in unchanged:  # the dry run compared it already, against the same live object
+        return ChangeSetEntry.for_ref(instance, ref, Action.UNCHANGED)
     try:
         current = live.get(ref)
         owner = _owner(current)
