@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from reconciler.model.migrations import Deprecation, MigrationCheck
+from reconciler.model.placeholders import Path, placeholder_paths
 from reconciler.model.problems import Problem
 from reconciler.model.version import Version
 
@@ -120,6 +122,11 @@ class Template:
     @property
     def kind(self) -> str:
         return str(self.data.get("kind", ""))
+
+    @cached_property
+    def placeholder_paths(self) -> tuple[Path, ...] | None:
+        """Where ``data`` holds placeholders (see :func:`placeholder_paths`), found once."""
+        return placeholder_paths(self.data)
 
 
 @dataclass(frozen=True)

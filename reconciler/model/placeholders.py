@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 # $${ is an escape; ${ opens a placeholder that must close on the same scalar
 TOKEN = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
@@ -72,3 +73,36 @@ def is_single_placeholder(text: str) -> bool:
     """True when the whole scalar is one placeholder, so it keeps the value's type."""
     match = TOKEN.fullmatch(text)
     return match is not None and match.group(1) is not None
+
+
+Path = tuple[str | int, ...]
+
+
+def placeholder_paths(data: Any) -> tuple[Path, ...] | None:
+    """Where ``data`` holds ``${`` in a string value: the paths of those strings.
+
+    None when a mapping *key* holds one (renaming keys in place would reorder them;
+    such templates are rendered by walking every value). Rendering copies the
+    template in one go and rewrites these paths alone, instead of rebuilding every
+    mapping and list of every object for every instance.
+    """
+    paths: list[Path] = []
+
+    def walk(value: Any, path: Path) -> bool:
+        if isinstance(value, str):
+            if "${" in value:
+                paths.append(path)
+            return True
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "${" in key:
+                    return False
+                if not walk(item, (*path, key)):
+                    return False
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if not walk(item, (*path, i)):
+                    return False
+        return True
+
+    return tuple(paths) if walk(data, ()) else None

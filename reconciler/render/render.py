@@ -12,11 +12,12 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance
+from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance, Template
 from reconciler.model.names import is_dns_label, is_dns_subdomain
 from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
 from reconciler.model.problems import Problem, Severity
@@ -63,7 +64,7 @@ def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -
     if any(p.is_error for p in problems):
         return RenderResult((), tuple(problems))
     scope = _scope(instance, version, params)
-    objects = [_substitute(t.data, scope) for t in version.templates]
+    objects = [_rendered(t, scope) for t in version.templates]
     problems.extend(_check_names(instance, version, objects))
     if any(p.is_error for p in problems):
         # a name that is not a DNS name could escape its namespace in a request path,
@@ -263,6 +264,26 @@ def _interpolate(text: str, scope: Mapping[str, Mapping[str, Any]]) -> Any:
         return _as_text(_lookup(match.group(1), scope))
 
     return TOKEN.sub(replace, text)
+
+
+def _rendered(template: Template, scope: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The template's data with its placeholders replaced, as a new object.
+
+    A copy in one go (pickle, in C) and the placeholder strings rewritten in place,
+    found once per template: walking every value of every object for every
+    instance was most of the render's time in a pass at thousands of instances.
+    """
+    paths = template.placeholder_paths
+    if paths is None:
+        result: dict[str, Any] = _substitute(template.data, scope)
+        return result
+    obj: dict[str, Any] = pickle.loads(pickle.dumps(template.data, pickle.HIGHEST_PROTOCOL))
+    for path in paths:
+        parent: Any = obj
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = _interpolate(parent[path[-1]], scope)
+    return obj
 
 
 def _substitute(value: Any, scope: Mapping[str, Mapping[str, Any]]) -> Any:
