@@ -126,6 +126,7 @@ class LeaderElector:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         release_on_cancel: bool = True,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         _check_timings(identity, lease_duration, renew_deadline, retry_period)
         self.client = client
@@ -136,6 +137,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.release_on_cancel = release_on_cancel
+        self.labels = dict(labels or {})  # set on create, so a group of Leases lists as one
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -299,7 +301,11 @@ class LeaderElector:
         body = {
             "apiVersion": LEASE_API_VERSION,
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                **({"labels": self.labels} if self.labels else {}),
+            },
             "spec": record.to_dict(),
         }
         return self._write("POST", self._path(), body, record, verb="create")
