@@ -15,6 +15,7 @@ from pathlib import Path
 from reconciler.commands.output import print_json, table
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.kube.lease import check_timings
 from reconciler.kube.shards import check_shard_count
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
 from reconciler.source.verify import SignaturePolicy
@@ -57,6 +58,10 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
                 f"{args.webhook_secret_file}: cannot read webhook secret ({e.strerror})"
             ) from e
     verify = SignaturePolicy.from_files(args.verify_signatures) if args.verify_signatures else None
+    shards = check_shards(args)
+    identity = args.identity or default_identity()
+    if shards or args.leader_elect:  # refused now, not once the daemon has started
+        check_timings(identity, args.lease_duration, args.renew_deadline, args.retry_period)
     return DaemonSettings(
         repo=args.repo,
         cluster=args.cluster,
@@ -73,10 +78,10 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         watch=args.watch,
         verify=verify,
         leader_elect=args.leader_elect,
-        shards=check_shards(args),
+        shards=shards,
         leader_namespace=args.leader_elect_namespace,
         lease_name=args.lease_name or f"reconciler-{args.cluster}",
-        identity=args.identity or default_identity(),
+        identity=identity,
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,

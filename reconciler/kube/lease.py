@@ -128,7 +128,7 @@ class LeaderElector:
         release_on_cancel: bool = True,
         labels: Mapping[str, str] | None = None,
     ) -> None:
-        _check_timings(identity, lease_duration, renew_deadline, retry_period)
+        check_timings(identity, lease_duration, renew_deadline, retry_period)
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -371,15 +371,20 @@ class LeaderElector:
         return max(1, math.ceil(self.lease_duration))
 
 
-def _check_timings(
+def check_timings(
     identity: str, lease_duration: float, renew_deadline: float, retry_period: float
 ) -> None:
+    """Refuse timings under which a holder could still act after another took over.
+
+    ``reconciler run`` calls it too, so a bad ``--lease-duration`` is a usage error
+    at once rather than when the daemon starts its Leases.
+    """
     if not identity:
         raise UsageError("leader election needs a non-empty identity")
     if not 0 < retry_period < renew_deadline < lease_duration:
         raise UsageError(
-            "leader election timings must satisfy 0 < retry period < renew deadline < "
-            f"lease duration (got {retry_period}s, {renew_deadline}s, {lease_duration}s)"
+            "Lease timings must satisfy 0 < --retry-period < --renew-deadline < "
+            f"--lease-duration (got {retry_period}s, {renew_deadline}s, {lease_duration}s)"
         )
 
 

@@ -24,6 +24,7 @@ from reconciler.model.shards import shard_of
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
 from tests.daemon.conftest import World, sandbox_world
+from tests.daemon.test_service import eventually, running
 
 COUNT = 30
 SHARDS = 3
@@ -230,3 +231,46 @@ def test_three_replicas_reconcile_each_instance_once_and_take_over_a_dead_one(
     assert commits_per_instance(shop) == Counter(dict.fromkeys(NAMES, 2))
     records = StatusLedger(shop.repo.url, "prod", cache_dir=shop.cache / "reader").read()
     assert {s.version for s in records.values()} == {"1.1.0"}
+
+
+@pytest.mark.slow  # about 4 s: it waits on a real clock for a Lease to expire
+def test_three_services_share_the_shards_and_take_over_a_killed_ones(shop: World) -> None:
+    """The running daemons, as three pods would run them (short Leases, real clock).
+
+    Each waits only for a condition, with a generous bound: how long a takeover takes
+    is not asserted, only that every instance follows Git once and is recorded once.
+    """
+    common = {
+        "interval": 0.3,
+        "jitter": 0.0,
+        "drift_interval": 3600.0,
+        "shards": SHARDS,
+        "leader_namespace": "default",
+        "lease_name": "reconciler-prod",
+        **TIMINGS,
+    }
+    daemons = [shop.new_daemon(identity=n, cache_dir=shop.cache / n, **common) for n in "abc"]
+    with running(daemons[0]) as a, running(daemons[1]) as b, running(daemons[2]) as c:
+        services = [a, b, c]
+
+        def balanced() -> bool:
+            held = [s.shards.held if s.shards else frozenset() for s in services]
+            return sorted(k for h in held for k in h) == [0, 1, 2] and all(held)
+
+        eventually(balanced)
+        eventually(lambda: len(commits_per_instance(shop)) == COUNT)
+        for service in services:
+            text = service.daemon.metrics.render().decode()
+            assert 'reconciler_shards_held{cluster="prod"} 1.0' in text
+        assert c.shards is not None
+        c.shards.release_on_cancel = False  # killed: its Leases stay until they expire
+        c.shutdown("killed")
+        shop.commit(
+            "apps/settings/versions/1.1.0/version.yaml", VERSION.format(v="1.1.0", colour="red")
+        )
+        shop.commit("apps/settings/versions/1.1.0/manifests/configmap.yaml", MANIFEST)
+        shop.commit("apps/settings/channels.yaml", CHANNELS.format(stable="1.1.0"), "1.1.0")
+        eventually(lambda: commits_per_instance(shop) == Counter(dict.fromkeys(NAMES, 2)))
+        assert a.shards is not None and b.shards is not None
+        assert sorted([*a.shards.held, *b.shards.held]) == [0, 1, 2]
+    assert commits_per_instance(shop) == Counter(dict.fromkeys(NAMES, 2))  # none twice
