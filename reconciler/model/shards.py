@@ -10,6 +10,8 @@ must put an instance in the same shard.
 What is not per instance has exactly one owner, so that two replicas never do it
 twice:
 
+- an instance's inventory ConfigMap, migration ledger and status record are its
+  own, so only its shard writes them;
 - an instance deleted from Git is pruned by the shard its *name* hashes to (the
   name is all that is left of it, and it is the same hash that owned it before);
 - the mass-prune guard counts every removed instance of the cluster, in every
