@@ -23,6 +23,7 @@ from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.shards import shard_of
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
+from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World, sandbox_world
 from tests.daemon.test_service import eventually, running
 
@@ -231,6 +232,21 @@ def test_three_replicas_reconcile_each_instance_once_and_take_over_a_dead_one(
     assert commits_per_instance(shop) == Counter(dict.fromkeys(NAMES, 2))
     records = StatusLedger(shop.repo.url, "prod", cache_dir=shop.cache / "reader").read()
     assert {s.version for s in records.values()} == {"1.1.0"}
+
+    # deleted from Git: each is pruned once, by the shard its name hashes to
+    gone = NAMES[:3]
+    for name in gone:
+        remove_file(shop.repo, f"clusters/prod/instances/{name}.yaml", f"remove {name}")
+    shop.sandbox.reset_request_log()
+    outcomes = concurrently([a, b])
+    for r, outcome in zip((a, b), outcomes, strict=True):
+        assert outcome.report is not None
+        assert all(shard_of(x.instance, SHARDS) in r.leases.held for x in outcome.report.removed)
+    removed = Counter(x.instance for o in outcomes if o.report for x in o.report.removed)
+    assert removed == Counter(dict.fromkeys(gone, 1))
+    assert configmap_writes(shop) == Counter(dict.fromkeys(gone, 1))  # one DELETE each
+    commits = commits_per_instance(shop)
+    assert {n: commits[n] for n in gone} == dict.fromkeys(gone, 3)  # installed, moved, removed
 
 
 @pytest.mark.slow  # about 4 s: it waits on a real clock for a Lease to expire
