@@ -175,11 +175,48 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         help="run as one of several replicas; only the Lease holder acts",
     )
     p.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="split the cluster's instances into N shards by a stable hash of their "
+        "names; every replica holds the Leases of its share of shards (about N/replicas), "
+        "reconciles only their instances, and takes over the shards of a replica whose "
+        "Leases expire. Replaces --leader-elect; every replica must be given the same N",
+    )
+    p.add_argument(
         "--leader-elect-namespace",
         default="reconciler-system",
-        help="namespace of the leader Lease (default reconciler-system)",
+        help="namespace of the leader Lease, or of the shard Leases with --shards "
+        "(default reconciler-system)",
     )
-    p.add_argument("--lease-name", help="leader Lease name (default reconciler-<cluster>)")
+    p.add_argument(
+        "--lease-name",
+        help="leader Lease name, or with --shards the prefix of the Leases "
+        "<prefix>-shard-<k>-of-<N> and <prefix>-replica-<id> (default reconciler-<cluster>)",
+    )
+    p.add_argument(
+        "--identity",
+        help="this replica's name in the Leases (default: $POD_NAME or the host name, "
+        "and the process id); unique per running replica",
+    )
+    p.add_argument(
+        "--lease-duration",
+        type=duration,
+        default=15.0,
+        help="a Lease not renewed this long is taken over by another replica (default 15s)",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=duration,
+        default=10.0,
+        help="a holder that could not renew this long stops acting (default 10s)",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=duration,
+        default=2.0,
+        help="how often Leases are renewed and free ones tried (default 2s)",
+    )
     p.add_argument(
         "--metrics-address",
         default="",

@@ -15,8 +15,37 @@ from pathlib import Path
 from reconciler.commands.output import print_json, table
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.kube.lease import check_timings
+from reconciler.kube.shards import check_shard_count
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
 from reconciler.source.verify import SignaturePolicy
+
+
+def default_identity() -> str:
+    """The pod's name (a StatefulSet's is stable) or the host's, and the process id."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
+
+
+def check_shards(args: argparse.Namespace) -> int:
+    """``--shards`` as given, or a usage error naming the conflict."""
+    shards: int | None = getattr(args, "shards", None)
+    if shards is None:
+        return 0  # not asked for
+    if shards < 1:
+        raise UsageError(
+            f"--shards must be at least 1 (got {shards}); leave it out to run unsharded"
+        )
+    if args.leader_elect:
+        raise UsageError(
+            "--shards and --leader-elect exclude each other: with --shards every shard "
+            "has its own Lease and replicas share the work instead of one leading"
+        )
+    if getattr(args, "once", False):
+        raise UsageError(
+            "--shards needs the daemon: a --once pass reconciles every instance, "
+            "with no Lease to say which shard is whose"
+        )
+    return check_shard_count(shards)
 
 
 def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
@@ -29,6 +58,10 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
                 f"{args.webhook_secret_file}: cannot read webhook secret ({e.strerror})"
             ) from e
     verify = SignaturePolicy.from_files(args.verify_signatures) if args.verify_signatures else None
+    shards = check_shards(args)
+    identity = args.identity or default_identity()
+    if shards or args.leader_elect:  # refused now, not once the daemon has started
+        check_timings(identity, args.lease_duration, args.renew_deadline, args.retry_period)
     return DaemonSettings(
         repo=args.repo,
         cluster=args.cluster,
@@ -45,9 +78,13 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         watch=args.watch,
         verify=verify,
         leader_elect=args.leader_elect,
+        shards=shards,
         leader_namespace=args.leader_elect_namespace,
         lease_name=args.lease_name or f"reconciler-{args.cluster}",
-        identity=f"{socket.gethostname()}-{os.getpid()}",
+        identity=identity,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
         metrics_address=args.metrics_address,
         webhook_secret=secret,
     )

@@ -123,6 +123,7 @@ def remove_deleted(
     options: ApplyOptions,
     uninstaller: Uninstaller | None = None,
     held: Callable[[str], bool] | None = None,
+    owns: Callable[[str], bool] | None = None,
 ) -> list[InstanceResult]:
     """Uninstall instances that have an inventory in the cluster but no file in Git.
 
@@ -137,16 +138,19 @@ def remove_deleted(
     (a failure keeps every object for a retry) and forgets its ledger after.
     ``held(name)`` True skips a removal that failed before and is backing off (no
     result: its last record stands), so a failing uninstall Job is not re-run on
-    every pass.
+    every pass. ``owns(name)`` False (``--shards``: another replica's shard) leaves
+    that removal to its owner; the guard still counts every removed instance of the
+    cluster, so every shard refuses or allows the same commit.
     """
     if not entry.cluster.valid:
         return []
     inventories = live.inventories()
     gone = sorted(name for name in inventories if name not in entry.instances)
+    mine = [name for name in gone if owns is None or owns(name)]
     if not options.allow_mass_prune and not entry.removal_allowed(len(gone), len(inventories)):
-        return [_prune_refused(inventories[name], len(gone), len(inventories)) for name in gone]
+        return [_prune_refused(inventories[name], len(gone), len(inventories)) for name in mine]
     results = []
-    for name in gone:
+    for name in mine:
         if held is not None and held(name):
             continue
         inventory = inventories[name]

@@ -32,6 +32,7 @@ from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
 from reconciler.model.rollout import noteworthy
+from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.changes import TreeState, changed_since, tree_state
 from reconciler.source.checkout import CatalogSource
@@ -63,6 +64,7 @@ class DaemonSettings:
     verify: SignaturePolicy | None = None
     cache_dir: Path | None = None
     leader_elect: bool = False
+    shards: int = 0  # --shards N: this replica reconciles the shards whose Leases it holds
     leader_namespace: str = "reconciler-system"
     lease_name: str = ""
     identity: str = ""
@@ -164,6 +166,7 @@ class Daemon:
         self._failed_removals: dict[str, str] = {}  # instance -> catalog commit when it failed
         self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
         self._seeded = False  # statuses read from the status branch once
+        self._seeded_shards: frozenset[int] = frozenset()  # with --shards: read for these
         self.events = EventRecorder(client)
         self.health = HealthWatch()  # health waits across passes (daemon.healthwatch)
 
@@ -212,15 +215,18 @@ class Daemon:
         self._catalog = (checkout.commit, catalog)
         return catalog
 
-    def run_pass(self) -> PassOutcome:
-        """One whole pass; never raises for a stage failure (it is logged and returned)."""
+    def run_pass(self, scope: ShardScope | None = None) -> PassOutcome:
+        """One whole pass; never raises for a stage failure (it is logged and returned).
+
+        ``scope`` (``--shards``): reconcile only the instances of the shards held.
+        """
         cluster = self.settings.cluster
         started = time.monotonic()
         try:
             checkout, moved = self.sync()
             if moved:
                 log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
-            self._seed_statuses()
+            self._seed_statuses(scope)
             report = reconcile_checkout(
                 self.catalog_at(checkout),
                 checkout.commit,
@@ -231,6 +237,7 @@ class Daemon:
                 previous=self.statuses,
                 registry=self.registry,
                 watch=self.health,
+                scope=scope,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)
@@ -319,13 +326,21 @@ class Daemon:
             else:
                 self.events.normal(ref, reason, status.message)
 
-    def _seed_statuses(self) -> None:
+    def _seed_statuses(self, scope: ShardScope | None = None) -> None:
         """After a (re)start, the last records come from the status branch, once.
 
         A rollout in flight continues from its last recorded step and what the
-        cluster shows (SPEC section 4, "a restarted reconciler continues").
+        cluster shows (SPEC section 4, "a restarted reconciler continues"). With
+        shards, a shard taken over (again) is read afresh: its instances' records are
+        the ones the replica that held it wrote meanwhile, not what we read before.
         """
-        if self._seeded:
+        gained: frozenset[int] = frozenset()
+        if scope is not None:
+            gained = scope.held - self._seeded_shards
+            self._seeded_shards = scope.held  # a shard lost and taken back is read again
+            if not gained and self._seeded:
+                return
+        elif self._seeded:
             return
         self._seeded = True
         try:
@@ -338,7 +353,10 @@ class Daemon:
             )
             return
         for name, status in recorded.items():
-            self.statuses.setdefault(name, status)
+            if scope is None:
+                self.statuses.setdefault(name, status)
+            elif shard_of(name, scope.count) in gained:
+                self.statuses[name] = status
 
     def _holding(self, plan: InstancePlan) -> bool:
         """Skip a failing instance until its backoff ends, unless its inputs changed."""

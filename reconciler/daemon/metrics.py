@@ -2,7 +2,7 @@
 
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
-``set_leader``, ``count_webhook``, ``observe_migration``); ``DaemonHttpServer``
+``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``); ``DaemonHttpServer``
 serves ``render()`` on ``GET /metrics``. Each ``DaemonMetrics`` owns a
 ``CollectorRegistry`` instead of using prometheus_client's global one, so tests
 and several daemons in one process never clash over metric names.
@@ -96,6 +96,13 @@ class DaemonMetrics:
             "1 when this replica holds the leader lease (or election is off), else 0.",
             registry=self.registry,
         )
+        self.shards_held = Gauge(
+            "reconciler_shards_held",
+            "Shards whose Lease this replica holds (--shards; 0 without it). The instance "
+            "gauges count the instances of these shards only.",
+            ["cluster"],
+            registry=self.registry,
+        )
         self.webhooks = Counter(
             "reconciler_webhooks",
             "Webhook deliveries received, by provider and result.",
@@ -142,6 +149,7 @@ class DaemonMetrics:
         self.last_success.labels(cluster).set(self._clock())
         for result in PASS_RESULTS:
             self.passes.labels(cluster, result)
+        self.shards_held.labels(cluster).set(0)
 
     def observe_pass(
         self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False
@@ -210,6 +218,9 @@ class DaemonMetrics:
 
     def set_leader(self, leader: bool) -> None:
         self.is_leader.set(1 if leader else 0)
+
+    def set_shards_held(self, cluster: str, count: int) -> None:
+        self.shards_held.labels(cluster).set(count)
 
     def count_webhook(self, provider: str, result: str) -> None:
         if result not in WEBHOOK_RESULTS:

@@ -128,8 +128,10 @@ class MigrationHooks:
         changing: Mapping[str, InstancePlan],
         *,
         health_timeout: float = 120.0,
+        runs_global: bool = True,
     ) -> None:
         self.steps = steps
+        self.runs_global = runs_global  # False: another shard's replica runs global ones
         self.catalog = catalog
         self.cluster = steps.cluster
         self.deployed = dict(deployed)  # what each instance ran before this pass
@@ -159,13 +161,17 @@ class MigrationHooks:
         ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE,
         health_timeout: float = 120.0,
         job_grace: float | None = None,
+        runs_global: bool = True,
     ) -> MigrationHooks:
         """The hooks of a pass, after running the global ``pre`` migrations it needs.
 
         ``held`` instances (backing off) change nothing this pass; ``limits`` are
         ``cluster.yaml``'s: a migration Job obeys them like a manifest.
         ``job_grace``: seconds the whole pass waits for Jobs (the daemon); None
-        waits for each to its end (``apply``).
+        waits for each to its end (``apply``). ``runs_global`` False (a replica not
+        holding shard 0 of ``--shards``): global migrations are never run here; an
+        upgrade whose version ships a global ``pre`` one not yet in the cluster's
+        ledger waits for the replica that holds shard 0 to run it.
         """
         steps = MigrationSteps(
             client,
@@ -197,7 +203,14 @@ class MigrationHooks:
             for name, inv in sorted(live.inventories().items())
             if name not in present
         )
-        hooks = cls(steps, catalog, deployed, changing, health_timeout=health_timeout)
+        hooks = cls(
+            steps,
+            catalog,
+            deployed,
+            changing,
+            health_timeout=health_timeout,
+            runs_global=runs_global,
+        )
         hooks._run_global("pre", list(changing.values()))
         return hooks
 
@@ -481,6 +494,8 @@ class MigrationHooks:
                 if p.migration.name in seen:
                     continue
                 seen.add(p.migration.name)
+                if not self.runs_global:
+                    return self._left_to_shard_zero(phase, p.migration.name)
                 trouble = self.steps.prepare(inst.namespace)
                 if trouble:
                     return self._global_failed(phase, trouble)
@@ -498,6 +513,19 @@ class MigrationHooks:
                     return self._global_failed(phase, _failure_text(record, version))
                 if trouble:
                     return self._global_failed(phase, trouble)
+        return ""
+
+    def _left_to_shard_zero(self, phase: str, name: str) -> str:
+        """A global migration due in a replica that does not run them (``--shards``).
+
+        A ``pre`` one holds every upgrade of this pass, as a running one does, until
+        the ledger records it; a ``post`` one is left to the owner of shard 0.
+        """
+        if phase == "pre":
+            self.global_running = (
+                f"global pre migration {name} is run by the replica holding shard 0; "
+                "no upgrade runs until the cluster's ledger records it"
+            )
         return ""
 
     def _global_failed(self, phase: str, message: str) -> str:

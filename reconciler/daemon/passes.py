@@ -41,6 +41,7 @@ from reconciler.kube.passreads import PassReads
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.shards import ShardScope
 from reconciler.model.status import InstanceStatus, Phase
 
 log = logging.getLogger("reconciler.daemon")
@@ -102,6 +103,7 @@ def reconcile_checkout(
     previous: Mapping[str, InstanceStatus] | None = None,
     registry: Registry | None = None,
     watch: HealthWatch | None = None,
+    scope: ShardScope | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -110,6 +112,11 @@ def reconcile_checkout(
     record, so holding writes nothing to the cluster or to Git. ``hold_removal(name)``
     does the same for an instance deleted from Git whose uninstall failed before. ``watch`` is the
     daemon's memory of health waits across passes (a fresh one when omitted).
+    ``scope`` (``--shards``): only the instances of the shards this replica holds
+    are applied, pruned and recorded. Every instance is still planned, since one
+    object rendered by two instances is refused whichever shards they are in, and
+    the replica holding shard 0 runs the cluster's global migrations for all of
+    them (``reconciler.model.shards`` says why each owner is what it is).
     """
     watch = watch if watch is not None else HealthWatch()
     started = time.time()
@@ -117,7 +124,8 @@ def reconcile_checkout(
     entry = catalog.clusters[settings.cluster]
     live = LiveState(client, settings.cluster, entry.namespaces)
     deployed = live.deployed_versions(entry.instances)
-    plans = plan_cluster(catalog, settings.cluster, deployed)
+    every_plan = plan_cluster(catalog, settings.cluster, deployed)
+    plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]
     options = ApplyOptions(
         limits=Limits.of(entry.cluster),
         force_conflicts=settings.force_conflicts,
@@ -130,7 +138,7 @@ def reconcile_checkout(
         client,
         live,
         catalog,
-        plans,
+        _global_plans(plans, every_plan, scope),
         deployed,
         cluster=settings.cluster,
         held=held,
@@ -138,6 +146,7 @@ def reconcile_checkout(
         limits=options.limits,
         ledger_namespace=settings.ledger_namespace,
         job_grace=settings.health_grace,  # a migration Job never holds the pass longer
+        runs_global=scope is None or scope.owns_global,
     )
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
@@ -180,7 +189,15 @@ def reconcile_checkout(
                 results.append(step.result)
         else:
             results.append(apply_plan(client, live, plan, options, source_commit=commit))
-    removed = remove_deleted(client, live, entry, options, hooks, held=hold_removal)
+    removed = remove_deleted(
+        client,
+        live,
+        entry,
+        options,
+        hooks,
+        held=hold_removal,
+        owns=None if scope is None else scope.owns,
+    )
     for plan, result in zip(plans, results, strict=True):
         if plan.name not in rolled and any(e.changed for e in result.changes.entries):
             watch.changed(plan, plan.version.key if plan.version is not None else None)
@@ -257,6 +274,21 @@ def reconcile_checkout(
         next_look=min(looks) if looks else None,
         migrations=tuple(hooks.events),
     )
+
+
+def _global_plans(
+    plans: list[InstancePlan], every_plan: list[InstancePlan], scope: ShardScope | None
+) -> list[InstancePlan]:
+    """The plans whose changes global ``pre`` migrations serve in this replica.
+
+    The owner of shard 0 runs them for every instance of the cluster that the commit
+    moves (its own first: a run is recorded with the first instance it serves), so
+    they run once and before any shard upgrades; other shards wait for them.
+    """
+    if scope is None or not scope.owns_global:
+        return plans
+    mine = {p.name for p in plans}
+    return plans + [p for p in every_plan if p.name not in mine]
 
 
 def _app(outcome: InstanceOutcome) -> str:

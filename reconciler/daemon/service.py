@@ -11,6 +11,11 @@ pushes its status before the process exits; the Lease is released only after
 that, so a standby never acts while this replica still writes. A pass is
 bounded by ``--health-timeout`` plus its status push, so the pod's
 ``terminationGracePeriodSeconds`` must exceed it (deploy/ does).
+
+With ``--shards N`` there is no single leader: a ``ShardCoordinator``
+(``reconciler.kube.shards``) holds the Leases of some shards, each pass
+reconciles the instances of those only, and a shard is handed to another
+replica only between passes. Gaining a shard starts a pass at once.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from reconciler.daemon.triggers import (
     TriggerQueue,
     install_signal_handlers,
 )
-from reconciler.kube import RetryPolicy
+from reconciler.kube import KubeClient, RetryPolicy
 from reconciler.kube.lease import LeaderElector
+from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.errors import UsageError
 
 log = logging.getLogger("reconciler.daemon")
@@ -72,6 +78,8 @@ class Service:
         self.http: DaemonHttpServer | None = None
         self.http_port = 0
         self.elector: LeaderElector | None = None
+        self.shards: ShardCoordinator | None = None
+        self._held: frozenset[int] = frozenset()  # shards held after the last tick
         self._elector_thread: threading.Thread | None = None
         # The Lease is held until the loop has stopped, not merely until SIGTERM:
         # releasing it while the in-flight pass still applies would let a standby
@@ -80,6 +88,9 @@ class Service:
 
     @property
     def leading(self) -> bool:
+        """Whether this replica acts: it leads, holds a shard, or runs alone."""
+        if self.shards is not None:
+            return bool(self.shards.held)
         return self.elector is None or self.elector.is_leader
 
     def run(self) -> int:
@@ -117,7 +128,7 @@ class Service:
             log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
             started = time.monotonic()
             try:
-                outcome = self.daemon.run_pass()
+                outcome = self._run_pass()
             except Exception:
                 # A bug must not end reconciliation of every instance: log it with its
                 # traceback, count it, and try again after a pause.
@@ -130,6 +141,16 @@ class Service:
                 continue
             self.health.pass_completed(outcome.error is None)
             self._schedule_follow_up(outcome)
+
+    def _run_pass(self) -> PassOutcome:
+        if self.shards is None:
+            return self.daemon.run_pass()
+        scope = self.shards.begin_pass()  # none of these shards is handed over meanwhile
+        try:
+            log.info("reconciling %s", scope.describe(), extra={"cluster": self.settings.cluster})
+            return self.daemon.run_pass(scope)
+        finally:
+            self.shards.end_pass()
 
     def _schedule_follow_up(self, outcome: PassOutcome) -> None:
         report = outcome.report
@@ -168,17 +189,70 @@ class Service:
             bound = self.http.start()
             self.http_port = bound
             log.info("serving /metrics, /healthz, /readyz and /hooks/* on %s:%d", host, bound)
-        if s.leader_elect:
+        if s.shards:
+            self._start_shards()
+        elif s.leader_elect:
             self._start_election()
+
+    def _quick_client(self) -> KubeClient:
+        """Lease calls must fail fast: a holder still retrying a hung request after its
+        renew deadline would act while another replica has already taken over."""
+        bound = max(0.5, self.settings.renew_deadline / 3)
+        quick = RetryPolicy(attempts=2, base_delay=0.1, max_delay=bound, timeout=(bound, bound))
+        return self.daemon.client.with_retry(quick)
+
+    def _start_shards(self) -> None:
+        s = self.settings
+        self.shards = ShardCoordinator(
+            self._quick_client(),
+            s.leader_namespace,
+            s.lease_name,
+            s.shards,
+            s.identity,
+            lease_duration=s.lease_duration,
+            renew_deadline=s.renew_deadline,
+            retry_period=s.retry_period,
+        )
+        self.health.set_leader(False)
+        self.daemon.metrics.set_leader(False)
+        coordinator = self.shards
+
+        def changed() -> None:
+            held = coordinator.held
+            gained = held - self._held
+            self._held = held
+            log.info(
+                "%s holds %d shard(s) of %d: %s",
+                s.identity,
+                len(held),
+                s.shards,
+                sorted(held),
+                extra={"cluster": s.cluster},
+            )
+            self.health.set_leader(bool(held))
+            self.daemon.metrics.set_leader(bool(held))
+            self.daemon.metrics.set_shards_held(s.cluster, len(held))
+            if gained:
+                self.queue.put(Trigger("startup", f"took shard(s) {sorted(gained)}"))
+
+        self._elector_thread = threading.Thread(
+            target=coordinator.run,
+            args=(self._release_lease, changed),
+            name="shard-leases",
+            daemon=True,
+        )
+        self._elector_thread.start()
 
     def _start_election(self) -> None:
         s = self.settings
-        # Lease calls must fail fast: a leader still retrying a hung request after its
-        # renew deadline would act while a standby has already taken over.
-        bound = max(0.5, s.renew_deadline / 3)
-        quick = RetryPolicy(attempts=2, base_delay=0.1, max_delay=bound, timeout=(bound, bound))
         self.elector = LeaderElector(
-            self.daemon.client.with_retry(quick), s.leader_namespace, s.lease_name, s.identity
+            self._quick_client(),
+            s.leader_namespace,
+            s.lease_name,
+            s.identity,
+            lease_duration=s.lease_duration,
+            renew_deadline=s.renew_deadline,
+            retry_period=s.retry_period,
         )
         self.health.set_leader(False)
         self.daemon.metrics.set_leader(False)

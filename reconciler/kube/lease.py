@@ -126,8 +126,9 @@ class LeaderElector:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         release_on_cancel: bool = True,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
-        _check_timings(identity, lease_duration, renew_deadline, retry_period)
+        check_timings(identity, lease_duration, renew_deadline, retry_period)
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -136,6 +137,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.release_on_cancel = release_on_cancel
+        self.labels = dict(labels or {})  # set on create, so a group of Leases lists as one
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -299,7 +301,11 @@ class LeaderElector:
         body = {
             "apiVersion": LEASE_API_VERSION,
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                **({"labels": self.labels} if self.labels else {}),
+            },
             "spec": record.to_dict(),
         }
         return self._write("POST", self._path(), body, record, verb="create")
@@ -365,15 +371,20 @@ class LeaderElector:
         return max(1, math.ceil(self.lease_duration))
 
 
-def _check_timings(
+def check_timings(
     identity: str, lease_duration: float, renew_deadline: float, retry_period: float
 ) -> None:
+    """Refuse timings under which a holder could still act after another took over.
+
+    ``reconciler run`` calls it too, so a bad ``--lease-duration`` is a usage error
+    at once rather than when the daemon starts its Leases.
+    """
     if not identity:
         raise UsageError("leader election needs a non-empty identity")
     if not 0 < retry_period < renew_deadline < lease_duration:
         raise UsageError(
-            "leader election timings must satisfy 0 < retry period < renew deadline < "
-            f"lease duration (got {retry_period}s, {renew_deadline}s, {lease_duration}s)"
+            "Lease timings must satisfy 0 < --retry-period < --renew-deadline < "
+            f"--lease-duration (got {retry_period}s, {renew_deadline}s, {lease_duration}s)"
         )
 
 

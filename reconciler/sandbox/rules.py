@@ -10,6 +10,11 @@ https://kubernetes.io/docs/concepts/configuration/configmap/#configmap-immutable
 https://kubernetes.io/docs/concepts/services-networking/service/ (clusterIP).
 No finalizer may be added to an object being deleted:
 https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/.
+A Lease's ``leaseDurationSeconds`` must be positive and its ``leaseTransitions`` not
+negative (``ValidateLeaseSpec`` in kubernetes/kubernetes
+``pkg/apis/coordination/validation``; the fields are those of
+https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/lease-v1/):
+leader election and shards must never write a Lease that expires at once.
 ``api.py`` calls :func:`check_rules` on every create and update of the main resource.
 """
 
@@ -179,6 +184,19 @@ def _selector(spec: Mapping[str, Any]) -> list[Cause]:
     ]
 
 
+def _lease(spec: Mapping[str, Any]) -> list[Cause]:
+    causes = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        field = "spec.leaseDurationSeconds"
+        causes.append(_invalid(field, duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        field = "spec.leaseTransitions"
+        causes.append(_invalid(field, transitions, "must be greater than or equal to 0"))
+    return causes
+
+
 def _changed(old: Mapping[str, Any], new: Mapping[str, Any], *path: str) -> bool:
     def get(obj: Any) -> Any:
         for key in path:
@@ -253,6 +271,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             causes += _secret(obj)
         if old is not None:
             causes += _immutable(kind, old, obj)
+    if kind.group == "coordination.k8s.io" and kind.kind == "Lease":
+        causes += _lease(spec)
     if old is not None:
         causes += _finalizers(old, obj)
     if causes:

@@ -34,6 +34,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_git_fetch_errors": "counter",
         "reconciler_apply_actions": "counter",
         "reconciler_is_leader": "gauge",
+        "reconciler_shards_held": "gauge",
         "reconciler_webhooks": "counter",
         "reconciler_rollouts": "counter",
         "reconciler_rollout_batch_duration_seconds": "histogram",
@@ -131,6 +132,15 @@ def test_leader_and_webhooks() -> None:
     assert got[key] == 1
     metrics.set_leader(False)
     assert samples(metrics)[("reconciler_is_leader", ())] == 0
+
+
+def test_shards_held_gauge_starts_at_zero_and_follows_the_leases() -> None:
+    metrics = DaemonMetrics()
+    metrics.start("prod")
+    key = ("reconciler_shards_held", (("cluster", "prod"),))
+    assert samples(metrics)[key] == 0
+    metrics.set_shards_held("prod", 2)
+    assert samples(metrics)[key] == 2
 
 
 def test_bad_arguments_are_refused() -> None:

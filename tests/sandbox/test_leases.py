@@ -42,3 +42,29 @@ def test_leader_election_acquire_and_renew(api_client: client.ApiClient) -> None
         leases.replace_namespaced_lease("reconciler-prod", "default", theirs)
     assert lost.value.status == 409
     assert leases.read_namespaced_lease("reconciler-prod", "default").spec.holder_identity == "a"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("leaseDurationSeconds", 0, "must be greater than 0"),
+        ("leaseDurationSeconds", -5, "must be greater than 0"),
+        ("leaseTransitions", -1, "must be greater than or equal to 0"),
+    ],
+)
+def test_a_lease_that_would_expire_at_once_is_invalid(
+    api_client: client.ApiClient, field: str, value: int, message: str
+) -> None:
+    """``ValidateLeaseSpec`` (kubernetes/kubernetes pkg/apis/coordination/validation)."""
+    leases = client.CoordinationV1Api(api_client)
+    body = lease("a")
+    body["spec"][field] = value
+    with pytest.raises(ApiException) as refused:
+        leases.create_namespaced_lease("default", body)
+    assert refused.value.status == 422
+    assert f"spec.{field}" in str(refused.value.body) and message in str(refused.value.body)
+    mine = leases.create_namespaced_lease("default", lease("a"))  # the same, valid, is fine
+    mine.spec.lease_duration_seconds = 0
+    with pytest.raises(ApiException) as updated:
+        leases.replace_namespaced_lease("reconciler-prod", "default", mine)
+    assert updated.value.status == 422

@@ -1,0 +1,121 @@
+"""``deploy/statefulset-shards.yaml``: the sharded variant, as its README says to use it.
+
+The base is built with ``statefulset-shards.yaml`` listed instead of
+``deployment.yaml`` (the one-line change the README describes), checked against
+the real command-line parser, and applied to the sandbox.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import config as k8s_config
+from kubernetes.dynamic import DynamicClient
+
+from reconciler.cli import build_parser
+from reconciler.commands.daemon import settings_from_args
+from tests.deploy.kustomize import build
+from tests.deploy.test_deploy_manifests import DEPLOY, NAMESPACE, VAR, allowed, one
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("sharded")
+    for path in DEPLOY.glob("*.yaml"):
+        shutil.copy(path, root / path.name)
+    spec = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    spec["resources"] = [
+        "statefulset-shards.yaml" if r == "deployment.yaml" else r for r in spec["resources"]
+    ]
+    (root / "kustomization.yaml").write_text(yaml.safe_dump(spec))
+    return build(root)
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    [c] = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def expanded_args(objects: list[dict[str, Any]]) -> list[str]:
+    settings = one(objects, "ConfigMap", "reconciler-settings")["data"]
+    values: dict[str, str] = {}
+    for e in container(objects)["env"]:
+        source = e.get("valueFrom") or {}
+        if "value" in e:
+            values[e["name"]] = e["value"]
+        elif "configMapKeyRef" in source:
+            values[e["name"]] = settings[source["configMapKeyRef"]["key"]]
+        elif "fieldRef" in source:
+            path = source["fieldRef"]["fieldPath"]
+            values[e["name"]] = {"metadata.namespace": NAMESPACE}.get(path, "reconciler-shards-1")
+    return [VAR.sub(lambda m: values[m.group(1)], a) for a in container(objects)["args"]]
+
+
+def test_the_variant_replaces_the_deployment_by_a_statefulset(
+    objects: list[dict[str, Any]],
+) -> None:
+    assert not [o for o in objects if o["kind"] == "Deployment"]
+    spec = one(objects, "StatefulSet")["spec"]
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["template"]["spec"]["serviceAccountName"] == "reconciler"
+    service = one(objects, "Service")["spec"]
+    assert service["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+
+
+def test_the_arguments_shard_by_pod_name_and_match_the_replicas(
+    objects: list[dict[str, Any]],
+) -> None:
+    args = build_parser().parse_args(expanded_args(objects))
+    assert args.command == "run" and not args.leader_elect and not args.once
+    assert args.shards == one(objects, "StatefulSet")["spec"]["replicas"] == 3
+    assert args.identity == "reconciler-shards-1"  # the pod's stable name
+    assert args.leader_elect_namespace == NAMESPACE
+    settings = settings_from_args(args)
+    assert (settings.shards, settings.identity) == (3, "reconciler-shards-1")
+    pod = one(objects, "StatefulSet")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] >= args.health_timeout + 20
+
+
+def test_rbac_lets_shards_find_each_other(objects: list[dict[str, Any]]) -> None:
+    rules = [rule for role in objects if role["kind"] == "Role" for rule in role["rules"]]
+    assert allowed(rules, "coordination.k8s.io", "leases") == {"get", "create", "update", "list"}
+    binding = one(objects, "RoleBinding", "reconciler-shards")
+    assert binding["roleRef"]["name"] == "reconciler-shards"
+    assert binding["subjects"][0]["name"] == "reconciler"
+
+
+def test_the_variant_applies_to_a_cluster(objects: list[dict[str, Any]], sandbox: Any) -> None:
+    api = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
+    with api:
+        dynamic = DynamicClient(api)
+        for obj in objects:
+            resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            dynamic.server_side_apply(
+                resource,
+                body=obj,
+                namespace=obj["metadata"].get("namespace"),
+                field_manager="deploy-test",
+                force_conflicts=True,
+            )
+        sts = dynamic.get(
+            dynamic.resources.get(api_version="apps/v1", kind="StatefulSet"),
+            name="reconciler-shards",
+            namespace=NAMESPACE,
+        )
+        assert sts.spec.replicas == 3
+
+
+def test_the_readme_explains_the_variant() -> None:
+    text = (DEPLOY / "README.md").read_text()
+    for needle in ("statefulset-shards.yaml", "--shards", "reconciler_shards_held"):
+        assert needle in text, needle
+
+
+def test_the_variant_is_on_disk_but_not_in_the_base() -> None:
+    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    assert "statefulset-shards.yaml" not in listed
+    assert Path(DEPLOY / "statefulset-shards.yaml").is_file()
