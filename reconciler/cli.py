@@ -72,7 +72,10 @@ def _table_output(p: argparse.ArgumentParser) -> None:
 
 def _namespace_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--namespace", "-n", help="only instances installed into this Kubernetes namespace"
+        "--namespace",
+        "-n",
+        help="only instances installed into this Kubernetes namespace (as their instance "
+        "file says; for a status record, the file at the catalog commit it was made from)",
     )
 
 
@@ -439,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _repo_args(p)
+    _namespace_arg(p)
     _watch_args(p, "re-read the status branch and redraw when it changes (Ctrl-C stops)")
     _table_output(p)
 
@@ -464,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _repo_args(p)
     p.add_argument("instance", nargs="?", help="only this instance")
+    _namespace_arg(p)
     _table_output(p)
 
     p = _subcommand(

@@ -21,7 +21,7 @@ from reconciler.commands.output import (
 from reconciler.commands.watching import View, follow
 from reconciler.migrations import LedgerRow, ledger_rows, ledger_table
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
-from reconciler.model.status import Phase
+from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.channels import set_channel
 from reconciler.source.ledger import StatusLedger, StatusSnapshot
 from reconciler.status import UnreadableStatus, history_table, status_table
@@ -69,6 +69,9 @@ def _status_view(
         UnreadableStatus(p.file.rsplit("/", 1)[-1].removesuffix(".yaml"), p.file, str(p))
         for p in snap.problems
     ]
+    if args.namespace is not None:
+        current = _in_namespace(ledger, current, args.namespace)
+        unreadable = []  # no record, no catalog commit: its namespace is unknown
     if is_data(args.output):
         records: list[dict[str, Any]] = [s.to_dict() for s in current.values()]
         records += [u.to_dict() for u in unreadable]
@@ -110,10 +113,13 @@ def migrations_command(args: argparse.Namespace) -> int:
     snap = ledger.snapshot()
     rows: list[LedgerRow] = []
     problems = [str(p) for p in snap.problems]
-    for name in sorted(snap.statuses):
+    statuses = snap.statuses
+    if args.namespace is not None:
+        statuses = _in_namespace(ledger, statuses, args.namespace)
+    for name in sorted(statuses):
         if args.instance and name != args.instance:
             continue
-        found, bad = ledger_rows(name, snap.statuses[name].migrations)
+        found, bad = ledger_rows(name, statuses[name].migrations)
         rows += found
         problems += bad
     if is_data(args.output):
@@ -150,6 +156,14 @@ def channel_set_command(args: argparse.Namespace) -> int:
         if move.pushed_to:
             print(f"pushed to {move.pushed_to}")
     return EXIT_OK
+
+
+def _in_namespace(
+    ledger: StatusLedger, statuses: dict[str, InstanceStatus], namespace: str
+) -> dict[str, InstanceStatus]:
+    """``-n``: the records of instances whose file names ``namespace``."""
+    found = ledger.namespaces(statuses.values())
+    return {name: s for name, s in statuses.items() if found.get(name) == namespace}
 
 
 def _ledger(args: argparse.Namespace) -> StatusLedger:
