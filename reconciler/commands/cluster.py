@@ -66,17 +66,17 @@ def apply_command(args: argparse.Namespace) -> int:
         hooks = MigrationHooks.begin(
             client, live, catalog, plans, deployed, cluster=args.cluster, limits=options.limits
         )
-        results = apply_plans(client, live, plans, options, before=hooks.before_apply)
-        healths = _wait(args, client, plans, results) if args.wait else None
-        # without --wait this waits only for instances with post migrations
-        hooks.after_health(plans, results, healths)
-        results += remove_deleted(client, live, entry, options, hooks)
-    changes = ChangeSet.of(e for r in results for e in r.changes.entries)
-    if is_data(args.output):
-        print_data([e.to_dict() for e in changes.entries], args.output)
-    else:
-        _print_apply(args, results, changes, hooks)
-    unhealthy = [h for h in healths or () if h is not None and not h.healthy]
+        applied = apply_plans(client, live, plans, options, before=hooks.before_apply)
+        hooks.after_health(plans, applied)  # waits only for instances with post migrations
+        results = applied + remove_deleted(client, live, entry, options, hooks)
+        changes = ChangeSet.of(e for r in results for e in r.changes.entries)
+        if is_data(args.output):
+            print_data([e.to_dict() for e in changes.entries], args.output)
+        else:
+            _print_apply(args, results, changes, hooks)
+        # after the report, so what was applied is on screen while it becomes healthy
+        healths = _wait(args, client, plans, applied) if args.wait else []
+    unhealthy = [h for h in healths if h is not None and not h.healthy]
     ok = all(r.ok for r in results) and not hooks.post_failed and not unhealthy
     return EXIT_OK if ok else EXIT_PROBLEMS
 

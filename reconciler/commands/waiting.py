@@ -78,7 +78,9 @@ def _drawer(
 
 def _verdict(name: str, report: HealthReport, took: float, style: Style) -> str:
     if report.healthy:
-        return f"{name}: {style.word('Ready')} ({len(report.objects)} objects healthy, {took:.1f}s)"
+        count = len(report.objects)
+        objects = "1 object" if count == 1 else f"{count} objects"
+        return f"{name}: {style.word('Ready')} ({objects} healthy, {took:.1f}s)"
     word = "Failed" if report.failed else "Progressing"
     return f"{name}: {style.word(word)}: {report.message()}"
 

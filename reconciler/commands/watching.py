@@ -17,6 +17,7 @@ from collections.abc import Callable
 View = tuple[str, object, bool]
 
 CLEAR = "\x1b[H\x1b[2J"
+_sleep = time.sleep  # looked up at call time, so a test can stand in for the wait
 
 
 def follow(
@@ -26,7 +27,7 @@ def follow(
     interval: float,
     clear: bool = False,
     separator: str = "",
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> None:
     """Print ``view()``; with ``watch``, again whenever its key changes, until finished.
 
@@ -45,4 +46,4 @@ def follow(
             last, first = key, False
         if not watch or finished:
             return
-        sleep(interval)
+        (sleep or _sleep)(interval)
