@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,22 @@ def test_namespace_filter_reads_each_instance_file_at_its_recorded_commit(
             "web/add-orders-index\n"
         )
         assert run(capsys, "migrations", *where, "-n", "team-api", "-o", "name")[1] == ""
+
+
+def test_phase_colours_keep_the_table_aligned_on_a_terminal(
+    repo: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    _, plain, _ = run(capsys, "status", *repo)
+    screen = Terminal()
+    with monkeypatch.context() as patch:
+        patch.setattr("sys.stdout", screen)
+        assert main(["status", *repo]) == 0
+    shown = screen.getvalue()
+    assert "\x1b[31mStalled\x1b[0m" in shown and "\x1b[32mReady\x1b[0m" in shown
+    assert re.sub(r"\x1b\[[0-9;]*m", "", shown) == plain
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
