@@ -46,7 +46,7 @@ class _Forbidding(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def forbidding_kubeconfig(tmp_path: Path) -> Iterator[Path]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Forbidding)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     path = tmp_path / "kubeconfig"
     path.write_text(
