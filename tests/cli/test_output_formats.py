@@ -154,3 +154,17 @@ def test_validate_colours_on_a_terminal_only(
     monkeypatch.delenv("NO_COLOR")
     code, out, _ = run(capsys, "validate", str(root))  # a pipe: never colour
     assert "warning: image" in out and not ANSI.search(out)
+
+
+def test_diff_lines_coloured_like_git_and_left_alone_without_colour() -> None:
+    on, off = Style(colour=True), Style(colour=False)
+    lines = ["--- live/Deployment/web/web", "+++ desired/Deployment/web/web", "@@ -1 +1 @@"]
+    lines += ["-  replicas: 1", "+  replicas: 5", "   image: x"]
+    assert [off.diff_line(line) for line in lines] == lines
+    painted = [on.diff_line(line) for line in lines]
+    assert (
+        painted[3] == "\x1b[31m-  replicas: 1\x1b[0m"
+        and painted[4] == "\x1b[32m+  replicas: 5\x1b[0m"
+    )
+    assert painted[0].startswith("\x1b[2m") and painted[5] == "   image: x"
+    assert [ANSI.sub("", line) for line in painted] == lines
