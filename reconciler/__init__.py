@@ -6,4 +6,11 @@ The package follows the data flow (see ARCHITECTURE.md in the project docs):
 talks to Git and ``daemon`` composes the stages.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it, /version and --version print it
+
+
+def version_info() -> dict[str, str]:
+    """This build's version, as ``reconciler version`` and the daemon's ``/version`` show it."""
+    import platform
+
+    return {"version": __version__, "python": platform.python_version()}

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler import __version__
+from reconciler.commands.output import TABLE_FORMATS, TEXT_FORMATS
 from reconciler.model.errors import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -32,6 +33,10 @@ commits on a status branch.
 Start with `reconciler demo`, or point `validate`/`resolve`/`render` at a
 catalog checkout (default: the current directory)."""
 
+EPILOG = """exit codes: 0 success, 1 the command ran and found problems (an invalid catalog,
+a diff, a failed apply), 2 usage or environment error. Every command's codes:
+docs/CLI.md. Options before the command name apply to it too."""
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 with one clear line, as SPEC section 6 asks."""
@@ -45,9 +50,32 @@ def _output(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output",
         "-o",
-        choices=("text", "json"),
+        choices=TEXT_FORMATS,
         default="text",
-        help="print human-readable text (default) or JSON",
+        help="print human-readable text (default), JSON or YAML",
+    )
+
+
+def _table_output(p: argparse.ArgumentParser) -> None:
+    """``-o`` for commands that print a table: kubectl's wide and name too, ``--no-headers``."""
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=TABLE_FORMATS,
+        default="text",
+        help="text: a table (default); wide: more columns; name: one name a line; json; yaml",
+    )
+    p.add_argument(
+        "--no-headers", action="store_true", help="print the table without its header line"
+    )
+
+
+def _namespace_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--namespace",
+        "-n",
+        help="only instances installed into this Kubernetes namespace (as their instance "
+        "file says; for a status record, the file at the catalog commit it was made from)",
     )
 
 
@@ -69,13 +97,6 @@ def _catalog_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _kube_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
-    )
-    p.add_argument("--context", help="kubeconfig context to use")
-
-
 def _repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
@@ -84,6 +105,18 @@ def _repo_args(p: argparse.ArgumentParser) -> None:
         "--cluster", required=True, help="cluster name (clusters/<cluster>/ in the catalog)"
     )
     p.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
+
+
+def _watch_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--watch``/``--interval`` of the commands that follow the status branch."""
+    p.add_argument("--watch", "-w", action="store_true", help=what)
+    p.add_argument(
+        "--interval",
+        type=duration,
+        default=2.0,
+        metavar="DURATION",
+        help="how often --watch re-reads the status branch (default 2s)",
+    )
 
 
 def duration(text: str) -> float:
@@ -249,36 +282,75 @@ COMMANDS: dict[str, str] = {
     "rollout status": "rollout:rollout_status_command",
     "sandbox": "sandbox:sandbox_command",
     "demo": "demo:demo_command",
+    "version": "client:version_command",
+    "reconcile": "client:reconcile_command",
+    "completion": "completion:completion_command",
 }
 
 
-def _logging_options() -> argparse.ArgumentParser:
-    """``--log-level``/``--log-format``, also accepted after the subcommand.
+def _common_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """Options every command takes, before or after the subcommand name.
 
-    SUPPRESS as default: given after the subcommand they override the global
-    ones, absent they leave the global defaults in place.
+    The top-level parser holds the defaults; a subcommand's copy defaults to
+    SUPPRESS, so given after the subcommand it overrides the top-level value
+    (the later one wins) and absent it leaves that value in place.
     """
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+    p.add_argument(
         "--log-level",
-        default=argparse.SUPPRESS,
+        default="warning" if top else argparse.SUPPRESS,
         choices=("debug", "info", "warning", "error"),
         help="log verbosity",
     )
-    common.add_argument(
+    p.add_argument(
         "--log-format",
-        default=argparse.SUPPRESS,
+        default="text" if top else argparse.SUPPRESS,
         choices=("text", "json"),
         help="log line format (json carries cluster and instance fields)",
     )
-    return common
+    p.add_argument(
+        "--no-color",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="no colour (also: the NO_COLOR environment variable; "
+        "colour is only ever used on a terminal)",
+    )
 
 
-_LOGGING = _logging_options()
+def _kube_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """How to reach the cluster, like kubectl; before or after the subcommand name."""
+    unset = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--kubeconfig",
+        default=unset,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    p.add_argument("--context", default=unset, help="kubeconfig context to use")
+    p.add_argument(
+        "--request-timeout",
+        type=duration,
+        default=unset,
+        metavar="DURATION",
+        help="give up on a single API request after this long (e.g. 10s; 0: never; default 30s)",
+    )
 
 
-def _subcommand(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = sub.add_parser(name, parents=[_LOGGING], **kwargs)
+def _parent(*adders: Callable[..., None]) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    for add in adders:
+        add(parent, top=False)
+    return parent
+
+
+_COMMON = _parent(_common_options)
+_CLUSTER = _parent(_common_options, _kube_options)
+
+
+def _subcommand(
+    sub: Any, name: str, *, kube: bool = False, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """A subcommand parser with the common options (and the cluster ones with ``kube``)."""
+    parents = [_CLUSTER if kube else _COMMON]
+    parser: argparse.ArgumentParser = sub.add_parser(name, parents=parents, **kwargs)
     return parser
 
 
@@ -286,21 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="reconciler",
         description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"reconciler {__version__}")
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "warning", "error"),
-        help="log verbosity",
-    )
-    parser.add_argument(
-        "--log-format",
-        default="text",
-        choices=("text", "json"),
-        help="log line format (json carries cluster and instance fields)",
-    )
+    _common_options(parser, top=True)
+    _kube_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = _subcommand(
@@ -332,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="INSTANCE=VERSION",
         help="treat INSTANCE as running VERSION (checks downgrade and upgrade paths)",
     )
-    _output(p)
+    _namespace_arg(p)
+    _table_output(p)
 
     p = _subcommand(
         sub,
@@ -343,53 +407,81 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
     p.add_argument("--instance", help="render only this instance")
+    _namespace_arg(p)
     _show_secrets(p)
     _output(p)
 
     p = _subcommand(
         sub,
         "diff",
+        kube=True,
         help="exit 1 when the cluster differs",
-        description="Show how the cluster differs from the catalog (unified diff per object).",
+        description=(
+            "Show how the cluster differs from the catalog (unified diff per object). "
+            "Exit codes, like kubectl diff: 0 no differences, 1 differences (or an "
+            "instance that cannot be compared, named on stderr), 2 or more an error "
+            "that stopped the diff (usage, unreachable cluster, refused request)."
+        ),
     )
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
+    _namespace_arg(p)
     _show_secrets(p)
-    _kube_args(p)
     _output(p)
 
     p = _subcommand(
         sub,
         "apply",
+        kube=True,
         help="one reconcile pass, then exit",
-        description="Apply every instance of the cluster once and print what changed.",
+        description=(
+            "Apply every instance of the cluster once and print what changed. "
+            "With --wait, then wait until every applied instance is healthy "
+            "(a progress line per instance on a terminal); exit 1 if one is not."
+        ),
     )
     _catalog_arg(p)
     p.add_argument("--cluster", required=True, help="cluster name")
     _apply_option_args(p)
-    _kube_args(p)
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the applied instances are healthy (Deployments rolled out, ...)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        default=300.0,
+        metavar="DURATION",
+        help="with --wait: give up after this long, for all instances together (default 5m)",
+    )
     _output(p)
 
     p = _subcommand(
         sub,
         "run",
+        kube=True,
         help="the daemon (--once: one pass, then exit)",
         description="Keep a cluster equal to the catalog and record status in Git.",
     )
     _repo_args(p)
     p.add_argument("--once", action="store_true", help="do one pass and exit (0 when all Ready)")
     _run_args(p)
-    _kube_args(p)
-    _output(p)
+    _table_output(p)
 
     p = _subcommand(
         sub,
         "status",
         help="current status from the status branch",
-        description="Show each instance's recorded status from the status branch.",
+        description=(
+            "Show each instance's recorded status from the status branch "
+            "(read from Git only; no cluster access needed)."
+        ),
     )
     _repo_args(p)
-    _output(p)
+    _namespace_arg(p)
+    _watch_args(p, "re-read the status branch and redraw when it changes (Ctrl-C stops)")
+    _table_output(p)
 
     p = _subcommand(
         sub,
@@ -400,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     _repo_args(p)
     p.add_argument("instance", nargs="?", help="only this instance")
     p.add_argument("--limit", type=int, default=0, help="show at most N entries (0: all)")
-    _output(p)
+    _table_output(p)
 
     p = _subcommand(
         sub,
@@ -413,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _repo_args(p)
     p.add_argument("instance", nargs="?", help="only this instance")
-    _output(p)
+    _namespace_arg(p)
+    _table_output(p)
 
     p = _subcommand(
         sub,
@@ -500,7 +593,61 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--serve", action="store_true", help="keep the sandbox running after the story, for kubectl"
     )
+    _daemon_client_parsers(sub)
     return parser
+
+
+def _daemon_client_parsers(sub: Any) -> None:
+    """``version``, ``reconcile`` and ``completion``: small commands around the daemon."""
+    p = _subcommand(
+        sub,
+        "version",
+        help="client version (and a daemon's, with --server)",
+        description=(
+            "Print this reconciler's version and, with --server, the version a running "
+            "daemon reports on its /version endpoint (served on --metrics-address)."
+        ),
+    )
+    p.add_argument("--server", metavar="URL", help="a daemon's HTTP address, e.g. http://host:8080")
+    _output(p)
+
+    p = _subcommand(
+        sub,
+        "reconcile",
+        help="ask a running daemon for a pass now",
+        description=(
+            "Ask the daemon serving --cluster at --server for a reconcile pass now, "
+            "instead of waiting for its poll interval. The request is signed with the "
+            "webhook secret (HMAC-SHA256, like a generic webhook), so the daemon must "
+            "run with --webhook-secret-file or $RECONCILER_WEBHOOK_SECRET."
+        ),
+    )
+    p.add_argument("--cluster", required=True, help="cluster the daemon serves")
+    p.add_argument(
+        "--server",
+        required=True,
+        metavar="URL",
+        help="the daemon's HTTP address (--metrics-address)",
+    )
+    p.add_argument(
+        "--webhook-secret-file",
+        metavar="FILE",
+        help="the daemon's webhook secret (or $RECONCILER_WEBHOOK_SECRET)",
+    )
+    _output(p)
+
+    p = _subcommand(
+        sub,
+        "completion",
+        help="shell completion script (bash, zsh, fish)",
+        description=(
+            "Print a completion script for SHELL, generated from this version's commands. "
+            "bash: source <(reconciler completion bash); "
+            "zsh: source <(reconciler completion zsh); "
+            "fish: reconciler completion fish | source"
+        ),
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
 
 
 def _rollout_parser(sub: Any) -> None:
@@ -548,16 +695,7 @@ def _rollout_parser(sub: Any) -> None:
     )
     st.add_argument("instance")
     _repo_args(st)
-    st.add_argument(
-        "--watch", action="store_true", help="follow the rollout until it ends (Ctrl-C stops)"
-    )
-    st.add_argument(
-        "--interval",
-        type=duration,
-        default=2.0,
-        metavar="DURATION",
-        help="how often --watch re-reads the status branch (default 2s)",
-    )
+    _watch_args(st, "follow the rollout until it ends (Ctrl-C stops)")
     _output(st)
 
 

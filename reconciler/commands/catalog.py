@@ -7,8 +7,16 @@ import sys
 from typing import Any
 
 from reconciler.catalog import load_catalog
-from reconciler.commands.output import dump_yaml, eprint, print_json
-from reconciler.daemon.plan import check_catalog, plan_cluster, require_cluster
+from reconciler.commands.output import (
+    Style,
+    dump_yaml,
+    eprint,
+    is_data,
+    print_data,
+    print_names,
+    table_options,
+)
+from reconciler.daemon.plan import InstancePlan, check_catalog, plan_cluster, require_cluster
 from reconciler.migrations import Considered, upgrade_migrations
 from reconciler.model.catalog import Catalog
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
@@ -23,11 +31,12 @@ def validate_command(args: argparse.Namespace) -> int:
     problems = check_catalog(catalog)
     errors = sum(1 for p in problems if p.severity is Severity.ERROR)
     warnings = len(problems) - errors
-    if args.output == "json":
-        print_json({"problems": [p.to_dict() for p in problems]})
+    if is_data(args.output):
+        print_data({"problems": [p.to_dict() for p in problems]}, args.output)
     else:
+        style = Style.of(args)
         for problem in problems:
-            print(problem)
+            print(_painted(str(problem), problem.severity, style))
         versions = sum(len(e.versions) for e in catalog.apps.values())
         instances = sum(len(c.instances) for c in catalog.clusters.values())
         summary = (
@@ -39,6 +48,14 @@ def validate_command(args: argparse.Namespace) -> int:
         else:
             print(f"catalog is valid: {warnings} warning(s) ({summary})")
     return EXIT_PROBLEMS if errors else EXIT_OK
+
+
+def _painted(text: str, severity: Severity, style: Style) -> str:
+    """An error line in red; in a warning line only the word ``warning`` (yellow)."""
+    if severity is Severity.ERROR:
+        return style.paint(text, "red")
+    head, found, tail = text.partition(" warning: ")
+    return f"{head} {style.word('warning')}: {tail}" if found else text
 
 
 def _deployed(pairs: list[str]) -> dict[str, str]:
@@ -64,19 +81,30 @@ def resolve_command(args: argparse.Namespace) -> int:
     require_cluster(catalog, args.cluster)
     _warn_if_invalid(sum(1 for p in catalog.problems if p.is_error))
     plans = plan_cluster(catalog, args.cluster, _deployed(args.deployed), render=False)
+    plans = _in_namespace(plans, args.namespace)
     resolutions = [p.resolution for p in plans]
     migrations = {r.instance: _considered(catalog, r) for r in resolutions} if args.explain else {}
-    if args.output == "json":
+    if is_data(args.output):
         out = [r.to_dict(explain=args.explain) for r in resolutions]
         if args.explain:
             for item in out:
                 item["migrations"] = [c.to_dict() for c in migrations[item["instance"]]]
-        print_json(out)
+        print_data(out, args.output)
+    elif args.output == "name":
+        print_names([r.instance for r in resolutions])
     else:
-        sys.stdout.write(format_resolutions(resolutions, explain=args.explain))
+        options = table_options(args)
+        sys.stdout.write(format_resolutions(resolutions, explain=args.explain, **options))
         if args.explain:
             sys.stdout.write(_format_migrations(resolutions, migrations))
     return EXIT_OK if all(p.ok for p in plans) else EXIT_PROBLEMS
+
+
+def _in_namespace(plans: list[InstancePlan], namespace: str | None) -> list[InstancePlan]:
+    """``-n``: only the instances installed into ``namespace`` (all without it)."""
+    if namespace is None:
+        return plans
+    return [p for p in plans if p.instance.namespace == namespace]
 
 
 def _considered(catalog: Catalog, res: Resolution) -> list[Considered]:
@@ -113,7 +141,7 @@ def _format_migrations(
 def render_command(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     require_cluster(catalog, args.cluster)
-    plans = plan_cluster(catalog, args.cluster)
+    plans = _in_namespace(plan_cluster(catalog, args.cluster), args.namespace)
     if args.instance is not None:
         plans = [p for p in plans if p.name == args.instance]
         if not plans:
@@ -130,9 +158,9 @@ def render_command(args: argparse.Namespace) -> int:
     def shown(obj: dict[str, Any]) -> dict[str, Any]:
         return obj if args.show_secrets else mask_secret(obj)
 
-    if args.output == "json":
+    if is_data(args.output):
         items = [shown(obj) for plan in plans for obj in plan.objects]
-        print_json({"apiVersion": "v1", "kind": "List", "items": items})
+        print_data({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
     else:
         chunks = []
         for plan in plans:

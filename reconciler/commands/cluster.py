@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reconciler.catalog import load_catalog
-from reconciler.commands.output import eprint, print_json
+from reconciler.commands.connect import connect
+from reconciler.commands.output import Style, eprint, is_data, print_data
 from reconciler.daemon.applying import (
     INSTANCE_KIND,
     apply_plans,
@@ -32,6 +33,7 @@ from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.kube import (
     ApplyOptions,
     ClusterUnreachable,
+    HealthReport,
     InstanceResult,
     InstanceTarget,
     KubeClient,
@@ -42,12 +44,15 @@ from reconciler.kube import (
 )
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.changeset import ChangeSet, ObjectRef
-from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, ReconcilerError, UsageError
 from reconciler.status import describe_migration
 
 
 def apply_command(args: argparse.Namespace) -> int:
-    """Apply every instance of ``--cluster``; exit 1 if any instance failed."""
+    """Apply every instance of ``--cluster``; exit 1 if any instance failed.
+
+    With ``--wait``, an instance that is not healthy by ``--timeout`` counts as failed.
+    """
     catalog, entry = _load(args)
     options = ApplyOptions(
         limits=Limits.of(entry.cluster),
@@ -61,28 +66,60 @@ def apply_command(args: argparse.Namespace) -> int:
         hooks = MigrationHooks.begin(
             client, live, catalog, plans, deployed, cluster=args.cluster, limits=options.limits
         )
-        results = apply_plans(client, live, plans, options, before=hooks.before_apply)
-        hooks.after_health(plans, results)  # waits only for instances with post migrations
-        results += remove_deleted(client, live, entry, options, hooks)
-    changes = ChangeSet.of(e for r in results for e in r.changes.entries)
-    if args.output == "json":
-        print_json([e.to_dict() for e in changes.entries])
-    else:
-        _print_apply(results, changes, hooks)
-    ok = all(r.ok for r in results) and not hooks.post_failed
+        applied = apply_plans(client, live, plans, options, before=hooks.before_apply)
+        hooks.after_health(plans, applied)  # waits only for instances with post migrations
+        results = applied + remove_deleted(client, live, entry, options, hooks)
+        changes = ChangeSet.of(e for r in results for e in r.changes.entries)
+        if is_data(args.output):
+            print_data([e.to_dict() for e in changes.entries], args.output)
+        else:
+            _print_apply(args, results, changes, hooks)
+        # after the report, so what was applied is on screen while it becomes healthy
+        healths = _wait(args, client, plans, applied) if args.wait else []
+    unhealthy = [h for h in healths if h is not None and not h.healthy]
+    ok = all(r.ok for r in results) and not hooks.post_failed and not unhealthy
     return EXIT_OK if ok else EXIT_PROBLEMS
 
 
+def _wait(
+    args: argparse.Namespace,
+    client: KubeClient,
+    plans: list[InstancePlan],
+    results: list[InstanceResult],
+) -> list[HealthReport | None]:
+    """``--wait``: progress goes to stdout with text output, else to stderr (stdout is data)."""
+    from reconciler.commands.waiting import wait_for_instances
+
+    out = sys.stderr if is_data(args.output) else sys.stdout
+    style = Style.of(args, out)
+    return wait_for_instances(client, plans, results, args.timeout, out, style=style)
+
+
 def diff_command(args: argparse.Namespace) -> int:
-    """Print a unified diff per object that differs; exit 1 when anything differs."""
+    """Print a unified diff per object that differs; exit 1 when anything differs.
+
+    Like ``kubectl diff``, 1 means only "differs": an error that stops the diff
+    (a request the API server refuses, a catalog that cannot be read) exits 2,
+    so ``reconciler diff || deploy`` never deploys because of an error.
+    """
+    try:
+        return _diff(args)
+    except UsageError:
+        raise
+    except ReconcilerError as e:
+        raise UsageError(f"diff failed: {e}") from e
+
+
+def _diff(args: argparse.Namespace) -> int:
     catalog, entry = _load(args)
+    namespace = getattr(args, "namespace", None)
     options = ApplyOptions(limits=Limits.of(entry.cluster))
     diffs: list[ObjectDiff] = []
     show = bool(args.show_secrets)
     with _connected(args, entry) as (client, live):
         plans = plan_cluster(catalog, args.cluster, live.deployed_versions(entry.instances))
         for plan in plans:
-            if plan.instance.suspend:
+            if plan.instance.suspend or namespace not in (None, plan.instance.namespace):
                 continue
             if not plan.ok:
                 diffs.append(_plan_error(plan))
@@ -90,15 +127,15 @@ def diff_command(args: argparse.Namespace) -> int:
             target = instance_target(args.cluster, plan)
             diffs += diff_instance(client, target, options, live, show_secrets=show)
         for name, inventory in sorted(live.inventories().items()):
-            if name not in entry.instances:
+            if name not in entry.instances and namespace in (None, inventory.namespace):
                 target = InstanceTarget(args.cluster, name, inventory.namespace, ())
                 diffs += diff_instance(
                     client, target, options, live, show_secrets=args.show_secrets
                 )
-    if args.output == "json":
-        print_json([d.to_dict() for d in diffs])
+    if is_data(args.output):
+        print_data([d.to_dict() for d in diffs], args.output)
     else:
-        _print_diffs(diffs)
+        _print_diffs(diffs, Style.of(args))
     return EXIT_PROBLEMS if diffs else EXIT_OK
 
 
@@ -113,7 +150,7 @@ def _connected(
     args: argparse.Namespace, entry: ClusterEntry
 ) -> Iterator[tuple[KubeClient, LiveState]]:
     """A client and the pass's live view; an unreachable cluster is an environment error."""
-    with KubeClient.connect(args.kubeconfig, args.context) as client:
+    with connect(args) as client:
         try:
             yield client, LiveState(client, args.cluster, entry.namespaces)
         except ClusterUnreachable as e:
@@ -127,9 +164,16 @@ def _plan_error(plan: InstancePlan) -> ObjectDiff:
     return ObjectDiff(inst.name, ref, "error", "", message)
 
 
-def _print_apply(results: list[InstanceResult], changes: ChangeSet, hooks: MigrationHooks) -> None:
+def _print_apply(
+    args: argparse.Namespace,
+    results: list[InstanceResult],
+    changes: ChangeSet,
+    hooks: MigrationHooks,
+) -> None:
+    style = Style.of(args)
     for result in results:
-        status = "" if result.ok else f" failed ({result.reason or 'ApplyFailed'})"
+        failed = f"failed ({result.reason or 'ApplyFailed'})"
+        status = "" if result.ok else " " + style.paint(failed, "red")
         print(f"{result.instance}:{status}")
         for event in hooks.events:
             if event.instance == result.instance:
@@ -140,18 +184,19 @@ def _print_apply(results: list[InstanceResult], changes: ChangeSet, hooks: Migra
             eprint(f"reconciler: {result.instance}: {result.message}")
         if result.instance in hooks.post_failed:
             eprint(f"reconciler: {result.instance}: {hooks.post_failed[result.instance]}")
-    failed = sum(1 for r in results if not r.ok)
-    tail = f", {failed} failed" if failed else ""
+    count = sum(1 for r in results if not r.ok)
+    tail = f", {count} failed" if count else ""
     print(f"apply: {len(results)} instances{tail}; objects: {changes.summary()}")
 
 
-def _print_diffs(diffs: list[ObjectDiff]) -> None:
+def _print_diffs(diffs: list[ObjectDiff], style: Style) -> None:
     for d in diffs:
         if d.change == "error":
             eprint(f"reconciler: {d.instance}: {d.message}")
             continue
-        print(f"# {d.ref} (instance {d.instance}): {d.change}")
-        sys.stdout.write(d.diff if d.diff.endswith("\n") else d.diff + "\n")
+        print(style.paint(f"# {d.ref} (instance {d.instance}): {d.change}", "blue"))
+        for line in d.diff.splitlines() or [""]:
+            print(style.diff_line(line))
     changed = sum(1 for d in diffs if d.change != "error")
     errors = len(diffs) - changed
     tail = f", {errors} error(s)" if errors else ""

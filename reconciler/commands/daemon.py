@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from pathlib import Path
 
-from reconciler.commands.output import print_json, table
+from reconciler.commands.client import webhook_secret
+from reconciler.commands.connect import connect
+from reconciler.commands.output import is_data, print_data, print_names, table_options
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
-from reconciler.kube import KubeClient
 from reconciler.kube.lease import check_timings
 from reconciler.kube.shards import check_shard_count
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
+from reconciler.model.table import format_table
 from reconciler.source.verify import SignaturePolicy
 
 
@@ -49,14 +50,7 @@ def check_shards(args: argparse.Namespace) -> int:
 
 
 def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
-    secret = os.environ.get("RECONCILER_WEBHOOK_SECRET", "")
-    if args.webhook_secret_file:
-        try:
-            secret = Path(args.webhook_secret_file).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise UsageError(
-                f"{args.webhook_secret_file}: cannot read webhook secret ({e.strerror})"
-            ) from e
+    secret = webhook_secret(args.webhook_secret_file)
     verify = SignaturePolicy.from_files(args.verify_signatures) if args.verify_signatures else None
     shards = check_shards(args)
     identity = args.identity or default_identity()
@@ -92,11 +86,11 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
 
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    with KubeClient.connect(args.kubeconfig, args.context) as client:
+    with connect(args) as client:
         daemon = Daemon(settings, client)
         if args.once:
             outcome = daemon.run_pass()
-            print_outcome(outcome, settings, args.output)
+            print_outcome(outcome, settings, args)
             if outcome.reason == UsageError.reason:
                 return EXIT_USAGE  # e.g. a cluster the catalog does not have
             return EXIT_OK if outcome.ok else EXIT_PROBLEMS
@@ -105,10 +99,11 @@ def run_command(args: argparse.Namespace) -> int:
         return serve(daemon)
 
 
-def print_outcome(outcome: PassOutcome, settings: DaemonSettings, output: str) -> None:
+def print_outcome(outcome: PassOutcome, settings: DaemonSettings, args: argparse.Namespace) -> None:
     report = outcome.report
-    if output == "json":
-        print_json(
+    output = args.output
+    if is_data(output):
+        print_data(
             {
                 "cluster": settings.cluster,
                 "commit": report.commit if report else None,
@@ -120,17 +115,33 @@ def print_outcome(outcome: PassOutcome, settings: DaemonSettings, output: str) -
                     {"commit": c.commit, "instance": c.instance, "subject": c.subject}
                     for c in outcome.commits
                 ],
-            }
+            },
+            output,
         )
         return
     if report is None:
         print(f"pass failed: {outcome.error}")
         return
+    if output == "name":
+        print_names([s.instance for s in report.statuses])
+        return
+    options = table_options(args)
+    wide = options.pop("wide")
     rows = [
-        [s.instance, s.app, s.version or "-", s.desired_version or "-", str(s.phase), s.message]
+        [
+            s.instance,
+            s.app,
+            s.version or "-",
+            s.desired_version or "-",
+            str(s.phase),
+            *([s.source or "-", str(s.objects)] if wide else []),
+            s.message,
+        ]
         for s in report.statuses
     ]
-    print(table(["INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "MESSAGE"], rows))
+    header = ["INSTANCE", "APP", "VERSION", "DESIRED", "PHASE"]
+    header += ["SOURCE", "OBJECTS"] * wide + ["MESSAGE"]
+    print(format_table(header, rows, gap=2, **options))
     for result in report.removed:
         print(f"removed from Git: {result.instance}: {result.message or result.changes.summary()}")
     phases = ", ".join(f"{n} {p}" for p, n in report.phase_counts().items() if n)

@@ -8,41 +8,84 @@ channel pointer with a one-line commit. Called by ``reconciler.cli``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from reconciler.commands.output import (
+    format_data,
+    is_data,
+    print_data,
+    print_names,
+    table_options,
+)
+from reconciler.commands.watching import View, follow
 from reconciler.migrations import LedgerRow, ledger_rows, ledger_table
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
-from reconciler.model.status import Phase
+from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.channels import set_channel
-from reconciler.source.ledger import StatusLedger
+from reconciler.source.ledger import StatusLedger, StatusSnapshot
 from reconciler.status import UnreadableStatus, history_table, status_table
 
 
 def status_command(args: argparse.Namespace) -> int:
-    """Print each instance's current record from the status branch."""
+    """Print each instance's current record from the status branch.
+
+    ``--watch`` re-reads the branch (fetching a URL) every ``--interval`` and
+    prints again when a commit changed it; Ctrl-C ends it.
+    """
+    if args.interval <= 0:
+        raise UsageError("--interval must be a positive duration")
     ledger = _ledger(args)
-    snap = ledger.snapshot()
+    reported: set[str] = set()
+    problems: list[bool] = [False]
+
+    def view() -> View:
+        snap = ledger.snapshot()
+        text, unreadable = _status_view(args, ledger, snap)
+        for u in unreadable:
+            if u.error not in reported:  # once per problem, not once per redraw
+                reported.add(u.error)
+                print(f"reconciler: unreadable status file {u.error}", file=sys.stderr)
+        problems[0] = bool(unreadable)
+        return text, snap.commit, False
+
+    terminal = sys.stdout.isatty() and args.output in ("text", "wide")
+    follow(
+        view,
+        watch=args.watch,
+        interval=args.interval,
+        clear=terminal,
+        separator="---\n" if args.output == "yaml" else "\n",
+    )
+    return EXIT_PROBLEMS if problems[0] else EXIT_OK
+
+
+def _status_view(
+    args: argparse.Namespace, ledger: StatusLedger, snap: StatusSnapshot
+) -> tuple[str, list[UnreadableStatus]]:
     # an uninstalled instance keeps its last record (history) but leaves the table
     current = {n: s for n, s in snap.statuses.items() if s.phase is not Phase.REMOVED}
     unreadable = [
         UnreadableStatus(p.file.rsplit("/", 1)[-1].removesuffix(".yaml"), p.file, str(p))
         for p in snap.problems
     ]
-    if args.output == "json":
+    if args.namespace is not None:
+        current = _in_namespace(ledger, current, args.namespace)
+        unreadable = []  # no record, no catalog commit: its namespace is unknown
+    if is_data(args.output):
         records: list[dict[str, Any]] = [s.to_dict() for s in current.values()]
         records += [u.to_dict() for u in unreadable]
-        _print_json(sorted(records, key=lambda r: str(r["instance"])))
-    elif not snap.exists:
-        print(_no_status(ledger))
-    elif not current and not unreadable:
-        print(f"no instance status recorded on {ledger.branch} in {ledger.display}")
-    else:
-        print(status_table(current.values(), unreadable))
-    for u in unreadable:
-        print(f"reconciler: unreadable status file {u.error}", file=sys.stderr)
-    return EXIT_PROBLEMS if unreadable else EXIT_OK
+        return format_data(sorted(records, key=lambda r: str(r["instance"])), args.output), (
+            unreadable
+        )
+    if args.output == "name":
+        names = sorted([*current, *(u.instance for u in unreadable)])
+        return "".join(f"{n}\n" for n in names), unreadable
+    if not snap.exists:
+        return _no_status(ledger) + "\n", unreadable
+    if not current and not unreadable:
+        return f"no instance status recorded on {ledger.branch} in {ledger.display}\n", []
+    return status_table(current.values(), unreadable, **table_options(args)) + "\n", unreadable
 
 
 def history_command(args: argparse.Namespace) -> int:
@@ -51,10 +94,12 @@ def history_command(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be 0 (all) or a positive number")
     ledger = _ledger(args)
     entries = ledger.history(args.instance, limit=args.limit)
-    if args.output == "json":
-        _print_json([e.to_dict() for e in entries])
+    if is_data(args.output):
+        print_data([e.to_dict() for e in entries], args.output)
+    elif args.output == "name":
+        print_names([e.commit for e in entries])
     elif entries:
-        print(history_table(entries))
+        print(history_table(entries, **table_options(args)))
     elif args.instance:
         print(f"no status changes recorded for instance {args.instance} on {ledger.branch}")
     else:
@@ -68,14 +113,19 @@ def migrations_command(args: argparse.Namespace) -> int:
     snap = ledger.snapshot()
     rows: list[LedgerRow] = []
     problems = [str(p) for p in snap.problems]
-    for name in sorted(snap.statuses):
+    statuses = snap.statuses
+    if args.namespace is not None:
+        statuses = _in_namespace(ledger, statuses, args.namespace)
+    for name in sorted(statuses):
         if args.instance and name != args.instance:
             continue
-        found, bad = ledger_rows(name, snap.statuses[name].migrations)
+        found, bad = ledger_rows(name, statuses[name].migrations)
         rows += found
         problems += bad
-    if args.output == "json":
-        _print_json([r.to_dict() for r in rows])
+    if is_data(args.output):
+        print_data([r.to_dict() for r in rows], args.output)
+    elif args.output == "name":
+        print_names([f"{r.instance}/{r.record.name}" for r in rows])
     elif not snap.exists:
         print(_no_status(ledger))
     elif args.instance and args.instance not in snap.statuses:
@@ -83,7 +133,7 @@ def migrations_command(args: argparse.Namespace) -> int:
     elif not rows:
         print(f"no migration recorded yet on {ledger.branch} in {ledger.display}")
     else:
-        print(ledger_table(rows))
+        print(ledger_table(rows, **table_options(args)))
     for problem in problems:
         print(f"reconciler: unreadable migration record {problem}", file=sys.stderr)
     return EXIT_PROBLEMS if problems else EXIT_OK
@@ -94,8 +144,8 @@ def channel_set_command(args: argparse.Namespace) -> int:
     move = set_channel(
         args.repo, args.app, args.channel, args.version, force=args.force, push=args.push
     )
-    if args.output == "json":
-        _print_json(move.to_dict())
+    if is_data(args.output):
+        print_data(move.to_dict(), args.output)
     elif move.commit is None:
         print(f"{move.app}: channel {move.channel} already points to {move.version}")
     else:
@@ -108,6 +158,14 @@ def channel_set_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _in_namespace(
+    ledger: StatusLedger, statuses: dict[str, InstanceStatus], namespace: str
+) -> dict[str, InstanceStatus]:
+    """``-n``: the records of instances whose file names ``namespace``."""
+    found = ledger.namespaces(statuses.values())
+    return {name: s for name, s in statuses.items() if found.get(name) == namespace}
+
+
 def _ledger(args: argparse.Namespace) -> StatusLedger:
     return StatusLedger(args.repo, args.cluster, branch=args.status_branch)
 
@@ -117,7 +175,3 @@ def _no_status(ledger: StatusLedger) -> str:
         f"no status recorded yet for cluster {ledger.cluster}: "
         f"branch {ledger.branch} does not exist in {ledger.display}"
     )
-
-
-def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2))

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 
 from reconciler.catalog import load_catalog
-from reconciler.commands.output import print_json
+from reconciler.commands.output import format_data, is_data, print_data
+from reconciler.commands.watching import View, follow
 from reconciler.daemon.plan import plan_cluster, require_cluster
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.rollout import RollingState
@@ -28,8 +26,8 @@ def rollout_gate_command(args: argparse.Namespace) -> int:
         batches=_batches(args.repo, args.cluster, args.instance),
         push=args.push,
     )
-    if args.output == "json":
-        print_json(change.to_dict())
+    if is_data(args.output):
+        print_data(change.to_dict(), args.output)
     else:
         print(
             f"{change.cluster}/{change.instance}: rollout {change.action}: "
@@ -65,17 +63,18 @@ def rollout_status_command(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise UsageError("--interval must be a positive duration")
     ledger = StatusLedger(args.repo, args.cluster, branch=args.status_branch)
-    last: str | None = None
-    while True:
+    seen: list[InstanceStatus] = []
+
+    def view() -> View:
         status = _read(ledger, args.instance)
+        seen[:] = [status]  # the last one decides the exit code
         shown = _show(status, args.output)
-        if shown != last:
-            sys.stdout.write(shown)
-            sys.stdout.flush()
-            last = shown
-        if not args.watch or _finished(status):
-            return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
-        time.sleep(args.interval)
+        return shown, shown, _finished(status)
+
+    separator = "---\n" if args.output == "yaml" else ""
+    follow(view, watch=args.watch, interval=args.interval, separator=separator)
+    status = seen[-1]
+    return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
 
 
 def _read(ledger: StatusLedger, instance: str) -> InstanceStatus:
@@ -98,8 +97,8 @@ def _read(ledger: StatusLedger, instance: str) -> InstanceStatus:
 
 
 def _show(status: InstanceStatus, output: str) -> str:
-    if output == "json":
-        return json.dumps(progress_dict(status), indent=2) + "\n"
+    if is_data(output):
+        return format_data(progress_dict(status), output)
     return progress_text(status)
 
 

@@ -10,6 +10,8 @@ verified push becomes a ``webhook`` trigger), ``DaemonMetrics`` and ``DaemonHeal
 Routes::
 
     POST /hooks/github | /hooks/gitlab | /hooks/generic   202 (200 for a ping)
+    POST /reconcile  202: a pass now (``reconciler reconcile``; signed like /hooks/generic)
+    GET  /version    the daemon's version (``reconciler version --server URL``)
     GET  /metrics    Prometheus text
     GET  /healthz    200 while the loop heartbeats, 503 once it is stale
     GET  /readyz     200 once the first pass completed (or a standby replica), else 503
@@ -30,10 +32,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+import reconciler
 from reconciler.daemon.logs_limit import RateLimitedLog
 from reconciler.daemon.metrics import CONTENT_TYPE, DaemonMetrics
 from reconciler.daemon.triggers import Trigger, TriggerQueue
-from reconciler.daemon.webhook import PROVIDERS, WebhookRejected, parse_webhook
+from reconciler.daemon.webhook import (
+    PROVIDERS,
+    WebhookRejected,
+    parse_reconcile_request,
+    parse_webhook,
+)
 from reconciler.model.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -106,9 +114,10 @@ class DaemonHealth:
 class DaemonHttpServer:
     """The aiohttp application of the daemon, served from a background thread.
 
-    ``webhook_secret`` None or empty disables the hook routes (they answer 403);
-    ``branch`` is the catalog branch the daemon follows: pushes to other branches
-    are accepted (202) and ignored.
+    ``webhook_secret`` None or empty disables the hook routes and ``/reconcile``
+    (they answer 403); ``branch`` is the catalog branch the daemon follows: pushes
+    to other branches are accepted (202) and ignored. ``cluster`` is the cluster
+    the daemon reconciles: a ``/reconcile`` request for another one is refused (409).
     """
 
     def __init__(
@@ -122,8 +131,10 @@ class DaemonHttpServer:
         branch: str | None,
         *,
         max_body: int = MAX_BODY,
+        cluster: str | None = None,
     ) -> None:
         self.host = host
+        self.cluster = cluster
         self.port = port
         self.queue = queue
         self.metrics = metrics
@@ -148,6 +159,8 @@ class DaemonHttpServer:
         app = web.Application(client_max_size=self.max_body, middlewares=[_json_errors])
         for provider in PROVIDERS:
             app.router.add_post(f"/hooks/{provider}", self._hook(provider))
+        app.router.add_post("/reconcile", self._reconcile)
+        app.router.add_get("/version", self._version)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -256,6 +269,25 @@ class DaemonHttpServer:
         log.info("webhook: %s", event.describe())
         return web.json_response({**answer, "triggered": True}, status=202)
 
+    async def _reconcile(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._reject("reconcile", 413, f"body larger than {self.max_body} bytes")
+        except (ConnectionError, asyncio.IncompleteReadError, aiohttp.ClientError):
+            return web.json_response({"accepted": False, "error": "incomplete body"}, status=400)
+        try:
+            cluster = parse_reconcile_request(request.headers, body, self._secret, self.cluster)
+        except WebhookRejected as e:
+            return self._reject("reconcile", e.status_code, e.message)
+        self.queue.put(Trigger("request", "reconciler reconcile"))
+        self.metrics.count_webhook("reconcile", "triggered")
+        log.info("reconcile requested for cluster %s", cluster)
+        return web.json_response({"accepted": True, "cluster": cluster}, status=202)
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response(version_info(cluster=self.cluster))
+
     def _reject(self, provider: str, status: int, reason: str) -> web.Response:
         self.metrics.count_webhook(provider, "rejected")
         self.rejections.note(f"{provider} ({status})", reason)
@@ -271,6 +303,14 @@ class DaemonHttpServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, body = self.health.readiness()
         return web.json_response(body, status=200 if ready else 503)
+
+
+def version_info(cluster: str | None = None) -> dict[str, Any]:
+    """What ``/version`` answers: the build's version and the cluster this daemon serves."""
+    info: dict[str, Any] = dict(reconciler.version_info())
+    if cluster is not None:
+        info["cluster"] = cluster
+    return info
 
 
 @web.middleware

@@ -185,6 +185,7 @@ class Service:
                 self.health,
                 s.webhook_secret or None,
                 s.branch,
+                cluster=s.cluster,
             )
             bound = self.http.start()
             self.http_port = bound

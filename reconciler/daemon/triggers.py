@@ -32,7 +32,9 @@ from reconciler.model.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-TriggerReason = Literal["startup", "poll", "webhook", "watch", "drift", "retry", "shutdown"]
+TriggerReason = Literal[
+    "startup", "poll", "webhook", "request", "watch", "drift", "retry", "shutdown"
+]
 
 # When several reasons are coalesced, the merged trigger is named after the one
 # that asks the most of the pass: a shutdown ends the loop, a drift check applies
@@ -41,6 +43,7 @@ _PRIORITY: tuple[TriggerReason, ...] = (
     "shutdown",
     "drift",
     "webhook",
+    "request",  # ``reconciler reconcile``: a person asked for a pass now
     "watch",
     "retry",
     "startup",

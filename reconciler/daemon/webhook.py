@@ -11,6 +11,11 @@ Authenticity is checked before the body is parsed, on the exact bytes received:
 * generic: ``X-Reconciler-Signature: sha256=<hex>``, HMAC-SHA256 of the body, and a
   JSON object body with optional ``ref``/``branch``/``commit`` (an empty body is ``{}``).
 
+``reconciler reconcile`` asks for a pass with the generic scheme too (``POST
+/reconcile``, see ``parse_reconcile_request``): a JSON body naming the cluster and
+the time of the request, signed with the same secret, so a request for another
+cluster's daemon or a replayed old request is refused.
+
 Comparisons are constant-time. The secret and the signatures never appear in an
 error message, so they never reach a log line or a response.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +45,7 @@ GENERIC_SIGNATURE = "x-reconciler-signature"
 GENERIC_DELIVERY = "x-reconciler-delivery"
 
 _BRANCH_PREFIX = "refs/heads/"
+REQUEST_MAX_AGE = 300  # seconds a signed reconcile request stays valid (clock skew included)
 
 
 class WebhookRejected(ReconcilerError):
@@ -98,6 +105,49 @@ def parse_webhook(
         raise WebhookRejected(403, "webhooks are disabled: no webhook secret is configured")
     lowered = {key.lower(): value for key, value in headers.items()}
     return verify(lowered, body, _as_bytes(secret))
+
+
+def reconcile_request_body(cluster: str, now: float | None = None) -> bytes:
+    """The body ``reconciler reconcile`` signs and posts to ``/reconcile``."""
+    stamp = int(time.time() if now is None else now)
+    return json.dumps({"cluster": cluster, "requestedAt": stamp}).encode()
+
+
+def parse_reconcile_request(
+    headers: Mapping[str, str],
+    body: bytes,
+    secret: str | bytes,
+    cluster: str | None,
+    now: float | None = None,
+) -> str:
+    """Authenticate a ``/reconcile`` request for the daemon of ``cluster``; its cluster.
+
+    Signed like a generic webhook (``X-Reconciler-Signature``). ``requestedAt``
+    (Unix seconds) must be within ``REQUEST_MAX_AGE`` of ``now``: the signature
+    covers it, so a captured request cannot be replayed later.
+    """
+    if not secret:
+        raise WebhookRejected(
+            403, "reconcile requests are disabled: no webhook secret is configured"
+        )
+    lowered = {key.lower(): value for key, value in headers.items()}
+    _check_signature(lowered, GENERIC_SIGNATURE, body, _as_bytes(secret))
+    payload = _json_object(body)
+    wanted = _optional_str(payload, "cluster")
+    if wanted is None:
+        raise WebhookRejected(400, "the request names no cluster")
+    if cluster is not None and wanted != cluster:
+        raise WebhookRejected(409, f"this daemon reconciles cluster {cluster}, not {wanted}")
+    stamp = payload.get("requestedAt")
+    if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+        raise WebhookRejected(400, "'requestedAt' must be a number (Unix seconds)")
+    skew = abs((time.time() if now is None else now) - stamp)
+    if skew > REQUEST_MAX_AGE:
+        raise WebhookRejected(
+            401,
+            f"request time is {skew:.0f}s off the daemon's clock (at most {REQUEST_MAX_AGE}s)",
+        )
+    return wanted
 
 
 def sign(body: bytes, secret: str | bytes) -> str:

@@ -59,7 +59,8 @@ class RetryPolicy:
     attempts: int = 5
     base_delay: float = 0.2
     max_delay: float = 5.0
-    timeout: tuple[float, float] = (5.0, 30.0)  # connect, read (seconds)
+    # connect, read (seconds); None: no limit (kubectl --request-timeout=0)
+    timeout: tuple[float, float] | None = (5.0, 30.0)
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after and retry_after.isdigit():

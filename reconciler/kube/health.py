@@ -189,10 +189,12 @@ def wait_healthy(
     *,
     interval: float = 0.5,
     clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[HealthReport], None] | None = None,
 ) -> HealthReport:
     """Poll until every object is Current, one Failed, or ``timeout`` seconds pass.
 
     ``objects`` are references or object dicts (such as the applied manifests).
+    ``progress`` sees each round's observation (``apply --wait`` draws it).
     """
     refs = [o if isinstance(o, ObjectRef) else ObjectRef.of(o) for o in objects]
     order = list(dict.fromkeys(refs))
@@ -211,6 +213,8 @@ def wait_healthy(
             if health is Health.CURRENT:
                 pending.remove(ref)
         report = tuple(done[r] for r in order if r in done)
+        if progress is not None:
+            progress(HealthReport(report))
         if not pending or any(o.health is Health.FAILED for o in report):
             return HealthReport(report)
         if clock() >= deadline:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model.migrations import LedgerFormatError, MigrationRecord
+from reconciler.model.table import Paint, format_table
 
 
 @dataclass(frozen=True)
@@ -44,23 +45,25 @@ def _seconds(value: float) -> str:
     return f"{value:.1f}s" if value >= 0.1 else f"{value * 1000:.0f}ms"
 
 
-def ledger_table(rows: Iterable[LedgerRow]) -> str:
-    """A fixed-width table, oldest run first within each instance."""
-    header = [
-        "INSTANCE",
-        "MIGRATION",
-        "VERSION",
-        "PHASE",
-        "SCOPE",
-        "OUTCOME",
-        "STARTED",
-        "DURATION",
-        "CHECK",
-        "MESSAGE",
-    ]
-    lines: list[list[str]] = [header]
+def ledger_table(
+    rows: Iterable[LedgerRow],
+    *,
+    wide: bool = False,
+    headers: bool = True,
+    paint: Paint | None = None,
+) -> str:
+    """A fixed-width table, oldest run first within each instance.
+
+    ``wide`` adds FROM (the version the change started from) and CHECKSUM, and
+    prints a multi-line message whole (lines joined) instead of its first line.
+    """
+    header = ["INSTANCE", "MIGRATION", "VERSION", "PHASE", "SCOPE", "OUTCOME", "STARTED"]
+    header += ["DURATION", "CHECK", *(["FROM", "CHECKSUM"] * wide), "MESSAGE"]
+    lines: list[list[str]] = []
     for row in rows:
         r = row.record
+        message = " ".join(r.message.split()) if wide else next(iter(r.message.splitlines()), "")
+        extra = [r.from_version or "-", r.checksum[:19] or "-"] if wide else []
         lines.append(
             [
                 row.instance,
@@ -72,15 +75,11 @@ def ledger_table(rows: Iterable[LedgerRow]) -> str:
                 r.started_at,
                 _seconds(r.duration),
                 _seconds(r.check_duration),
-                r.message.splitlines()[0] if r.message else "",
+                *extra,
+                message,
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
-        + ("  " + line[-1] if line[-1] else "")
-        for line in lines
-    )
+    return format_table(header, lines, gap=2, headers=headers, paint=paint)
 
 
 __all__ = ["LedgerRow", "ledger_rows", "ledger_table"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.model.resolution import Resolution
+from reconciler.model.table import Paint, format_table
 from reconciler.resolve.ranges import RangeSyntaxError, parse_range
 
 __all__ = ["format_resolutions"]
@@ -21,26 +22,36 @@ __all__ = ["format_resolutions"]
 _HEADER = ("INSTANCE", "APP", "SOURCE", "VERSION", "NOTE")
 
 
-def format_resolutions(resolutions: Sequence[Resolution], *, explain: bool) -> str:
-    """The aligned table, followed by one block per instance when ``explain``."""
+def format_resolutions(
+    resolutions: Sequence[Resolution],
+    *,
+    explain: bool,
+    wide: bool = False,
+    headers: bool = True,
+    paint: Paint | None = None,
+) -> str:
+    """The aligned table, followed by one block per instance when ``explain``.
+
+    ``wide`` (``-o wide``) adds DEPLOYED and FILE (where the selection is written).
+    """
     if not resolutions:
         return "no instances\n"
-    text = _table(resolutions)
+    text = _table(resolutions, wide=wide, headers=headers, paint=paint)
     if explain:
         text += "".join("\n" + _block(r) for r in resolutions)
     return text
 
 
-def _table(resolutions: Sequence[Resolution]) -> str:
-    rows = [_HEADER] + [
-        (r.instance, r.app, r.source, r.version or "-", _note(r)) for r in resolutions
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(lines) + "\n"
+def _table(
+    resolutions: Sequence[Resolution], *, wide: bool, headers: bool, paint: Paint | None
+) -> str:
+    head: tuple[str, ...] = _HEADER[:-1] + ("DEPLOYED", "FILE") * wide + _HEADER[-1:]
+    rows = []
+    for r in resolutions:
+        where = r.file if r.line is None else f"{r.file}:{r.line}"
+        extra = (r.deployed or "-", where or "-") if wide else ()
+        rows.append((r.instance, r.app, r.source, r.version or "-", *extra, _note(r)))
+    return format_table(head, rows, gap=2, headers=headers, paint=paint) + "\n"
 
 
 def _note(r: Resolution) -> str:

@@ -23,6 +23,7 @@ from reconciler.model.errors import SourceError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
@@ -205,6 +206,15 @@ class StatusLedger:
             return entries
         # the pattern matches any line of a message; the trailer decides
         return [entry for entry in entries if entry.instance == instance]
+
+    def namespaces(self, statuses: Iterable[InstanceStatus]) -> dict[str, str | None]:
+        """Each instance's namespace, from its file at the record's ``sourceCommit``.
+
+        For ``status -n`` (``reconciler.source.namespaces``); None where unknown.
+        """
+        commits = {s.instance: s.source_commit for s in statuses}
+        with locked(self._lock):
+            return instance_namespaces(self._store, self.cluster, commits)
 
     def _validated(
         self, statuses: Iterable[InstanceStatus], source_commit: str | None

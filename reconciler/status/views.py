@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model.status import InstanceStatus
+from reconciler.model.table import Paint, format_table
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,18 @@ def status_table(
     unreadable: Iterable[UnreadableStatus] = (),
     *,
     now: float | None = None,
+    wide: bool = False,
+    headers: bool = True,
+    paint: Paint | None = None,
 ) -> str:
-    """INSTANCE APP VERSION DESIRED PHASE AGE MESSAGE, one row per instance, sorted."""
+    """INSTANCE APP VERSION DESIRED PHASE AGE MESSAGE, one row per instance, sorted.
+
+    ``wide`` (``-o wide``) adds SOURCE, COMMIT (the catalog commit) and OBJECTS
+    before MESSAGE, like kubectl's extra columns.
+    """
     rows: list[tuple[str, ...]] = []
     for s in statuses:
+        extra = (s.source or "-", s.source_commit[:12] or "-", str(s.objects)) if wide else ()
         rows.append(
             (
                 s.instance,
@@ -79,42 +88,45 @@ def status_table(
                 s.desired_version or "-",
                 str(s.phase),
                 age(s.updated_at, now=now),
+                *extra,
                 _message(s),
             )
         )
     for u in unreadable:
-        rows.append((u.instance, "-", "-", "-", "Unknown", "-", u.error))
+        rows.append((u.instance, "-", "-", "-", "Unknown", "-", *(("-",) * 3 * wide), u.error))
     rows.sort(key=lambda r: r[0])
-    header = ("INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE", "MESSAGE")
-    return format_table(header, rows)
+    header: tuple[str, ...] = ("INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE")
+    header += ("SOURCE", "COMMIT", "OBJECTS") * wide + ("MESSAGE",)
+    return format_table(header, rows, headers=headers, paint=paint)
 
 
-def history_table(entries: Sequence[HistoryEntry]) -> str:
-    """TIME INSTANCE VERSION PHASE SOURCE COMMIT SUMMARY, newest first."""
+def history_table(
+    entries: Sequence[HistoryEntry],
+    *,
+    wide: bool = False,
+    headers: bool = True,
+    paint: Paint | None = None,
+) -> str:
+    """TIME INSTANCE VERSION PHASE SOURCE COMMIT SUMMARY, newest first.
+
+    ``wide`` adds CLUSTER and prints whole commit ids instead of 12 characters.
+    """
+    cut = 40 if wide else 12
     rows = [
         (
             e.time,
+            *((e.cluster,) * wide),
             e.instance,
             e.version,
             e.phase,
-            e.source_commit[:12],
-            e.commit[:12],
+            e.source_commit[:cut],
+            e.commit[:cut],
             e.summary,
         )
         for e in entries
     ]
-    header = ("TIME", "INSTANCE", "VERSION", "PHASE", "SOURCE", "COMMIT", "SUMMARY")
-    return format_table(header, rows)
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by three spaces; the last column is not padded."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *rows]:
-        cells = [str(c).ljust(w) for c, w in zip(row, widths, strict=False)]
-        lines.append("   ".join([*cells, str(row[-1])]).rstrip())
-    return "\n".join(lines)
+    header = ("TIME", *(("CLUSTER",) * wide), "INSTANCE", "VERSION", "PHASE", "SOURCE", "COMMIT")
+    return format_table((*header, "SUMMARY"), rows, headers=headers, paint=paint)
 
 
 def age(stamp: str, *, now: float | None = None) -> str:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from reconciler.cli import main
 from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
@@ -208,6 +209,8 @@ def test_status_shows_waiting_for_promotion_and_a_failed_rollout_exits_1(
         "waiting for promotion",
         "pending",
     ]
+    code, as_yaml, _ = run(capsys, *argv[:-1], "yaml")
+    assert code == 0 and yaml.safe_load(as_yaml) == json.loads(out)
     assert log_subjects(empty_remote)[0] == (
         "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 1/3 ready, waiting for promotion"
         " (3/5 replicas)"
