@@ -95,7 +95,7 @@ def _text_instance(change: InstanceChange) -> list[str]:
     objects = change.objects
     if change.kind == REMOVED:
         out.append(f"{pad}objects deleted: {len(objects.deleted)}")
-    elif change.kind != FAILING:
+    elif _shows_objects(change):
         out.append(f"{pad}objects: {objects.summary()} ({objects.unchanged} unchanged)")
     for sign, refs in (("~", objects.changed), ("+", objects.created), ("-", objects.deleted)):
         out += [f"{pad}  {sign} {ref}" for ref in refs]
@@ -172,24 +172,25 @@ def _markdown(preview: Preview, *, diffs: bool, note: str = "") -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("<", "&lt;")
 
 
 def _cell_arrow(c: InstanceChange) -> str:
-    arrow = c.arrow()
-    if c.kind in (ADDED, REMOVED):
-        return f"{arrow} ({c.kind})"
-    if c.kind == FAILING or c.error:
-        return f"{arrow} (blocked)"
+    notes = [c.kind] if c.kind in (ADDED, REMOVED) else []
     if c.kind == OBJECTS:
-        return f"{arrow} (same version)"
-    return arrow
+        notes.append("same version")
+    if c.kind == FAILING or c.error:
+        notes.append("blocked")
+    return c.arrow() + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _shows_objects(c: InstanceChange) -> bool:
+    """A change that cannot be planned at the head has no objects to count."""
+    return c.kind != FAILING and not (c.error and not c.objects.total)
 
 
 def _cell_objects(c: InstanceChange) -> str:
-    if c.kind == FAILING:
-        return "-"
-    return str(c.objects.total)
+    return str(c.objects.total) if _shows_objects(c) else "-"
 
 
 def _md_problems(title: str, problems: tuple[Problem, ...], *, folded: bool) -> list[str]:
@@ -223,7 +224,9 @@ def _md_details(c: InstanceChange, *, diffs: bool) -> list[str]:
     if c.error:
         body.append(f"- :x: blocked: {_md(c.error)}")
     objects = c.objects
-    if c.kind != FAILING:
+    if c.kind == REMOVED:
+        body.append(f"- objects deleted: {len(objects.deleted)}")
+    elif _shows_objects(c):
         body.append(f"- objects: {objects.summary()} ({objects.unchanged} unchanged)")
     for sign, label, refs in (
         ("~", "changed", objects.changed),
