@@ -131,7 +131,8 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
     export_paths(repo, base_commit, ["clusters"], base_dir)
     export_paths(repo, head_commit, ["clusters"], head_dir)
     clusters_base = load_catalog(base_dir)
-    clusters_head = load_catalog(head_dir)
+    # the two trees differ only by the changed paths: parse just those instance files again
+    clusters_head = _reload(clusters_base, head_dir, [p for p in changed if _in_clusters(p)])
     keys = _affected(touched, clusters_base, clusters_head)
     needed = set(touched.apps)
     for catalog in (clusters_base, clusters_head):
@@ -176,6 +177,10 @@ def _affected(touched: _Touched, *catalogs: Catalog) -> set[InstanceKey]:
         for name in entry.instances
     }
     return keys & present
+
+
+def _in_clusters(path: str) -> bool:
+    return path == "clusters" or path.startswith("clusters/")
 
 
 def _reload(previous: Catalog, root: Path, changed: Iterable[str]) -> Catalog:
