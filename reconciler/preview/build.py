@@ -13,6 +13,7 @@ import difflib
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,7 @@ def _instance_change(
         why=_why(before, after, scope),
         objects=objects,
         rollout=_rollout(after.instance, version, after.objects, path) if version else None,
-        migrations=_considered(scope.head.catalog, after.instance.app, path, b_version),
+        migrations=_considered(scope.head.catalog, after.instance, path, b_version),
         upgrade_path=tuple(res.upgrade_path) if len(res.upgrade_path) > 1 else (),
         error=error,
         notes=notes,
@@ -242,7 +243,7 @@ def _added(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
         why=f"new instance file {inst.origin.file}",
         objects=_objects((), plan.objects, False),
         rollout=RolloutPreview(batched=False, reason="first install"),
-        migrations=_considered(side.catalog, inst.app, (version,) if version else (), None)
+        migrations=_considered(side.catalog, inst, (version,) if version else (), None)
         if plan.ok
         else (),
         error=error,
@@ -398,15 +399,23 @@ def _rollout(
 
 
 def _considered(
-    catalog: Catalog, app: str, path: Sequence[str], deployed: str | None
+    catalog: Catalog, inst: Instance, path: Sequence[str], deployed: str | None
 ) -> tuple[MigrationPreview, ...]:
-    entry = catalog.apps.get(app)
+    entry = catalog.apps.get(inst.app)
     if entry is None:
         return ()
     steps = [entry.versions[k] for k in path if k in entry.versions]
-    return tuple(
+    found = (
         _migration(c.migration, c.version, skipped=c.filtered_out, note=c.filter_note)
         for c in upgrade_migrations(steps, deployed)
+    )
+    return tuple(replace(m, check=_for_instance(m.check, inst)) for m in found)
+
+
+def _for_instance(text: str, inst: Instance) -> str:
+    """A check's object names as this instance's check would look them up."""
+    return text.replace("${instance.name}", inst.name).replace(
+        "${instance.namespace}", inst.namespace
     )
 
 
