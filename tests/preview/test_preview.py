@@ -34,6 +34,11 @@ stringData:
   user: admin
 """
 
+BASE_CHANNELS = (
+    "apiVersion: reconciler/v1\nkind: Channels\napp: podinfo\nchannels:\n"
+    "  stable: 6.5.0\n  fast: 6.6.0\n"
+)
+
 REDIS = {
     "apps/redis/app.yaml": "apiVersion: reconciler/v1\nkind: App\nname: redis\n",
     "apps/redis/channels.yaml": (
@@ -333,3 +338,90 @@ def test_not_a_git_checkout_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     root = write_catalog(tmp_path / "plain")
     assert main(["preview", str(root), "--base", "HEAD~1"]) == 2
     assert "not a Git checkout" in capsys.readouterr().err
+
+
+def test_a_channel_moved_back_is_shown_blocked_by_the_downgrade_guard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path)
+    move_stable(root)
+    edit(root, "apps/podinfo/channels.yaml", "stable: 6.6.0", "stable: 6.5.0")
+    commit(root, "podinfo: stable back to 6.5.0")
+    code, data = as_json(capsys, root)
+    assert code == 0  # the head is valid; the guard is a runtime decision
+    web = instances(data)["web"]
+    assert (web["from"], web["to"], web["change"]) == ("6.6.0", "6.5.0", "version")
+    assert web["error"].startswith("DowngradeBlocked: ")
+
+
+# ---------------------------------------------------------------- scope equals full
+
+
+def _full(root: Path, rev: str, tmp: Path) -> tuple[dict[tuple[str, str], Any], list[Any]]:
+    """Everything at ``rev``, the slow way: a whole checkout, loaded, planned and validated."""
+    from reconciler.catalog import load_catalog
+    from reconciler.daemon.plan import check_catalog, plan_cluster
+
+    tree = tmp / rev.replace("~", "-")
+    git(root, "worktree", "add", "-q", "--detach", str(tree), rev)
+    catalog = load_catalog(tree)
+    plans = {
+        (c, p.name): (p.resolution.version, p.objects, p.reason)
+        for c in catalog.clusters
+        for p in plan_cluster(catalog, c)
+    }
+    problems = [(p.file, p.severity.value, p.message) for p in check_catalog(catalog)]
+    return plans, problems
+
+
+EDITS: dict[str, dict[str, str | None]] = {
+    "channel move": {"apps/podinfo/channels.yaml": BASE_CHANNELS.replace("6.5.0", "6.6.0")},
+    "new redis version in a range": {
+        "apps/redis/versions/7.4.0/version.yaml": (
+            "apiVersion: reconciler/v1\nkind: AppVersion\napp: redis\nversion: 7.4.0\n"
+            "images:\n  redis: redis:7.4.0\n"
+        ),
+        "apps/redis/versions/7.4.0/manifests/cm.yaml": REDIS[
+            "apps/redis/versions/7.2.4/manifests/cm.yaml"
+        ],
+    },
+    "instance switches app": {
+        "clusters/prod/instances/cache.yaml": REDIS["clusters/prod/instances/cache.yaml"]
+        .replace("app: redis", "app: podinfo")
+        .replace("team-cache", "team-cache"),
+    },
+    "cluster limits tightened": {
+        "clusters/prod/cluster.yaml": (
+            "apiVersion: reconciler/v1\nkind: Cluster\nname: prod\n"
+            'allowedNamespaces: [web, "team-api"]\nallowClusterScoped: false\n'
+        ),
+    },
+    "app deleted": {path: None for path in REDIS if path.startswith("apps/redis/")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_scoped_preview_agrees_with_rendering_and_validating_both_commits_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    files = dict(REDIS)
+    files["clusters/prod/instances/cache.yaml"] = files[
+        "clusters/prod/instances/cache.yaml"
+    ].replace("channel: stable", 'version: ">=7.0.0"')
+    root = repo(tmp_path, files)
+    for rel, content in EDITS[name].items():
+        if content is None:
+            (root / rel).unlink()
+        else:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(content)
+    commit(root, name)
+    before, base_problems = _full(root, "HEAD~1", tmp_path)
+    after, head_problems = _full(root, "HEAD", tmp_path)
+    differ = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    _, data = as_json(capsys, root)
+    assert {("prod", i) for i in instances(data)} == differ
+    new = [(p["file"], p["severity"], p["message"]) for p in data["problems"]["new"]]
+    assert sorted(new) == sorted(set(head_problems) - set(base_problems))
+    fixed = [(p["file"], p["severity"], p["message"]) for p in data["problems"]["fixed"]]
+    assert sorted(fixed) == sorted(set(base_problems) - set(head_problems))
