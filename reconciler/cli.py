@@ -478,8 +478,9 @@ def _preview_parser(sub: Any) -> None:
             "Compare two commits of a catalog checkout without a cluster: per cluster, the "
             "instances whose version changes (and the selector that moved them), instances "
             "added and removed, object changes, rollout plans and migrations to consider, and "
-            "validation problems new on the head. Exit 0 when the head adds no error, 1 when "
-            "it does, 2 on usage errors, 3 with --exit-code when anything would change."
+            "validation problems new on the head. Only commits are compared: uncommitted edits "
+            "are not part of a preview. Exit 0 when the head adds no error, 1 when it does, "
+            "2 on usage errors, 3 with --exit-code when anything would change."
         ),
     )
     _catalog_arg(p)

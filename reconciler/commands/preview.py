@@ -21,7 +21,8 @@ EXIT_CHANGES = 3
 
 def preview_command(args: argparse.Namespace) -> int:
     repo = Path(args.repo if args.repo is not None else args.catalog)
-    preview = build_preview(repo, args.base, args.head, clusters=args.cluster or (), diff=args.diff)
+    clusters = [c for given in args.cluster for c in given.split(",") if c]
+    preview = build_preview(repo, args.base, args.head, clusters=clusters, diff=args.diff)
     if args.output == "json":
         print_json(preview.to_dict())
     elif args.output == "markdown":

@@ -128,8 +128,11 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
         commit: frozenset(list_directory(repo, commit, "apps"))
         for commit in {base_commit, head_commit}
     }
-    export_paths(repo, base_commit, ["clusters"], base_dir)
-    export_paths(repo, head_commit, ["clusters"], head_dir)
+    for commit, root in ((base_commit, base_dir), (head_commit, head_dir)):
+        export_paths(repo, commit, ["clusters"], root)
+        if app_dirs[commit]:
+            # the commit has apps even if none is in scope: not "an empty checkout"
+            (root / "apps").mkdir(exist_ok=True)
     clusters_base = load_catalog(base_dir)
     # the two trees differ only by the changed paths: parse just those instance files again
     clusters_head = _reload(clusters_base, head_dir, [p for p in changed if _in_clusters(p)])

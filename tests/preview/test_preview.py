@@ -425,3 +425,38 @@ def test_scoped_preview_agrees_with_rendering_and_validating_both_commits_in_ful
     assert sorted(new) == sorted(set(head_problems) - set(base_problems))
     fixed = [(p["file"], p["severity"], p["message"]) for p in data["problems"]["fixed"]]
     assert sorted(fixed) == sorted(set(base_problems) - set(head_problems))
+
+
+def test_removing_every_instance_warns_that_the_cluster_guard_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path)
+    for name in ("web", "api"):
+        (root / f"clusters/prod/instances/{name}.yaml").unlink()
+    commit(root, "empty prod")
+    code, data = as_json(capsys, root)
+    assert code == 0
+    assert {i["change"] for i in instances(data).values()} == {"removed"}
+    assert len(data["warnings"]) == 1 and "PruneRefused" in data["warnings"][0]
+
+
+def test_cluster_filter_keeps_other_clusters_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    staging = {
+        "clusters/staging/instances/web.yaml": (
+            "apiVersion: reconciler/v1\nkind: Instance\nname: web\napp: podinfo\n"
+            "channel: stable\nnamespace: web\n"
+        )
+    }
+    root = repo(tmp_path, staging)
+    move_stable(root)
+    _, data = as_json(capsys, root)
+    assert [(c["cluster"], [i["instance"] for i in c["instances"]]) for c in data["clusters"]] == [
+        ("prod", ["web"]),
+        ("staging", ["web"]),
+    ]
+    _, data = as_json(capsys, root, "--cluster", "staging")
+    assert [c["cluster"] for c in data["clusters"]] == ["staging"]
+    _, data = as_json(capsys, root, "--cluster", "staging,prod")
+    assert [c["cluster"] for c in data["clusters"]] == ["prod", "staging"]
