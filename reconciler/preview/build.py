@@ -164,12 +164,12 @@ def _instance_change(
 ) -> InstanceChange | None:
     cluster, name = key
     if before is None and after is None:
-        return None  # its app is outside the scope at both commits (cannot happen) or gone
+        return None  # at neither commit in the chosen clusters: nothing to say
     if before is None:
         assert after is not None
-        return _added(cluster, after, scope.head)
+        return _added(cluster, after, scope.head, diff)
     if after is None:
-        return _removed(cluster, before, scope.base)
+        return _removed(cluster, before, scope.base, diff)
     b_version, h_version = before.resolution.version, after.resolution.version
     via = _selector(after.instance)
     if not after.ok:
@@ -228,7 +228,7 @@ def _instance_change(
     )
 
 
-def _added(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
+def _added(cluster: str, plan: InstancePlan, side: Side, diff: bool) -> InstanceChange:
     inst, res = plan.instance, plan.resolution
     error = None if plan.ok else f"{plan.reason}: {plan.message}"
     version = res.version
@@ -241,7 +241,7 @@ def _added(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
         version,
         _selector(inst),
         why=f"new instance file {inst.origin.file}",
-        objects=_objects((), plan.objects, False),
+        objects=_objects((), plan.objects, diff),
         rollout=RolloutPreview(batched=False, reason="first install"),
         migrations=_considered(side.catalog, inst, (version,) if version else (), None)
         if plan.ok
@@ -250,7 +250,7 @@ def _added(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
     )
 
 
-def _removed(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
+def _removed(cluster: str, plan: InstancePlan, side: Side, diff: bool) -> InstanceChange:
     inst, version = plan.instance, plan.version
     uninstall: list[Migration] = (
         [m for m in version.migrations if m.phase == "uninstall"] if version else []
@@ -267,7 +267,7 @@ def _removed(cluster: str, plan: InstancePlan, side: Side) -> InstanceChange:
         None,
         _selector(inst),
         why=f"instance file {inst.origin.file} deleted",
-        objects=ObjectChanges(deleted=tuple(object_ref(o) for o in reversed(plan.objects))),
+        objects=_objects(reversed(plan.objects), (), diff),
         migrations=tuple(_migration(m, str(version.key) if version else "?") for m in uninstall),
         notes=tuple(notes),
     )

@@ -159,6 +159,8 @@ def test_instance_added_and_removed_with_the_objects_it_deletes(
         "ConfigMap/team-api/api-config",
         "Deployment/team-api/api",
     ]
+    _, out, _ = preview(capsys, root, "--diff")
+    assert "--- a/Deployment/team-api/api" in out and "+++ b/Deployment/team-extra/extra" in out
 
 
 def test_a_new_problem_fails_and_an_old_one_is_shown_apart(
