@@ -118,7 +118,10 @@ def resolve_revision(repo: Path, rev: str, option: str) -> str:
 def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope:
     """Load what the change from ``base_rev`` to ``head_rev`` can affect, under ``workdir``."""
     if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
-        raise UsageError(f"{repo} is not a Git checkout (preview reads two of its commits)")
+        raise UsageError(
+            f"{repo} is not the top directory of a Git checkout "
+            "(preview reads two of its commits)"
+        )
     base_commit = resolve_revision(repo, base_rev, "--base")
     head_commit = resolve_revision(repo, head_rev, "--head")
     changed = frozenset(changed_between(repo, base_commit, head_commit))
