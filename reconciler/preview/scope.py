@@ -119,8 +119,7 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
     """Load what the change from ``base_rev`` to ``head_rev`` can affect, under ``workdir``."""
     if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
         raise UsageError(
-            f"{repo} is not the top directory of a Git checkout "
-            "(preview reads two of its commits)"
+            f"{repo} is not the top directory of a Git checkout (preview reads two of its commits)"
         )
     base_commit = resolve_revision(repo, base_rev, "--base")
     head_commit = resolve_revision(repo, head_rev, "--head")

@@ -339,7 +339,7 @@ def test_usage_errors_exit_2_and_say_which_argument(
 def test_not_a_git_checkout_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_catalog(tmp_path / "plain")
     assert main(["preview", str(root), "--base", "HEAD~1"]) == 2
-    assert "not a Git checkout" in capsys.readouterr().err
+    assert "is not the top directory of a Git checkout" in capsys.readouterr().err
 
 
 def test_a_channel_moved_back_is_shown_blocked_by_the_downgrade_guard(
