@@ -60,6 +60,7 @@ bench: install
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/rollout.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/preview.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -280,6 +280,7 @@ COMMANDS: dict[str, str] = {
     "rollout pause": "rollout:rollout_gate_command",
     "rollout resume": "rollout:rollout_gate_command",
     "rollout status": "rollout:rollout_status_command",
+    "preview": "preview:preview_command",
     "sandbox": "sandbox:sandbox_command",
     "demo": "demo:demo_command",
     "version": "client:version_command",
@@ -530,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output(cs)
 
     _rollout_parser(sub)
+    _preview_parser(sub)
 
     p = _subcommand(
         sub,
@@ -648,6 +650,41 @@ def _daemon_client_parsers(sub: Any) -> None:
         ),
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
+
+
+def _preview_parser(sub: Any) -> None:
+    """``preview`` (SPEC section 7): what a pull request changes, from two commits, offline."""
+    p = _subcommand(
+        sub,
+        "preview",
+        help="what a pull request changes (offline, from two commits)",
+        description=(
+            "Compare two commits of a catalog checkout without a cluster: per cluster, the "
+            "instances whose version changes (and the selector that moved them), instances "
+            "added and removed, object changes, rollout plans and migrations to consider, and "
+            "validation problems new on the head. Only commits are compared: uncommitted edits "
+            "are not part of a preview. Exit 0 when the head adds no error, 1 when it does, "
+            "2 on usage errors, 3 with --exit-code when anything would change."
+        ),
+    )
+    _catalog_arg(p)
+    p.add_argument("--repo", help="catalog checkout (same as CATALOG; default: current directory)")
+    p.add_argument("--base", required=True, metavar="REV", help="the commit before the change")
+    p.add_argument(
+        "--head", default="HEAD", metavar="REV", help="the commit after it (default HEAD)"
+    )
+    p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
+    p.add_argument(
+        "--diff", action="store_true", help="unified diff of rendered objects (Secrets masked)"
+    )
+    p.add_argument("--exit-code", action="store_true", help="exit 3 when anything would change")
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "markdown", "json", "yaml"),
+        default="text",
+        help="text (default), markdown (a pull-request comment), JSON or YAML",
+    )
 
 
 def _rollout_parser(sub: Any) -> None:

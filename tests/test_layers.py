@@ -1,6 +1,6 @@
 """The layering rules of ARCHITECTURE.md, enforced by reading every module's imports.
 
-cli -> commands -> daemon -> stages -> model. Only ``source/`` imports ``git``,
+cli -> commands -> preview -> daemon -> stages -> model. Only ``source/`` imports ``git``,
 only ``kube/`` imports ``kubernetes`` (the sandbox's ``fieldschema.py`` reads the
 client's generated models as schema data, nothing else); ``model/`` imports nothing of ours but
 itself; stages never import the layers above them, nor each other's internals
@@ -26,7 +26,7 @@ STAGES = {
     "status",
     "sandbox",
 }
-UPPER = {"daemon", "commands", "cli"}
+UPPER = {"daemon", "preview", "commands", "cli"}
 
 
 def modules() -> list[Path]:
@@ -78,7 +78,7 @@ def test_module_respects_layers(path: Path) -> None:
             problems.append(f"imports {name}: model/ is pure data and imports no stage")
         if layer in STAGES and target in UPPER:
             problems.append(f"imports {name}: a stage must not import the {target} layer")
-        if layer == "daemon" and target in {"commands", "cli"}:
+        if layer == "daemon" and target in {"preview", "commands", "cli"}:
             problems.append(f"imports {name}: the daemon must not import {target}")
         if layer in STAGES and target in STAGES and target != layer and len(parts) > 2:
             problems.append(

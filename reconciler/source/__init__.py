@@ -8,6 +8,7 @@ that leaves this package is redacted (``redact_url``): no credential is ever
 logged, raised or recorded.
 """
 
+from reconciler.source.changes import changed_between
 from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
 from reconciler.source.checkout import CatalogSource, SyncResult
 from reconciler.source.gates import GateChange, GateRefused, change_gate
@@ -15,6 +16,7 @@ from reconciler.source.ledger import CommitInfo, StatusLedger, StatusSnapshot
 from reconciler.source.redact import redact_text, redact_url
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import GitFailed, MissingRemoteBranch
+from reconciler.source.snapshots import export_paths, list_directory, resolve_commit
 from reconciler.source.verify import SignaturePolicy, SignatureRefused, Verdict
 
 __all__ = [
@@ -37,7 +39,11 @@ __all__ = [
     "Verdict",
     "cache_root",
     "change_gate",
+    "changed_between",
+    "export_paths",
+    "list_directory",
     "redact_text",
     "redact_url",
+    "resolve_commit",
     "set_channel",
 ]
