@@ -150,6 +150,9 @@ def reconcile_checkout(
     )
     previous = previous or {}
     rolled: dict[str, Rolled] = {}
+    # when each rollout asked to be looked at again, on the clock of its observation: a
+    # long pass (hundreds of rollouts) must not add its own length to every wait
+    look_at: dict[str, float] = {}
     gated: set[str] = set()  # the next step of a path, waiting for the last one's health
     handed_back: set[str] = set()  # a rollout over and cleaned up: applied plainly again
     reads = PassReads(client)  # rollouts observe through one list per kind and namespace
@@ -186,6 +189,8 @@ def reconcile_checkout(
                 results.append(apply_plan(client, live, plan, options, source_commit=commit))
             else:
                 rolled[plan.name] = step
+                if step.next_look is not None:
+                    look_at[plan.name] = time.monotonic() + step.next_look
                 results.append(step.result)
         else:
             results.append(apply_plan(client, live, plan, options, source_commit=commit))
@@ -242,7 +247,8 @@ def reconcile_checkout(
         )
         for o in outcomes
     ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
-    looks = [r.next_look for r in rolled.values() if r.next_look is not None]
+    now = time.monotonic()
+    looks = [max(0.0, at - now) for at in look_at.values()]
     looks += [HEALTH_LOOK] if waiting else []
     looks += [hooks.next_look] if hooks.next_look is not None else []
     watch.forget_except(p.name for p in plans)

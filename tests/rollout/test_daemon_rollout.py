@@ -14,12 +14,15 @@ only over the API, and the invariants come from a Kubernetes watch on the pods.
 from __future__ import annotations
 
 import re
+import time
+import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from reconciler.catalog import load_catalog
+from reconciler.daemon import passes
 from reconciler.daemon.applying import instance_target
 from reconciler.daemon.loop import PassOutcome
 from reconciler.daemon.plan import plan_cluster
@@ -364,3 +367,24 @@ def test_a_restart_before_every_pass_still_finishes_once(world: World) -> None:
         "succeeded",
     ]
     assert _pod_versions(world) == {"6.6.0"}
+
+
+def test_a_long_pass_does_not_add_its_length_to_the_next_look(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollout asks to be looked at again ~2 s after it was observed, not 2 s after the
+    pass ends: with hundreds of rollouts a pass takes seconds, and adding them to every
+    wait would make many rollouts at once slower than each alone (issue 10's goal)."""
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    started = world.daemon.run_pass()
+    assert started.report is not None and started.report.next_look == 0.0  # its next step
+    waiting = world.daemon.run_pass()  # the first batch is starting: look again in ~2 s
+    assert waiting.report is not None and 1.0 < (waiting.report.next_look or 0) <= 2.0
+    ticks = iter(range(0, 10_000, 30))  # every reading of the pass's clock is 30 s later
+    clock = types.SimpleNamespace(monotonic=lambda: float(next(ticks)), time=time.time)
+    monkeypatch.setattr(passes, "time", clock)
+    long = world.daemon.run_pass()
+    assert _web(long).rollout is not None
+    assert long.report is not None and long.report.next_look == 0.0  # overdue: at once
