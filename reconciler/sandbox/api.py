@@ -219,7 +219,7 @@ class SandboxApi:
         check_rules(kind, obj, None)
         if opts.dry_run:
             return present(kind, obj)
-        return present(kind, self.store.put(kind.resource, obj))
+        return present(kind, self.store.put(kind.resource, obj, handover=True))
 
     def _checked_body(self, kind: Kind, body: Any) -> dict[str, Any]:
         if not isinstance(body, Mapping):
@@ -436,7 +436,7 @@ class SandboxApi:
             self.store.put(kind.resource, new)
             gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])
             return present(kind, gone or new)
-        return present(kind, self.store.put(kind.resource, new))
+        return present(kind, self.store.put(kind.resource, new, handover=True))
 
     def _scope_write(
         self, kind: Kind, old: dict[str, Any], body: dict[str, Any], subresource: str

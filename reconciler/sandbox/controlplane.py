@@ -18,7 +18,6 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.owned import CONTROLLER_MANAGER, controller_uid
 from reconciler.sandbox.store import ListOfObjects, Resource
@@ -35,6 +34,7 @@ DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
 
+Names = list[str]
 Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options
 
 
@@ -58,6 +58,10 @@ class ControlPlane:
 
     def list(self, resource: Resource, namespace: str | None) -> list[dict[str, Any]]:
         return self.api.store.list(resource, namespace)
+
+    def names(self, resource: Resource, namespace: str | None) -> Names:
+        """The names of ``resource``'s objects (nodes for the scheduler), without copies."""
+        return [o["metadata"]["name"] for o in self.api.store.view(resource, namespace)]
 
     def owned(self, resource: Resource, namespace: str, owner: dict[str, Any]) -> ListOfObjects:
         """``owned(list(resource, namespace), owner)`` without copying the others' objects."""
@@ -93,8 +97,9 @@ class ControlPlane:
         self, resource: Resource, old: dict[str, Any], body: dict[str, Any], manager: str = ""
     ) -> bool:
         """Write the main resource (``spec``/``metadata``); False when the write lost a race."""
-        body = clone(body)
-        body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        # shallow: ``commit`` copies the body it stores
+        meta = {**body["metadata"], "resourceVersion": old["metadata"]["resourceVersion"]}
+        body = {**body, "metadata": meta}
         try:
             self.api.commit(self.kind(resource), old, body, WriteOptions(manager or self.manager))
         except ApiError as e:
@@ -107,8 +112,7 @@ class ControlPlane:
     ) -> bool:
         if status == (old.get("status") or {}):
             return False
-        body = clone(old)
-        body["status"] = status
+        body = {**old, "status": status}  # shallow: ``commit`` copies what it stores
         try:
             self.api.commit(
                 self.kind(resource), old, body, WriteOptions(manager or self.manager), "status"

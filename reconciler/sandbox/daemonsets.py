@@ -47,7 +47,7 @@ class DaemonSetController:
         if not alive(ds):
             return None
         spec = ds.get("spec") or {}
-        nodes = sorted(n["metadata"]["name"] for n in self.plane.list(NODES, None))
+        nodes = sorted(self.plane.names(NODES, None))
         revision = ensure_revision(
             self.plane, ds, spec.get("template") or {}, hash_label=REVISION_LABEL
         )

@@ -150,7 +150,7 @@ class Kubelet:
 
     def _bind(self, pod: dict[str, Any]) -> None:
         """The scheduler's choice: the node with the fewest live pods (ties by name)."""
-        nodes = [n["metadata"]["name"] for n in self.plane.list(NODES, None)]
+        nodes = self.plane.names(NODES, None)
         if not nodes:
             return  # unschedulable: stays Pending, as on a cluster without nodes
         load = self._load()

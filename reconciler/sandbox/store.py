@@ -208,8 +208,14 @@ class Store:
             for obj in list(items.values()):
                 yield resource, obj
 
-    def put(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store a new or changed object, stamping the next resourceVersion."""
+    def put(
+        self, resource: Resource, obj: dict[str, Any], *, handover: bool = False
+    ) -> dict[str, Any]:
+        """Store a new or changed object, stamping the next resourceVersion.
+
+        ``handover``: ``obj`` is a fresh object nobody else holds (the API built it
+        for this write), stored as it is instead of copied first.
+        """
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
         items = self._objects.setdefault(resource, {})
@@ -217,7 +223,7 @@ class Store:
         self._by_namespace.setdefault(resource, {}).setdefault(key[0], set()).add(key)
         previous = items.get(key)
         self._rv += 1
-        stored = clone(obj)
+        stored = obj if handover else clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._rv)
         items[key] = stored
         for tally in self._tallies.get(resource, ()):
