@@ -15,6 +15,10 @@ lives in the daemon process: after a restart a wait starts again at the first
 pass (the deadline is extended, never shortened, so nothing fails early). It also
 keeps an upgrade path honest without waiting: the next step of a path starts
 only once the step before it is healthy.
+
+``on_end(instance, outcome, seconds)`` hears how long each wait lasted, once per
+wait: ``healthy``, or ``failed``/``timeout`` when the pass gave up on it (the
+daemon's ``reconciler_health_wait_seconds``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Waiting:
     desired: str | None  # the version Git asked for then (the end of an upgrade path)
     version: str | None  # the version that was applied and is being waited for
     since: float  # clock() when the wait began
+    ended: bool = False  # its end (failed, timeout) was reported; it stays open
 
 
 @dataclass
@@ -43,6 +48,7 @@ class HealthWatch:
     """Per instance, since when its objects have not been healthy (see the module docstring)."""
 
     clock: Callable[[], float] = time.monotonic
+    on_end: Callable[[str, str, float], None] | None = None
     _waits: dict[str, Waiting] = field(default_factory=dict)
 
     def changed(self, plan: InstancePlan, version: str | None) -> None:
@@ -58,7 +64,21 @@ class HealthWatch:
         return self.clock() - wait.since
 
     def healthy(self, name: str) -> None:
-        self._waits.pop(name, None)
+        wait = self._waits.pop(name, None)
+        if wait is not None and not wait.ended:
+            self._report(name, "healthy", wait)
+
+    def gave_up(self, name: str, outcome: str) -> None:
+        """The pass records ``name`` as failed (``failed``, or ``timeout``): its wait
+        ends for the metrics, once, but stays open (a later healthy look still ends it)."""
+        wait = self._waits.get(name)
+        if wait is not None and not wait.ended:
+            wait.ended = True
+            self._report(name, outcome, wait)
+
+    def _report(self, name: str, outcome: str, wait: Waiting) -> None:
+        if self.on_end is not None:
+            self.on_end(name, outcome, self.clock() - wait.since)
 
     def waiting_for(self, name: str) -> Waiting | None:
         return self._waits.get(name)

@@ -19,6 +19,7 @@ from pathlib import Path
 from reconciler.catalog.incremental import CatalogCache
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HealthWatch
+from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
@@ -42,6 +43,9 @@ from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
 
 log = logging.getLogger("reconciler.daemon")
+
+# The annotation naming the pass that recorded (or last bumped) an Event.
+PASS_ANNOTATION = "reconciler.dev/pass"
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ class PassOutcome:
     error: str | None = None
     source_changed: bool = False
     reason: str | None = None  # the error's kstatus reason (``UsageError``: fix the command)
+    pass_id: str = ""  # in its log lines, status commits and Events (daemon.logs)
 
     @property
     def ok(self) -> bool:
@@ -168,7 +173,9 @@ class Daemon:
         self._seeded = False  # statuses read from the status branch once
         self._seeded_shards: frozenset[int] = frozenset()  # with --shards: read for these
         self.events = EventRecorder(client)
-        self.health = HealthWatch()  # health waits across passes (daemon.healthwatch)
+        # health waits across passes (daemon.healthwatch), timed for the metrics
+        self.health = HealthWatch(on_end=self._health_wait_ended)
+        self._pass_id = ""  # the pass running (for its Events' annotation)
 
     def sync(self) -> tuple[Checkout, bool]:
         """The checkout to reconcile and whether it moved; the last good one if Git is away."""
@@ -219,7 +226,20 @@ class Daemon:
         """One whole pass; never raises for a stage failure (it is logged and returned).
 
         ``scope`` (``--shards``): reconcile only the instances of the shards held.
+        The pass has an ID (the service's, or a new one): every line it logs, every
+        status commit (``Reconciler-Pass``) and Event (``reconciler.dev/pass``) it
+        writes carries it.
         """
+        with pass_scope() as pass_id:
+            self._pass_id = pass_id
+            try:
+                outcome = self._run_pass(scope)
+            finally:
+                self._pass_id = ""
+            outcome.pass_id = pass_id
+            return outcome
+
+    def _run_pass(self, scope: ShardScope | None) -> PassOutcome:
         cluster = self.settings.cluster
         started = time.monotonic()
         try:
@@ -299,16 +319,18 @@ class Daemon:
             if not namespace:
                 continue
             ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
+            notes = self._event_annotations()
             writer = status.condition(ConditionType.CONFLICTING_WRITER)
             if writer is not None:  # every pass it is seen: the Event's count says how often
-                self.events.warning(ref, writer.reason, writer.message)
+                self.events.warning(ref, writer.reason, writer.message, annotations=notes)
             if status.instance not in changed:
                 continue
             message = f"{status.app} {status.version or '-'}: {status.message}"
             if status.phase in (Phase.FAILED, Phase.STALLED):
-                self.events.warning(ref, status.reason or str(status.phase), message)
+                reason = status.reason or str(status.phase)
+                self.events.warning(ref, reason, message, annotations=notes)
             elif status.phase is Phase.READY:
-                self.events.normal(ref, "ReconcileSucceeded", message)
+                self.events.normal(ref, "ReconcileSucceeded", message, annotations=notes)
 
     def _report_rollouts(self, report: PassReport) -> None:
         """Metrics and an Event for each rollout step a person cares about (best effort)."""
@@ -321,10 +343,17 @@ class Daemon:
                 continue
             ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
             reason = EVENT_REASONS[status.rollout.state]
+            notes = self._event_annotations()
             if status.phase in (Phase.FAILED, Phase.STALLED):
-                self.events.warning(ref, reason, status.message)
+                self.events.warning(ref, reason, status.message, annotations=notes)
             else:
-                self.events.normal(ref, reason, status.message)
+                self.events.normal(ref, reason, status.message, annotations=notes)
+
+    def _event_annotations(self) -> dict[str, str]:
+        return {PASS_ANNOTATION: self._pass_id} if self._pass_id else {}
+
+    def _health_wait_ended(self, instance: str, outcome: str, seconds: float) -> None:
+        self.metrics.observe_health_wait(self.settings.cluster, outcome, seconds)
 
     def _seed_statuses(self, scope: ShardScope | None = None) -> None:
         """After a (re)start, the last records come from the status branch, once.
@@ -420,15 +449,18 @@ class Daemon:
     ) -> tuple[list[CommitInfo], str | None]:
         """Commit changed records; a failed push is retried on the next pass, never lost."""
         try:
-            return self.ledger.record(statuses, source_commit=commit), None
+            pass_id = self._pass_id or None
+            return self.ledger.record(statuses, source_commit=commit, pass_id=pass_id), None
         except SourceError as e:
             log.error("cannot write status: %s", e, extra={"cluster": self.settings.cluster})
+            self.metrics.count_status_push_failure(self.settings.cluster)
             return [], f"{e.reason}: {e}"
 
     def _report_metrics(self, report: PassReport, seconds: float, ok: bool) -> None:
         cluster = self.settings.cluster
         self.metrics.observe_pass(cluster, seconds, ok=ok)
         self.metrics.set_phases(cluster, report.phase_counts())
+        self.metrics.set_instances(cluster, report.statuses)
         counts = {str(action): report.changes.count(action) for action in Action}
         self.metrics.count_actions(cluster, counts)
         for event in report.migrations:

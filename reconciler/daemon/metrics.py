@@ -2,22 +2,40 @@
 
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
-``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``); ``DaemonHttpServer``
-serves ``render()`` on ``GET /metrics``. Each ``DaemonMetrics`` owns a
-``CollectorRegistry`` instead of using prometheus_client's global one, so tests
-and several daemons in one process never clash over metric names.
+``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``,
+``set_instances``, ``count_status_push_failure``, ``observe_health_wait``); the
+Kubernetes client reports its answers and retries through
+``reconciler.kube.observe`` (``count_request``, ``count_retry``), since ``kube/``
+cannot import the daemon. ``DaemonHttpServer`` serves ``render()`` on ``GET
+/metrics``. Each ``DaemonMetrics`` owns a ``CollectorRegistry`` instead of using
+prometheus_client's global one, so tests and several daemons in one process
+never clash over metric names; the standard ``process_*`` and ``python_*``
+collectors are registered on it too, as every Prometheus exporter has them.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+import reconciler
+from reconciler.kube import observe
 from reconciler.model.rollout import BatchState, RolloutRecord
+from reconciler.model.status import InstanceStatus, Phase
 
 # Content type of ``render()``, for the HTTP layer.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -42,6 +60,15 @@ MIGRATION_OUTCOMES = ("succeeded", "notNeeded", "failed")
 
 PASS_RESULTS = ("success", "failure", "error")
 
+# How a health wait ended: the objects became healthy, one failed outright (a pod
+# in CrashLoopBackOff, a failed Job), or --health-timeout passed first.
+HEALTH_WAIT_OUTCOMES = ("healthy", "failed", "timeout")
+# --health-timeout defaults to 120s; waits run from a second to many minutes.
+HEALTH_WAIT_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+# The labels of reconciler_instance_info, in order.
+INSTANCE_INFO_LABELS = ("cluster", "instance", "app", "version", "desired", "phase", "reason")
+
 
 class DaemonMetrics:
     """Every metric the daemon exports, and the helpers the loop calls."""
@@ -49,6 +76,19 @@ class DaemonMetrics:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self.registry = CollectorRegistry(auto_describe=True)
+        # the same collectors prometheus_client puts on its global registry
+        # (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR), on this one
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.build_info = Gauge(
+            "reconciler_build_info",
+            "Always 1; the labels say which reconciler and Python this daemon runs.",
+            ["version", "python"],
+            registry=self.registry,
+        )
+        build = reconciler.version_info()
+        self.build_info.labels(build["version"], build["python"]).set(1)
         self.pass_duration = Histogram(
             "reconciler_pass_duration_seconds",
             "Duration of a reconcile pass.",
@@ -93,7 +133,8 @@ class DaemonMetrics:
         )
         self.is_leader = Gauge(
             "reconciler_is_leader",
-            "1 when this replica holds the leader lease (or election is off), else 0.",
+            "1 when this replica acts: it holds the leader Lease, leader election is off "
+            "(a single replica leads), or with --shards it holds at least one shard; else 0.",
             registry=self.registry,
         )
         self.shards_held = Gauge(
@@ -136,7 +177,46 @@ class DaemonMetrics:
             buckets=MIGRATION_BUCKETS,
             registry=self.registry,
         )
+        self.instance_info = Gauge(
+            "reconciler_instance_info",
+            "Always 1, one series per instance this replica reconciles: its app, the version "
+            "running, the desired version, the phase and its reason after the last pass.",
+            list(INSTANCE_INFO_LABELS),
+            registry=self.registry,
+        )
+        self.api_requests = Counter(
+            "reconciler_api_requests",
+            "Kubernetes API requests answered, by HTTP verb and status code "
+            '(code "error": no answer).',
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.api_retries = Counter(
+            "reconciler_api_retries",
+            "Kubernetes API requests sent again, by HTTP verb and the code that made the "
+            'client retry (429, 5xx, or "error": no answer).',
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.status_push_failures = Counter(
+            "reconciler_status_push_failures",
+            "Passes whose status commits could not be pushed to the status branch "
+            "(retried on the next pass).",
+            ["cluster"],
+            registry=self.registry,
+        )
+        self.health_wait = Histogram(
+            "reconciler_health_wait_seconds",
+            "Time from a change to an instance's objects until they were healthy, failed, "
+            "or ran out of --health-timeout (outcome).",
+            ["cluster", "outcome"],
+            buckets=HEALTH_WAIT_BUCKETS,
+            registry=self.registry,
+        )
         self._phases_seen: dict[str, set[str]] = {}
+        self._info_lock = threading.Lock()
+        self._info: dict[tuple[str, str], tuple[str, ...]] = {}  # (cluster, instance) -> labels
+        observe.add_listener(self)
 
     def start(self, cluster: str) -> None:
         """Create the per-cluster series at start-up, before any pass ends.
@@ -150,6 +230,12 @@ class DaemonMetrics:
         for result in PASS_RESULTS:
             self.passes.labels(cluster, result)
         self.shards_held.labels(cluster).set(0)
+        self.status_push_failures.labels(cluster)
+        for outcome in HEALTH_WAIT_OUTCOMES:
+            self.health_wait.labels(cluster, outcome)
+        # A single replica leads; leader election and --shards set it to 0 until
+        # they hold a Lease (reconciler.daemon.service).
+        self.set_leader(True)
 
     def observe_pass(
         self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False
@@ -232,6 +318,69 @@ class DaemonMetrics:
         if outcome not in MIGRATION_OUTCOMES:
             raise ValueError(f"unknown migration outcome {outcome!r}")
         self.migration_duration.labels(migration, phase, outcome).observe(max(seconds, 0.0))
+
+    def set_instances(self, cluster: str, statuses: Iterable[InstanceStatus]) -> None:
+        """One ``reconciler_instance_info`` series per instance in ``statuses``.
+
+        ``statuses`` is every instance this replica reconciled in the pass (with
+        ``--shards``, those of its shards): an instance no longer among them, or
+        removed from Git, loses its series, and an instance whose labels changed
+        (a new version, phase or reason) loses the old series, so a query never sees
+        two versions of one instance.
+        """
+        wanted: dict[tuple[str, str], tuple[str, ...]] = {}
+        for status in statuses:
+            if status.phase is Phase.REMOVED:
+                continue
+            wanted[(cluster, status.instance)] = (
+                cluster,
+                status.instance,
+                status.app,
+                status.version or "",
+                status.desired_version or "",
+                str(status.phase),
+                status.reason or "",
+            )
+        with self._info_lock:
+            for key, labels in list(self._info.items()):
+                if key[0] == cluster and wanted.get(key) != labels:
+                    self.instance_info.remove(*labels)
+                    del self._info[key]
+            for key, labels in wanted.items():
+                if key not in self._info:
+                    self.instance_info.labels(*labels).set(1)
+                    self._info[key] = labels
+
+    def count_request(self, verb: str, code: str) -> None:
+        """One answer of the API server (``reconciler.kube.observe``)."""
+        self.api_requests.labels(verb, code).inc()
+
+    def count_retry(self, verb: str, code: str) -> None:
+        """One request sent again (``reconciler.kube.observe``)."""
+        self.api_retries.labels(verb, code).inc()
+
+    def count_status_push_failure(self, cluster: str) -> None:
+        self.status_push_failures.labels(cluster).inc()
+
+    def observe_health_wait(self, cluster: str, outcome: str, seconds: float) -> None:
+        if outcome not in HEALTH_WAIT_OUTCOMES:
+            raise ValueError(f"unknown health wait outcome {outcome!r}")
+        self.health_wait.labels(cluster, outcome).observe(max(seconds, 0.0))
+
+    def metric_names(self) -> set[str]:
+        """Every series name this registry can expose (``_total``, ``_bucket``... included).
+
+        For checking that alert rules and dashboards name metrics that exist.
+        """
+        names: set[str] = set()
+        for family in self.registry.collect():
+            names.add(family.name)
+            names.update(sample.name for sample in family.samples)
+            if family.type == "counter":
+                names.update({family.name + "_total", family.name + "_created"})
+            elif family.type == "histogram":
+                names.update(family.name + s for s in ("_bucket", "_count", "_sum", "_created"))
+        return names
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

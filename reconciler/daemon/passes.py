@@ -382,8 +382,12 @@ def watch_health(
         )
         if health.healthy:
             watch.healthy(plan.name)
-        elif not health.failed and watch.unhealthy(plan, version) < settings.health_timeout:
+        elif health.failed:
+            watch.gave_up(plan.name, "failed")
+        elif watch.unhealthy(plan, version) < settings.health_timeout:
             waiting.add(plan.name)
+        else:
+            watch.gave_up(plan.name, "timeout")
     return waiting
 
 

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.statuses import UPGRADE_IN_PROGRESS
 from reconciler.daemon.triggers import (
@@ -125,22 +126,26 @@ class Service:
             if not self.leading:
                 log.debug("not the leader; ignoring %s", trigger.describe())
                 continue
-            log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
-            started = time.monotonic()
-            try:
-                outcome = self._run_pass()
-            except Exception:
-                # A bug must not end reconciliation of every instance: log it with its
-                # traceback, count it, and try again after a pause.
-                log.exception("pass crashed", extra={"cluster": self.settings.cluster})
-                self.daemon.metrics.observe_pass(
-                    self.settings.cluster, time.monotonic() - started, ok=False, crashed=True
-                )
-                self.health.pass_completed(False)
-                self.queue.schedule(Trigger("retry", "after a crashed pass"), CRASH_RETRY_DELAY)
-                continue
-            self.health.pass_completed(outcome.error is None)
-            self._schedule_follow_up(outcome)
+            with pass_scope():  # the pass's ID, from its first line to its last
+                self._pass(trigger)
+
+    def _pass(self, trigger: Trigger) -> None:
+        log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
+        started = time.monotonic()
+        try:
+            outcome = self._run_pass()
+        except Exception:
+            # A bug must not end reconciliation of every instance: log it with its
+            # traceback, count it, and try again after a pause.
+            log.exception("pass crashed", extra={"cluster": self.settings.cluster})
+            self.daemon.metrics.observe_pass(
+                self.settings.cluster, time.monotonic() - started, ok=False, crashed=True
+            )
+            self.health.pass_completed(False)
+            self.queue.schedule(Trigger("retry", "after a crashed pass"), CRASH_RETRY_DELAY)
+            return
+        self.health.pass_completed(outcome.error is None)
+        self._schedule_follow_up(outcome)
 
     def _run_pass(self) -> PassOutcome:
         if self.shards is None:
@@ -187,9 +192,7 @@ class Service:
                 s.branch,
                 cluster=s.cluster,
             )
-            bound = self.http.start()
-            self.http_port = bound
-            log.info("serving /metrics, /healthz, /readyz and /hooks/* on %s:%d", host, bound)
+            self.http_port = self.http.start()  # it logs where it serves
         if s.shards:
             self._start_shards()
         elif s.leader_elect:
@@ -258,14 +261,14 @@ class Service:
         self.health.set_leader(False)
         self.daemon.metrics.set_leader(False)
 
-        def started() -> None:
-            log.info("became the leader (%s)", s.identity, extra={"cluster": s.cluster})
+        def started() -> None:  # the elector logs "<Lease>: <identity> is the leader"
             self.health.set_leader(True)
             self.daemon.metrics.set_leader(True)
             self.queue.put(Trigger("startup", "became the leader"))
 
         def stopped() -> None:
-            log.warning("lost the leadership (%s)", s.identity, extra={"cluster": s.cluster})
+            if not self._release_lease.is_set():  # not our shutdown: another replica leads
+                log.warning("lost the leadership (%s)", s.identity, extra={"cluster": s.cluster})
             self.health.set_leader(False)
             self.daemon.metrics.set_leader(False)
 

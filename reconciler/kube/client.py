@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.kube.compare import comparable
 from reconciler.kube.discovery import Discovery, ResourceInfo
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError, NotFoundError, api_error
+from reconciler.kube.observe import NO_ANSWER, record_request, record_retry
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
 
@@ -199,16 +200,19 @@ class KubeClient:
                     method, path, query, headers, body
                 )
             except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
+                record_request(method, NO_ANSWER)
                 if last:
                     raise ClusterUnreachable(
                         f"{subject}: {verb} failed: cannot reach the API server at "
                         f"{self.host}: {_short(e)}"
                     ) from e
                 log.debug("%s %s: %s; retrying", method, path, _short(e))
+                record_retry(method, NO_ANSWER)
                 time.sleep(self.retry.delay(attempt))
                 continue
             if status in RETRY_STATUSES and not last and not _permanent(status, data):
                 log.debug("%s %s: HTTP %s; retrying", method, path, status)
+                record_retry(method, status)
                 time.sleep(self.retry.delay(attempt, retry_after))
                 continue
             for text in warnings:
@@ -237,6 +241,7 @@ class KubeClient:
             method, url, header_params=hdrs, body=body, _request_timeout=self.retry.timeout
         )
         data = resp.read() or b""
+        record_request(method, int(resp.status))
         headers = resp.headers
         values = headers.getlist("Warning") if hasattr(headers, "getlist") else []
         return (

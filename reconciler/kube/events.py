@@ -11,6 +11,11 @@ Repeats are deduplicated like client-go's ``EventCorrelator``: the same object,
 type, reason and message within ``dedupe_window`` seconds patches the existing
 Event's ``count`` and ``lastTimestamp`` instead of creating a new one, so a
 failure that persists for hours is one Event with a growing count.
+
+``annotations`` (the daemon's ``reconciler.dev/pass``: the pass that recorded
+it) are set on a new Event and on every bump, so the annotation names the last
+pass that saw it; they are not part of the dedupe key, or a failure repeated by
+every pass would be a new Event each time.
 """
 
 from __future__ import annotations
@@ -125,6 +130,8 @@ class EventRecorder:
         reason: str,
         message: str,
         type: EventType = "Normal",
+        *,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """Create or bump an Event; returns the Event as written, None when it was not.
 
@@ -136,34 +143,50 @@ class EventRecorder:
             if problem:
                 log.warning("event %s on %s not recorded: %s", reason, target, problem)
                 return None
-            return self._record(target, reason[:MAX_REASON], _cut(message), type)
+            notes = dict(annotations or {})
+            return self._record(target, reason[:MAX_REASON], _cut(message), type, notes)
         except Exception as e:  # best effort by contract: log, never fail the caller
             log.warning("event %s not recorded: %s", reason, e)
             return None
 
     def warning(
-        self, involved: Mapping[str, Any] | ObjectRef, reason: str, message: str
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
-        return self.record(involved, reason, message, "Warning")
+        return self.record(involved, reason, message, "Warning", annotations=annotations)
 
     def normal(
-        self, involved: Mapping[str, Any] | ObjectRef, reason: str, message: str
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
-        return self.record(involved, reason, message, "Normal")
+        return self.record(involved, reason, message, "Normal", annotations=annotations)
 
     # -- create or bump -------------------------------------------------------------
 
     def _record(
-        self, target: Involved, reason: str, message: str, type: EventType
+        self,
+        target: Involved,
+        reason: str,
+        message: str,
+        type: EventType,
+        annotations: dict[str, str],
     ) -> dict[str, Any] | None:
         key: _Key = (target, type, reason, message)
         now = self._clock()
         seen = self._recent(key, now)
         event: dict[str, Any] | None = None
         if seen is not None:
-            event = self._bump(seen, now)
+            event = self._bump(seen, now, annotations)
         if event is None:
-            event = self._create(target, reason, message, type, now)
+            event = self._create(target, reason, message, type, now, annotations)
         meta = event.get("metadata") or {}
         count = int(event.get("count") or 1)
         self._remember(key, _Seen(target.event_namespace, str(meta.get("name")), count, now))
@@ -184,9 +207,11 @@ class EventRecorder:
             while len(self._seen) > CACHE_SIZE:
                 self._seen.popitem(last=False)
 
-    def _bump(self, seen: _Seen, now: float) -> dict[str, Any] | None:
+    def _bump(self, seen: _Seen, now: float, annotations: dict[str, str]) -> dict[str, Any] | None:
         """Patch the count of an Event we wrote; None when it has expired from the server."""
-        patch = {"count": seen.count + 1, "lastTimestamp": _timestamp(now)}
+        patch: dict[str, Any] = {"count": seen.count + 1, "lastTimestamp": _timestamp(now)}
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
         path = f"/api/v1/namespaces/{segment(seen.namespace)}/events/{segment(seen.name)}"
         try:
             answer = self.client.request(
@@ -209,14 +234,26 @@ class EventRecorder:
         return name[: MAX_NAME - len(suffix)] + suffix
 
     def _create(
-        self, target: Involved, reason: str, message: str, type: EventType, now: float
+        self,
+        target: Involved,
+        reason: str,
+        message: str,
+        type: EventType,
+        now: float,
+        annotations: dict[str, str],
     ) -> dict[str, Any]:
         namespace = target.event_namespace
         stamp = _timestamp(now)
+        metadata: dict[str, Any] = {
+            "name": self._event_name(target.name, now),
+            "namespace": namespace,
+        }
+        if annotations:
+            metadata["annotations"] = annotations
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": self._event_name(target.name, now), "namespace": namespace},
+            "metadata": metadata,
             "involvedObject": target.to_dict(),
             "reason": reason,
             "message": message,

@@ -239,7 +239,8 @@ class LeaderElector:
             log.info("%s: %s is the leader", self.subject, self.identity)
             _call(on_started_leading, "on_started_leading")
             self._lead(stop)
-            log.info("%s: %s stopped leading", self.subject, self.identity)
+            # debug: whoever runs the elector says why (shutdown, or a lost Lease)
+            log.debug("%s: %s stopped leading", self.subject, self.identity)
             _call(on_stopped_leading, "on_stopped_leading")
             if stop.is_set():
                 if self.release_on_cancel:

@@ -156,7 +156,8 @@ class ShardCoordinator:
                 self._give_up(decision.release)
             for k in decision.acquire:
                 if self._step(self.electors[k]):
-                    log.info("%s: holds shard %d of %d", self.identity, k, self.count)
+                    # debug: the service logs the whole set held after each change
+                    log.debug("%s: holds shard %d of %d", self.identity, k, self.count)
                     with self._lock:
                         self._mine.add(k)
                     break

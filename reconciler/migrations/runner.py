@@ -17,6 +17,7 @@ move belongs in a Job migration.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import traceback
@@ -65,7 +66,11 @@ def run_step(
             box["where"] = _origin(e)
 
     start = clock()
-    thread = threading.Thread(target=target, name=f"migration-{name or step}", daemon=True)
+    # run in a copy of the caller's context: the migration's log lines carry the pass ID
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(target,), name=f"migration-{name or step}", daemon=True
+    )
     thread.start()
     thread.join(max(timeout, 0.0))
     duration = clock() - start

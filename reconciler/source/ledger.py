@@ -142,13 +142,16 @@ class StatusLedger:
         *,
         source_commit: str | None = None,
         now: str | None = None,
+        pass_id: str | None = None,
     ) -> list[CommitInfo]:
         """Commit every status that differs from its record; return the commits published.
 
         Several statuses of one instance are recorded in the order given, one commit
         each (a migration run, then the upgrade it preceded: SPEC section 5).
         ``source_commit`` fills records whose ``source_commit`` is empty; ``now``
-        (RFC 3339) stamps changed records and new condition transitions. Raises
+        (RFC 3339) stamps changed records and new condition transitions; ``pass_id``
+        (the daemon pass recording them) becomes each commit's ``Reconciler-Pass``
+        trailer. Raises
         ``SourceError`` when the branch cannot be fetched or pushed (after retries)
         or when other writers keep winning for ``conflict_attempts`` rounds.
         """
@@ -159,13 +162,14 @@ class StatusLedger:
             for attempt in range(1, self._conflict_attempts + 1):
                 self._store.refresh()
                 base = store.tip(self._store)
-                commits, new_head = self._build(base, wanted, now)
+                commits, new_head = self._build(base, wanted, now, pass_id)
                 if not commits:
                     return []
                 if self._store.publish(new_head, base):
                     store.housekeep(self._store)
                     for info in commits:
-                        log.info("%s", info.subject, extra={"cluster": self.cluster})
+                        # debug: the daemon logs one line per changed instance already
+                        log.debug("%s", info.subject, extra={"cluster": self.cluster})
                     return commits
                 log.info(
                     "status branch %s moved (attempt %d); re-applying %d record(s) on its new head",
@@ -254,7 +258,11 @@ class StatusLedger:
         return objects.read_tree(self._store.repo, sub[0])
 
     def _build(
-        self, base: str | None, wanted: dict[str, list[InstanceStatus]], now: str | None
+        self,
+        base: str | None,
+        wanted: dict[str, list[InstanceStatus]],
+        now: str | None,
+        pass_id: str | None = None,
     ) -> tuple[list[CommitInfo], str]:
         """A chain of commits on ``base``, one per changed record, in instance order."""
         entries = self._instance_entries(base)
@@ -265,7 +273,7 @@ class StatusLedger:
                 prepared = prepare_record(status, previous, now=now)
                 if not prepared.changed:
                     continue
-                message = commit_message(prepared.status, previous, note=note)
+                message = commit_message(prepared.status, previous, note=note, pass_id=pass_id)
                 data = dump_record(prepared.status)
                 changes.append((name, objects.Change(status_path(name), data, message)))
                 previous, note = prepared.status, ""

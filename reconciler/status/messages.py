@@ -25,6 +25,10 @@ TRAILER_ROLLOUT_STATE = "Reconciler-Rollout-State"
 TRAILER_BATCH = "Reconciler-Batch"
 TRAILER_REPLICAS = "Reconciler-Replicas"
 TRAILER_MIGRATION = "Reconciler-Migration"
+# The daemon pass that wrote the commit: the ID its log lines and Events carry
+# (reconciler.daemon.logs). An addition to section 3's trailers; absent on commits
+# written outside a pass.
+TRAILER_PASS = "Reconciler-Pass"
 TRAILER_KEYS = (
     TRAILER_CLUSTER,
     TRAILER_INSTANCE,
@@ -38,20 +42,33 @@ _SUBJECT_LIMIT = 120
 
 
 def commit_message(
-    status: InstanceStatus, previous: InstanceStatus | None, *, note: str = ""
+    status: InstanceStatus,
+    previous: InstanceStatus | None,
+    *,
+    note: str = "",
+    pass_id: str | None = None,
 ) -> str:
-    """The full commit message for recording ``status`` over ``previous``."""
+    """The full commit message for recording ``status`` over ``previous``.
+
+    ``pass_id``: the daemon pass recording it, as a last ``Reconciler-Pass`` trailer.
+    """
     subject = f"{status.cluster}/{status.instance}: {describe_change(status, previous)}"
     if len(subject) > _SUBJECT_LIMIT:
         subject = subject[: _SUBJECT_LIMIT - 3].rstrip() + "..."
     body = _body(status, previous, note)
-    pairs = trailers_for(status, previous).items()
+    pairs = trailers_for(status, previous, pass_id=pass_id).items()
     trailers = "\n".join(f"{key}: {value}" for key, value in pairs)
     return f"{subject}\n\n{body}\n\n{trailers}\n"
 
 
-def trailers_for(status: InstanceStatus, previous: InstanceStatus | None = None) -> dict[str, str]:
-    """Section 3's trailers, plus section 4's when this commit records a rollout step."""
+def trailers_for(
+    status: InstanceStatus,
+    previous: InstanceStatus | None = None,
+    *,
+    pass_id: str | None = None,
+) -> dict[str, str]:
+    """Section 3's trailers, plus section 4's when this commit records a rollout step,
+    section 5's for a migration run, and the pass that wrote it."""
     out = {
         TRAILER_CLUSTER: _one_line(status.cluster),
         TRAILER_INSTANCE: _one_line(status.instance),
@@ -65,6 +82,8 @@ def trailers_for(status: InstanceStatus, previous: InstanceStatus | None = None)
     run = new_migration(status, previous)
     if run is not None:
         out[TRAILER_MIGRATION] = _one_line(f"{run.get('name', '?')} {run.get('outcome', '?')}")
+    if pass_id:
+        out[TRAILER_PASS] = _one_line(pass_id)
     return out
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.daemon.healthwatch import HealthWatch
 from reconciler.model.changeset import ObjectRef
@@ -120,7 +121,7 @@ class Clock:
 def test_an_instance_still_unhealthy_after_the_timeout_fails(world: World) -> None:
     daemon = world.new_daemon(health_timeout=60.0, health_grace=0.05)
     clock = Clock()
-    daemon.health = HealthWatch(clock=clock)
+    daemon.health = HealthWatch(clock=clock, on_end=daemon.health.on_end)
     first = daemon.run_pass()
     assert by_name(first.report.statuses)["api"].phase is Phase.PROGRESSING  # type: ignore[union-attr]
     clock.now += 59.0
@@ -131,6 +132,15 @@ def test_an_instance_still_unhealthy_after_the_timeout_fails(world: World) -> No
     assert api.phase is Phase.FAILED and api.reason == "HealthCheckFailed"
     assert "not healthy within 60s" in api.message
     assert "api" in [c.instance for c in later.commits]
+    # reconciler_health_wait_seconds: web's wait ended healthy, api's timed out, once
+    daemon.run_pass()
+    waits = {
+        s.labels["outcome"]: s.value
+        for f in text_string_to_metric_families(daemon.metrics.render().decode())
+        for s in f.samples
+        if s.name == "reconciler_health_wait_seconds_count"
+    }
+    assert waits == {"healthy": 1, "failed": 0, "timeout": 1}
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ..
 def test_all_families_are_exported_with_their_types() -> None:
     text = DaemonMetrics().render().decode()
     # prometheus_client adds a ``<name>_created`` gauge per unlabelled counter/histogram.
+    # process_* and python_* come from prometheus_client's standard collectors
     families = {
         f.name: f.type
         for f in text_string_to_metric_families(text)
-        if not f.name.endswith("_created")
+        if not f.name.endswith("_created") and f.name.startswith("reconciler_")
     }
     assert families == {
         "reconciler_pass_duration_seconds": "histogram",
@@ -40,6 +41,12 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_rollout_batch_duration_seconds": "histogram",
         "reconciler_instance_rollout_batch": "gauge",
         "reconciler_migration_duration_seconds": "histogram",
+        "reconciler_build_info": "gauge",
+        "reconciler_instance_info": "gauge",
+        "reconciler_api_requests": "counter",
+        "reconciler_api_retries": "counter",
+        "reconciler_status_push_failures": "counter",
+        "reconciler_health_wait_seconds": "histogram",
     }
 
 

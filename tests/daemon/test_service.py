@@ -148,6 +148,8 @@ def test_leader_failover_loses_and_duplicates_nothing(world: World) -> None:
     with running(first) as a, running(second) as b:
         eventually(lambda: a.leading != b.leading)
         leader, standby = (a, b) if a.leading else (b, a)
+        eventually(lambda: leader.daemon.metrics.is_leader._value.get() == 1)
+        assert standby.daemon.metrics.is_leader._value.get() == 0  # a standby does not act
         eventually(lambda: web_image(world).endswith(":6.5.0"))
         eventually(lambda: len(status_log(world)) == 2)
         # the leader dies without releasing its Lease: the standby waits for expiry

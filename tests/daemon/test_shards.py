@@ -284,6 +284,16 @@ def test_three_services_share_the_shards_and_take_over_a_killed_ones(shop: World
         for service in services:
             shards = ("reconciler_shards_held", (("cluster", "prod"),))
             assert samples(service.daemon.metrics)[shards] == len(held(service)) == 1
+            # a replica holding a shard acts: reconciler_is_leader reads 1 for each
+            assert samples(service.daemon.metrics)[("reconciler_is_leader", ())] == 1
+        # reconciler_instance_info: each instance once, on the replica holding its shard
+        infos = [
+            dict(labels)["instance"]
+            for s in services
+            for (name, labels) in samples(s.daemon.metrics)
+            if name == "reconciler_instance_info"
+        ]
+        assert sorted(infos) == sorted(NAMES)
         assert c.shards is not None
         c.shards.release_on_cancel = False  # killed: its Leases stay until they expire
         c.shutdown("killed")

@@ -185,3 +185,18 @@ def test_an_unreachable_server_is_swallowed(
     with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
         assert recorder.warning(INVENTORY, "ApplyFailed", "boom") is None
     assert "cannot reach the API server" in caplog.text
+
+
+def test_annotations_name_the_last_recorder_and_leave_dedupe_alone(
+    recorder: EventRecorder, client: KubeClient, clock: Clock
+) -> None:
+    """The daemon annotates each Event with its pass ID: a repeat by a later pass is still
+    the same Event (count 2), and its annotation then names that later pass."""
+    recorder.warning(INVENTORY, "ApplyFailed", "boom", annotations={"reconciler.dev/pass": "aaaa"})
+    [event] = events(client)
+    assert event["metadata"]["annotations"] == {"reconciler.dev/pass": "aaaa"}
+    clock.now += 60
+    recorder.warning(INVENTORY, "ApplyFailed", "boom", annotations={"reconciler.dev/pass": "bbbb"})
+    [event] = events(client)
+    assert event["count"] == 2
+    assert event["metadata"]["annotations"] == {"reconciler.dev/pass": "bbbb"}

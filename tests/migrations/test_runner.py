@@ -49,3 +49,21 @@ def test_a_missing_step_and_an_unknown_step() -> None:
 def test_a_step_that_returns_is_ok_with_its_value() -> None:
     out = run_step(samples.NoUndo(), "needed", None, 5)
     assert out.ok and out.value is False and out.message == ""
+
+
+def test_a_migration_logs_with_the_pass_id_of_its_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its step runs on a thread of its own, in a copy of the caller's context."""
+    import logging
+
+    from reconciler.daemon.logs import pass_scope
+
+    class Logs:
+        def run(self, ctx: object) -> None:
+            logging.getLogger("reconciler.migrations.sample").warning("migrating")
+
+    with pass_scope() as pass_id:
+        assert run_step(Logs(), "run", None, 5, name="m").ok
+    [record] = [r for r in caplog.records if r.getMessage() == "migrating"]
+    assert getattr(record, "pass_id", None) == pass_id

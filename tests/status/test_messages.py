@@ -183,3 +183,14 @@ def test_each_migration_run_is_its_own_commit_in_spec_section_5_words() -> None:
     upgraded = replace(ran, version="6.6.0")
     assert describe_change(upgraded, ran) == "upgraded podinfo 6.5.0 -> 6.6.0 (Ready)"
     assert "Reconciler-Migration" not in commit_message(upgraded, ran)
+
+
+def test_the_pass_trailer_comes_last_and_only_from_a_pass() -> None:
+    """``Reconciler-Pass`` adds to section 3's trailers (they stay first and unchanged)."""
+    new = replace(READY, version="6.6.0", desired_version="6.6.0")
+    plain = commit_message(new, READY)
+    with_pass = commit_message(new, READY, pass_id="1f2e3d4c")
+    assert "Reconciler-Pass" not in plain
+    assert with_pass == plain.rstrip("\n") + "\nReconciler-Pass: 1f2e3d4c\n"
+    trailers = parse_trailers(with_pass.rsplit("\n\n", 1)[1])
+    assert trailers["Reconciler-Instance"] == "web" and trailers["Reconciler-Pass"] == "1f2e3d4c"

@@ -1,0 +1,70 @@
+"""Where the client reports each API answer and retry, for whoever counts them.
+
+``kube/`` sits below the daemon (ARCHITECTURE's layers), so the client cannot
+import the daemon's metrics; instead it calls ``record_request`` for every
+answer and ``record_retry`` for every request it sends again, and the daemon's
+``DaemonMetrics`` subscribes with ``add_listener``. Listeners are held weakly: a
+daemon that goes away (tests build many in one process) stops counting without
+having to unsubscribe. Counting is process-wide, like client-go's
+``rest_client_requests_total``: every ``KubeClient`` of the process is counted,
+which in ``reconciler run`` is the daemon's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+# The code of a request that got no answer (connection refused, timeout, TLS).
+NO_ANSWER = "error"
+
+
+class RequestListener(Protocol):
+    def count_request(self, verb: str, code: str) -> None: ...
+
+    def count_retry(self, verb: str, code: str) -> None: ...
+
+
+_lock = threading.Lock()
+_listeners: weakref.WeakSet[RequestListener] = weakref.WeakSet()
+
+
+def add_listener(listener: RequestListener) -> None:
+    """Count every request and retry of this process in ``listener`` from now on."""
+    with _lock:
+        _listeners.add(listener)
+
+
+def remove_listener(listener: RequestListener) -> None:
+    with _lock:
+        _listeners.discard(listener)
+
+
+def record_request(verb: str, code: int | str) -> None:
+    """One answer (or ``NO_ANSWER``) of the API server to an HTTP ``verb`` (GET, PATCH...)."""
+    for listener in _snapshot():
+        _call(listener.count_request, verb, code)
+
+
+def record_retry(verb: str, code: int | str) -> None:
+    """A request sent again after ``code`` (429, a 5xx, or ``NO_ANSWER``)."""
+    for listener in _snapshot():
+        _call(listener.count_retry, verb, code)
+
+
+def _snapshot() -> list[RequestListener]:
+    with _lock:
+        return list(_listeners)
+
+
+def _call(method: Callable[[str, str], None], verb: str, code: int | str) -> None:
+    """A listener's failure must never fail the request it counts."""
+    try:
+        method(verb.upper(), str(code))
+    except Exception as e:  # counting is best effort
+        log.debug("request listener failed: %s", e)
