@@ -436,12 +436,22 @@ class SandboxApi:
             self.store.put(kind.resource, new)
             gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])
             return present(kind, gone or new)
-        return present(kind, self.store.put(kind.resource, new, handover=True))
+        # the answer is only read (serialized by the server, or dropped by a controller)
+        return present(kind, self.store.put(kind.resource, new, handover=True, share=True))
 
     def _scope_write(
         self, kind: Kind, old: dict[str, Any], body: dict[str, Any], subresource: str
     ) -> dict[str, Any]:
         """What a write may change: /status only status, the main resource never status."""
+        if subresource == "status" and kind.schema is None:
+            # only status and metadata change (both replaced, never edited in place):
+            # the rest is shared with the stored object, as nothing edits stored objects
+            new = {**old, "metadata": dict(old["metadata"])}
+            if "status" in body:
+                new["status"] = clone(body["status"])
+            else:
+                new.pop("status", None)
+            return new
         if subresource == "status":
             new = clone(old)
             if "status" in body:

@@ -179,7 +179,9 @@ def track_update(
     entries = requested if requested is not None else _entries(old)
     changed = {
         p
-        for p in _scoped(field_paths(new, schema=schema), subresource, has_status)
+        for p in _scoped(
+            _written_paths(new, subresource, has_status, schema), subresource, has_status
+        )
         if p[-1] != "." and get_path(old or {}, p) != get_path(new, p)
     }
     for entry in entries:
@@ -193,6 +195,22 @@ def track_update(
         mine.fields |= changed | _item_markers(new, changed)
         mine.time = now()
     _store_entries(new, entries)
+
+
+def _written_paths(
+    new: Mapping[str, Any], subresource: str, has_status: bool, schema: Schema | None
+) -> FieldSet:
+    """The leaf paths a write may own: only the status subtree's for /status.
+
+    The same set ``_scoped`` keeps of the whole object's paths, without walking
+    the spec and metadata of every pod on each of the kubelet's status writes.
+    """
+    if subresource == "status" and has_status:
+        status = new.get("status")
+        if status is None:
+            return set()
+        return field_paths(status, ("f:status",), "status", child_schema(schema, "status", ()))
+    return field_paths(new, schema=schema)
 
 
 def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:

@@ -209,12 +209,19 @@ class Store:
                 yield resource, obj
 
     def put(
-        self, resource: Resource, obj: dict[str, Any], *, handover: bool = False
+        self,
+        resource: Resource,
+        obj: dict[str, Any],
+        *,
+        handover: bool = False,
+        share: bool = False,
     ) -> dict[str, Any]:
         """Store a new or changed object, stamping the next resourceVersion.
 
         ``handover``: ``obj`` is a fresh object nobody else holds (the API built it
-        for this write), stored as it is instead of copied first.
+        for this write), stored as it is instead of copied first. ``share``: the
+        stored object itself is returned, for a caller that only reads it (an
+        answer serialized at once) instead of a copy.
         """
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
@@ -230,7 +237,7 @@ class Store:
             tally.change(previous, -1)
             tally.change(stored, +1)
         self._record(StoredEvent(self._rv, event_type, resource, key[0], stored, previous))
-        return clone(stored)
+        return stored if share else clone(stored)
 
     def remove(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         items = self._objects.get(resource, {})
