@@ -1,0 +1,88 @@
+"""The status page read from status branches: shared by ``reconciler report`` and ``/ui``.
+
+``read_report`` reads one cluster's branch with the ledger (a snapshot of the
+records and one bounded ``git log``) into the value ``reconciler.status.report``
+renders. ``StatusPages`` is the daemon's side: it renders its own branch on
+request and keeps the pages until the branch head moves, so a page view costs one
+``git rev-parse`` while nothing changed, and nothing at all when nobody looks
+(rendering after every status commit would cost every pass, viewed or not).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from reconciler.source import StatusLedger
+from reconciler.status.report import INDEX, ClusterReport, build_site
+
+DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
+DEFAULT_TITLE = "Reconciler status"
+
+
+def read_report(
+    ledger: StatusLedger, *, history_limit: int = DEFAULT_HISTORY_LIMIT, refresh: bool = True
+) -> ClusterReport:
+    """The records at the branch head and its latest ``history_limit`` changes (0: all).
+
+    ``refresh`` fetches a remote branch first (the command); the daemon reads its
+    mirror as its own pushes left it. The history is read without a second fetch,
+    so both halves describe the same head unless another writer pushed meanwhile.
+    """
+    snap = ledger.snapshot(refresh=refresh)
+    history = ledger.history(limit=history_limit, refresh=False) if snap.exists else []
+    return ClusterReport(
+        cluster=ledger.cluster,
+        branch=ledger.branch,
+        commit=snap.commit,
+        statuses=snap.statuses,
+        history=tuple(history),
+        problems=tuple(str(p) for p in snap.problems),
+        history_limit=history_limit,
+    )
+
+
+def now_stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class StatusPages:
+    """The daemon's ``/ui``: the pages of its own status branch, cached per head commit.
+
+    Thread-safe: the HTTP server calls ``page`` from its executor threads while
+    the loop records status; the ledger's lock serialises their Git reads.
+    """
+
+    def __init__(
+        self,
+        ledger: StatusLedger,
+        *,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+        title: str = DEFAULT_TITLE,
+        clock: Callable[[], str] = now_stamp,
+    ) -> None:
+        self.ledger = ledger
+        self.history_limit = history_limit
+        self.title = title
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._head: str | None = None
+        self._pages: dict[str, str] | None = None
+        self.renders = 0  # how many times the site was built (the cache is observable)
+
+    def page(self, path: str) -> str | None:
+        """The page at ``path`` (``index.html``, ``<cluster>/<instance>.html``), or None."""
+        with self._lock:
+            head = self.ledger.head(refresh=False)
+            if self._pages is None or head != self._head:
+                report = read_report(self.ledger, history_limit=self.history_limit, refresh=False)
+                self._pages = build_site(
+                    [report], title=self.title, source=self.ledger.display, generated=self._clock()
+                )
+                self._head = report.commit
+                self.renders += 1
+            return self._pages.get(path or INDEX)
+
+
+__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "StatusPages", "read_report"]
