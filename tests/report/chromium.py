@@ -12,8 +12,10 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,51 @@ def headless(chromium: Path, profile: Path, url: str, *args: str) -> str:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert proc.returncode == 0, f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}"
     return proc.stdout
+
+
+def png_colours(path: Path) -> set[tuple[int, int, int]]:
+    """Every RGB colour of an 8-bit RGB(A), non-interlaced PNG (what Chromium writes).
+
+    Enough of the PNG format (RFC 2083) to read a screenshot without an imaging
+    library: concatenate IDAT, inflate, undo each row's filter.
+    """
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        header = body if kind == b"IHDR" else header
+        idat += body if kind == b"IDAT" else b""
+        pos += 12 + length
+    width, height, depth, colour_type, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and colour_type in (2, 6) and interlace == 0, header
+    bpp = 4 if colour_type == 6 else 3
+    raw, stride = zlib.decompress(idat), width * bpp
+    colours: set[tuple[int, int, int]] = set()
+    previous = bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, row = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            a = row[i - bpp] if i >= bpp else 0
+            b = previous[i]
+            c = previous[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                row[i] = (row[i] + a) & 0xFF
+            elif kind == 2:
+                row[i] = (row[i] + b) & 0xFF
+            elif kind == 3:
+                row[i] = (row[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        colours.update((row[i], row[i + 1], row[i + 2]) for i in range(0, stride, bpp))
+        previous = row
+    return colours
+
+
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    value = hex_colour.lstrip("#")
+    return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)

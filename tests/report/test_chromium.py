@@ -19,8 +19,8 @@ from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.status_site import StatusPages
 from reconciler.daemon.triggers import TriggerQueue
 from reconciler.source.ledger import StatusLedger
-from reconciler.status.report import instance_page
-from tests.report.chromium import ensure_chromium, headless
+from reconciler.status.report import PHASE_COLOURS, instance_page
+from tests.report.chromium import ensure_chromium, headless, png_colours, rgb
 from tests.report.conftest import FAST
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -32,12 +32,12 @@ def chromium() -> Path:
 
 
 def load(chromium: Path, tmp_path: Path, url: str, name: str) -> str:
-    """The DOM Chromium built from ``url``, and a screenshot at ``tmp_path/name``."""
+    """The DOM Chromium built from ``url``, and a screenshot at ``tmp_path/name`` (one run)."""
     shot = tmp_path / name
-    headless(chromium, tmp_path / "profile", url, f"--screenshot={shot}")
+    dom = headless(chromium, tmp_path / "profile", url, f"--screenshot={shot}", "--dump-dom")
     assert shot.read_bytes().startswith(PNG) and shot.stat().st_size > 10_000
     print(f"screenshot of {url}: {shot}")  # shown with -s / -rA; kept in pytest's tmp dir
-    return headless(chromium, tmp_path / "profile", url, "--dump-dom")
+    return dom
 
 
 def matrix_cells(dom: str) -> dict[tuple[str, str], str]:
@@ -63,6 +63,10 @@ def test_static_report_renders_in_chromium(
     assert cells[("prod", "api")] == "6.5.0"
     assert cells[("staging", "web")] == "6.7.0"
     assert "<script" not in dom and "<img" not in dom  # the markup in names stayed text
+    # the cells are painted in their phase's colour: Ready, Progressing, Failed fills
+    painted = png_colours(tmp_path / "report.png")
+    for phase in ("Ready", "Progressing", "Failed"):
+        assert rgb(PHASE_COLOURS[phase][1]) in painted, phase
     page = load(chromium, tmp_path, (site / instance_page("prod", "web")).as_uri(), "web.png")
     timeline = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', page)
     assert timeline is not None
