@@ -13,9 +13,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from reconciler.source import StatusLedger
-from reconciler.status.report import INDEX, ClusterReport, build_site
+from reconciler.status.report import (
+    INDEX,
+    ClusterReport,
+    index_page,
+    instance_page,
+    status_page,
+)
 
 DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
 DEFAULT_TITLE = "Reconciler status"
@@ -50,6 +57,9 @@ def now_stamp() -> str:
 class StatusPages:
     """The daemon's ``/ui``: the pages of its own status branch, cached per head commit.
 
+    What is cached is the branch read (records and history) and the index page; an
+    instance's page is rendered when asked for, so a cluster of thousands of
+    instances costs one page of memory per request, not a site per status commit.
     Thread-safe: the HTTP server calls ``page`` from its executor threads while
     the loop records status; the ledger's lock serialises their Git reads.
     """
@@ -68,21 +78,42 @@ class StatusPages:
         self._clock = clock
         self._lock = threading.Lock()
         self._head: str | None = None
-        self._pages: dict[str, str] | None = None
-        self.renders = 0  # how many times the site was built (the cache is observable)
+        self._read: _Read | None = None
+        self.renders = 0  # how many times the branch was read (the cache is observable)
 
     def page(self, path: str) -> str | None:
         """The page at ``path`` (``index.html``, ``<cluster>/<instance>.html``), or None."""
+        read = self._current()
+        if path in ("", INDEX):
+            return read.index
+        name = read.instances.get(path)
+        if name is None:
+            return None
+        status = read.report.statuses[name]
+        return status_page(read.report, status, title=self.title, generated=read.generated)
+
+    def _current(self) -> _Read:
         with self._lock:
             head = self.ledger.head(refresh=False)
-            if self._pages is None or head != self._head:
+            if self._read is None or head != self._head:
                 report = read_report(self.ledger, history_limit=self.history_limit, refresh=False)
-                self._pages = build_site(
-                    [report], title=self.title, source=self.ledger.display, generated=self._clock()
+                generated = self._clock()
+                index = index_page(
+                    [report], title=self.title, source=self.ledger.display, generated=generated
                 )
+                names = {instance_page(report.cluster, n): n for n in report.statuses}
+                self._read = _Read(report, index, names, generated)
                 self._head = report.commit
                 self.renders += 1
-            return self._pages.get(path or INDEX)
+            return self._read
+
+
+@dataclass(frozen=True)
+class _Read:
+    report: ClusterReport
+    index: str
+    instances: dict[str, str]  # page path -> instance name
+    generated: str
 
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "StatusPages", "read_report"]

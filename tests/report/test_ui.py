@@ -9,13 +9,16 @@ from pathlib import Path
 
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
 from reconciler.daemon.metrics import DaemonMetrics
-from reconciler.daemon.status_site import StatusPages
+from reconciler.daemon.status_site import StatusPages, read_report
 from reconciler.daemon.triggers import TriggerQueue
 from reconciler.source.ledger import StatusLedger
+from reconciler.status.report import build_site
 from tests.daemon.conftest import World, world  # noqa: F401
 from tests.daemon.test_service import eventually, running
 from tests.report.conftest import FAST, record
 from tests.source.servers import git
+
+STAMP = "2026-01-01T00:00:00Z"
 
 
 def test_pages_are_cached_per_branch_head_and_follow_new_records(
@@ -24,12 +27,18 @@ def test_pages_are_cached_per_branch_head_and_follow_new_records(
     bare = remotes / "status.git"
     git(remotes, "init", "-q", "--bare", str(bare))
     ledger = StatusLedger(bare.as_uri(), "prod", policy=FAST)
-    pages = StatusPages(ledger, clock=lambda: "2026-01-01T00:00:00Z")
+    pages = StatusPages(ledger, clock=lambda: STAMP)
     assert "no branch status/prod yet" in (pages.page("") or "")
     ledger.record([record("prod", "web")])
     first = pages.page("index.html") or ""
     assert 'data-instance="web"' in first and pages.renders == 2
-    assert pages.page("prod/web.html") is not None
+    # the same pages as `reconciler report` writes for this cluster
+    site = build_site(
+        [read_report(ledger)], title=pages.title, source=ledger.display, generated=STAMP
+    )
+    assert set(site) == {"index.html", "prod/web.html"}
+    assert pages.page("prod/web.html") == site["prod/web.html"]
+    assert first == site["index.html"]
     assert pages.page("") == first and pages.renders == 2  # same head: no Git log, no render
     assert pages.page("prod/nope.html") is None
     ledger.record([record("prod", "web", version="6.6.0", desired_version="6.6.0")])

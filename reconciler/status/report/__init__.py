@@ -10,7 +10,9 @@ from reconciler.status.report.html import (
     Segment,
     build_site,
     channel_of,
+    index_page,
     source_label,
+    status_page,
     version_segments,
 )
 from reconciler.status.report.model import INDEX, ClusterReport, instance_page, slug
@@ -24,9 +26,11 @@ __all__ = [
     "Segment",
     "build_site",
     "channel_of",
+    "index_page",
     "instance_page",
     "phase_class",
     "slug",
     "source_label",
+    "status_page",
     "version_segments",
 ]
