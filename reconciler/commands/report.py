@@ -30,7 +30,11 @@ def report_command(args: argparse.Namespace) -> int:
     if not clusters:
         clusters = status_branch_clusters(args.repo)
         if not clusters:
-            print(f"reconciler: no status/<cluster> branch in {args.repo}", file=sys.stderr)
+            print(
+                f"reconciler: no status/<cluster> branch in {args.repo} (in a clone they are "
+                "origin/status/*: pass the remote's URL as --repo)",
+                file=sys.stderr,
+            )
     ledgers = [StatusLedger(args.repo, c, branch=args.status_branch) for c in clusters]
     reports = [read_report(ledger, history_limit=args.history_limit) for ledger in ledgers]
     source = ledgers[0].display if ledgers else args.repo

@@ -54,7 +54,7 @@ START_TIMEOUT = 10.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # the status page: a path under /ui/ ("" for the index) -> the page's HTML, or None
-PageSource = Callable[[str], "str | None"]
+PageSource = Callable[[str], str | None]
 UI_HEADERS = {
     # the pages hold no script; forbid any, and any fetch, whatever a record contains
     "Content-Security-Policy": (

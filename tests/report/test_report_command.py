@@ -89,3 +89,17 @@ def test_status_branch_clusters_lists_only_status_branches(status_remote: Path) 
     git(status_remote, "branch", "main", "status/prod")
     assert status_branch_clusters(status_remote.as_uri()) == ["prod", "staging"]
     assert status_branch_clusters(str(status_remote)) == ["prod", "staging"]
+
+
+def test_a_repository_without_status_branches_gets_an_empty_page_and_a_hint(
+    remotes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.source.servers import git
+
+    bare = remotes / "empty.git"
+    git(remotes, "init", "-q", "--bare", str(bare))
+    site = tmp_path / "site"
+    code, out, err = run(capsys, "report", "--repo", str(bare), "--html", str(site))
+    assert code == 0 and "0 clusters, 0 instances" in out
+    assert "origin/status/*" in err
+    assert "No cluster: no status branch found." in (site / "index.html").read_text()
