@@ -24,6 +24,8 @@ from tests.report.chromium import ensure_chromium, headless, png_colours, rgb
 from tests.report.conftest import FAST
 
 PNG = b"\x89PNG\r\n\x1a\n"
+# two browser runs each (about 1 s apiece on an idle machine, several under load)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
