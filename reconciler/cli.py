@@ -281,6 +281,7 @@ COMMANDS: dict[str, str] = {
     "rollout resume": "rollout:rollout_gate_command",
     "rollout status": "rollout:rollout_status_command",
     "preview": "preview:preview_command",
+    "report": "report:report_command",
     "sandbox": "sandbox:sandbox_command",
     "demo": "demo:demo_command",
     "version": "client:version_command",
@@ -532,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _rollout_parser(sub)
     _preview_parser(sub)
+    _report_parser(sub)
 
     p = _subcommand(
         sub,
@@ -684,6 +686,40 @@ def _preview_parser(sub: Any) -> None:
         choices=("text", "markdown", "json", "yaml"),
         default="text",
         help="text (default), markdown (a pull-request comment), JSON or YAML",
+    )
+
+
+def _report_parser(sub: Any) -> None:
+    """``report``: the status branches as a static HTML site (the same pages as ``/ui``)."""
+    p = _subcommand(
+        sub,
+        "report",
+        help="write the status page (HTML) from the status branches",
+        description=(
+            "Write a static site from the status branches: an index with a clusters x apps "
+            "version matrix and a page per instance (versions over time, rollout batches, "
+            "migrations). Plain HTML with inline CSS and no script: it works offline. "
+            "Read from Git only; exit 1 when a status file is unreadable."
+        ),
+    )
+    p.add_argument(
+        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
+    )
+    p.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        help="a cluster to show (repeat or comma-separate; default: every status/* branch)",
+    )
+    p.add_argument("--status-branch", help="status branch of the one --cluster given")
+    p.add_argument("--html", required=True, metavar="DIR", help="directory to write the site to")
+    p.add_argument("--title", default="Reconciler status", help="the pages' title")
+    p.add_argument(
+        "--history-limit",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="status commits read per cluster for the timelines (default 1000; 0: all)",
     )
 
 

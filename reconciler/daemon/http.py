@@ -15,8 +15,9 @@ Routes::
     GET  /metrics    Prometheus text
     GET  /healthz    200 while the loop heartbeats, 503 once it is stale
     GET  /readyz     200 once the first pass completed (or a standby replica), else 503
+    GET  /ui/        the status page of the daemon's status branch (read-only HTML)
 
-Every answer, errors included, is JSON except ``/metrics``.
+Every answer, errors included, is JSON except ``/metrics`` and ``/ui``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from reconciler.daemon.webhook import (
     parse_reconcile_request,
     parse_webhook,
 )
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import ReconcilerError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,16 @@ SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# the status page: a path under /ui/ ("" for the index) -> the page's HTML, or None
+PageSource = Callable[[str], str | None]
+UI_HEADERS = {
+    # the pages hold no script; forbid any, and any fetch, whatever a record contains
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
 
 
 class DaemonHealth:
@@ -132,8 +143,10 @@ class DaemonHttpServer:
         *,
         max_body: int = MAX_BODY,
         cluster: str | None = None,
+        pages: PageSource | None = None,
     ) -> None:
         self.host = host
+        self.pages = pages
         self.cluster = cluster
         self.port = port
         self.queue = queue
@@ -164,6 +177,9 @@ class DaemonHttpServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if self.pages is not None:
+            app.router.add_get("/ui", self._ui_root)
+            app.router.add_get("/ui/{path:.*}", self._ui)
         return app
 
     def start(self) -> int:
@@ -185,7 +201,7 @@ class DaemonHttpServer:
             self._thread.join()
             self._thread = None
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from e
-        log.info("serving webhooks, metrics and probes on %s", self.url)
+        log.info("serving webhooks, metrics, probes and the status page (/ui) on %s", self.url)
         return self.port
 
     def stop(self) -> None:
@@ -284,6 +300,22 @@ class DaemonHttpServer:
         self.metrics.count_webhook("reconcile", "triggered")
         log.info("reconcile requested for cluster %s", cluster)
         return web.json_response({"accepted": True, "cluster": cluster}, status=202)
+
+    async def _ui_root(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("/ui/")  # the pages link relatively: the index must end in /
+
+    async def _ui(self, request: web.Request) -> web.Response:
+        """A page of the status site, rendered off the event loop (it reads Git)."""
+        assert self.pages is not None
+        path = request.match_info["path"]
+        try:
+            page = await asyncio.get_running_loop().run_in_executor(None, self.pages, path)
+        except ReconcilerError as e:
+            log.warning("status page: %s", e)
+            return web.json_response({"error": f"status branch unreadable: {e}"}, status=503)
+        if page is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=page, content_type="text/html", headers=UI_HEADERS)
 
     async def _version(self, request: web.Request) -> web.Response:
         return web.json_response(version_info(cluster=self.cluster))

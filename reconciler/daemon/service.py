@@ -2,9 +2,9 @@
 
 ``Service`` wires the daemon's parts around ``Daemon.run_pass``: a poll timer
 with jitter, a drift timer, a file watcher (``--watch``), the HTTP server for
-webhooks, ``/metrics``, ``/healthz`` and ``/readyz``, and optionally leader
-election on a Lease so that only one replica acts. The loop itself is small:
-wait for a trigger, run one pass if this replica leads, schedule a retry when
+webhooks, ``/metrics``, ``/healthz``, ``/readyz`` and the status page ``/ui``, and
+optionally leader election on a Lease so that only one replica acts. The loop
+itself is small: wait for a trigger, run one pass if this replica leads, schedule a retry when
 an instance backs off or an upgrade goes through intermediate versions.
 SIGTERM only enqueues a shutdown trigger, so the in-flight pass finishes and
 pushes its status before the process exits; the Lease is released only after
@@ -28,6 +28,7 @@ from pathlib import Path
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
 from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
+from reconciler.daemon.status_site import StatusPages
 from reconciler.daemon.statuses import UPGRADE_IN_PROGRESS
 from reconciler.daemon.triggers import (
     DirectoryWatcher,
@@ -191,6 +192,7 @@ class Service:
                 s.webhook_secret or None,
                 s.branch,
                 cluster=s.cluster,
+                pages=StatusPages(self.daemon.ledger).page,
             )
             self.http_port = self.http.start()  # it logs where it serves
         if s.shards:

@@ -12,7 +12,12 @@ from reconciler.source.changes import changed_between
 from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
 from reconciler.source.checkout import CatalogSource, SyncResult
 from reconciler.source.gates import GateChange, GateRefused, change_gate
-from reconciler.source.ledger import CommitInfo, StatusLedger, StatusSnapshot
+from reconciler.source.ledger import (
+    CommitInfo,
+    StatusLedger,
+    StatusSnapshot,
+    status_branch_clusters,
+)
 from reconciler.source.redact import redact_text, redact_url
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import GitFailed, MissingRemoteBranch
@@ -46,4 +51,5 @@ __all__ = [
     "redact_url",
     "resolve_commit",
     "set_channel",
+    "status_branch_clusters",
 ]

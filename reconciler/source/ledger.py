@@ -27,7 +27,7 @@ from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import locked, run
+from reconciler.source.runner import locked, run, run_remote
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_CLUSTER,
@@ -49,6 +49,7 @@ log = logging.getLogger("reconciler.source")
 
 _PARSED_LIMIT = 20_000  # parsed records kept in memory (one per live instance suffices)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+STATUS_PREFIX = "refs/heads/status/"
 _LOG_FORMAT = "%H%x1f%cI%x1f%s%x1f%(trailers:only,unfold)%x1e"
 
 
@@ -106,6 +107,16 @@ class StatusLedger:
     def display(self) -> str:
         """The repository as people may see it (credentials redacted)."""
         return self._store.display
+
+    def head(self, *, refresh: bool = False) -> str | None:
+        """The commit at the head of the branch (None: no branch yet), fetched only on ``refresh``.
+
+        One ``rev-parse``: what a cache of anything derived from the branch keys on.
+        """
+        with locked(self._lock):
+            if refresh:
+                self._store.refresh()
+            return store.tip(self._store)
 
     def read(self) -> dict[str, InstanceStatus]:
         """The current record of every instance; unreadable files are logged and skipped."""
@@ -183,19 +194,23 @@ class StatusLedger:
             f"{self._conflict_attempts} rejected pushes (other writers kept moving it)"
         )
 
-    def history(self, instance: str | None = None, *, limit: int = 0) -> list[HistoryEntry]:
+    def history(
+        self, instance: str | None = None, *, limit: int = 0, refresh: bool = True
+    ) -> list[HistoryEntry]:
         """Status changes, newest first, from one ``git log`` over the branch.
 
         With ``instance``, only that instance's commits, found by their
         ``Reconciler-Instance`` trailer: a path-limited ``git log`` diffs the
         ``instances/`` tree of every commit (seconds on a long branch of a large
         cluster), a message search reads commits only. Returns an empty list when
-        the branch does not exist yet.
+        the branch does not exist yet. ``refresh=False`` reads the branch as last
+        fetched (the daemon's status page: its own pushes keep it current).
         """
         if instance is not None:
             _checked_name(instance)  # a DNS label: nothing a pattern would interpret
         with locked(self._lock):
-            self._store.refresh()
+            if refresh:
+                self._store.refresh()
             if store.tip(self._store) is None:
                 return []
             args = ["log", f"--format={_LOG_FORMAT}"]
@@ -312,6 +327,34 @@ class StatusLedger:
         except StatusFileError as e:
             log.warning("status branch %s: %s; rewriting it", self.branch, e)
             return None, f"The previous record was unreadable and has been rewritten: {e}"
+
+
+def status_branch_clusters(
+    repo: str,
+    *,
+    credentials: Credentials | None = None,
+    policy: NetworkPolicy | None = None,
+) -> list[str]:
+    """The clusters that have a status branch ``status/<cluster>`` in ``repo``, sorted.
+
+    One ``git ls-remote`` (no fetch), so ``reconciler report`` without ``--cluster``
+    shows every cluster that has recorded something. Branches deeper than
+    ``status/<name>`` are not status branches of the default name and are left out.
+    """
+    access = RemoteAccess.parse(repo, credentials, policy)
+    output = run_remote(
+        Path.cwd(),
+        ["ls-remote", "--heads", access.url, f"{STATUS_PREFIX}*"],
+        access,
+        what=f"list the status branches of {access.display}",
+    )
+    found = set()
+    for line in output.splitlines():
+        ref = line.split("\t", 1)[-1].strip()
+        name = ref.removeprefix(STATUS_PREFIX)
+        if ref.startswith(STATUS_PREFIX) and name and "/" not in name:
+            found.add(name)
+    return sorted(found)
 
 
 def _checked_name(instance: str) -> str:

@@ -1,0 +1,36 @@
+"""The status page: the status branches as a static HTML site (``reconciler report``, ``/ui``).
+
+Pure rendering, like the ``status`` and ``history`` tables: callers read each
+cluster's status branch through ``reconciler.source.StatusLedger`` into a
+``ClusterReport`` and get back every page as text keyed by its relative path.
+"""
+
+from reconciler.status.report.html import (
+    CSP,
+    Segment,
+    build_site,
+    channel_of,
+    index_page,
+    source_label,
+    status_page,
+    version_segments,
+)
+from reconciler.status.report.model import INDEX, ClusterReport, instance_page, slug
+from reconciler.status.report.style import PHASE_COLOURS, phase_class
+
+__all__ = [
+    "CSP",
+    "INDEX",
+    "PHASE_COLOURS",
+    "ClusterReport",
+    "Segment",
+    "build_site",
+    "channel_of",
+    "index_page",
+    "instance_page",
+    "phase_class",
+    "slug",
+    "source_label",
+    "status_page",
+    "version_segments",
+]

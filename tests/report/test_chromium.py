@@ -1,0 +1,117 @@
+"""The status page in a real browser: Debian's headless Chromium, from a file and from /ui.
+
+Chromium parses the pages as a user's browser would: the DOM it dumps is what the
+page became (a broken table or an unclosed tag shows there, not in our strings),
+and its screenshot is kept in the test's tmp directory for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from reconciler.cli import main
+from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.status_site import StatusPages
+from reconciler.daemon.triggers import TriggerQueue
+from reconciler.source.ledger import StatusLedger
+from reconciler.status.report import PHASE_COLOURS, instance_page
+from tests.report.chromium import ensure_chromium, headless, png_colours, rgb
+from tests.report.conftest import FAST
+
+PNG = b"\x89PNG\r\n\x1a\n"
+# two browser runs each (about 1 s apiece on an idle machine, several under load)
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    return ensure_chromium()
+
+
+def load(chromium: Path, tmp_path: Path, url: str, name: str) -> str:
+    """The DOM Chromium built from ``url``, and a screenshot at ``tmp_path/name`` (one run)."""
+    shot = tmp_path / name
+    dom = headless(chromium, tmp_path / "profile", url, f"--screenshot={shot}", "--dump-dom")
+    assert shot.read_bytes().startswith(PNG) and shot.stat().st_size > 10_000
+    print(f"screenshot of {url}: {shot}")  # shown with -s / -rA; kept in pytest's tmp dir
+    return dom
+
+
+def matrix_cells(dom: str) -> dict[tuple[str, str], str]:
+    """(cluster, instance) -> version, from the matrix links as Chromium built them."""
+    cells = {}
+    for td in re.findall(r'<td data-cluster="([^"]+)"><div class="cell">(.*?)</div></td>', dom):
+        for instance, version in re.findall(
+            r'data-instance="([^"]+)"[^>]*><span class="ver">([^<]+)</span>', td[1]
+        ):
+            cells[(td[0], instance)] = version
+    return cells
+
+
+def test_static_report_renders_in_chromium(
+    chromium: Path, status_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    assert main(["report", "--repo", status_remote.as_uri(), "--html", str(site)]) == 1
+    capsys.readouterr()
+    dom = load(chromium, tmp_path, (site / "index.html").as_uri(), "report.png")
+    cells = matrix_cells(dom)
+    assert cells[("prod", "web")] == "6.6.0"
+    assert cells[("prod", "api")] == "6.5.0"
+    assert cells[("staging", "web")] == "6.7.0"
+    assert "<script" not in dom and "<img" not in dom  # the markup in names stayed text
+    # the cells are painted in their phase's colour: Ready, Progressing, Failed fills
+    painted = png_colours(tmp_path / "report.png")
+    for phase in ("Ready", "Progressing", "Failed"):
+        assert rgb(PHASE_COLOURS[phase][1]) in painted, phase
+    page = load(chromium, tmp_path, (site / instance_page("prod", "web")).as_uri(), "web.png")
+    timeline = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', page)
+    assert timeline is not None
+    versions = re.findall(r'data-version="([^"]+)"', timeline.group(1))
+    assert versions == ["6.5.0", "6.6.0"]
+    batches = re.findall(r'<li class="([a-z-]+)" data-batch="(\d)"', page)
+    assert batches == [("done", "1"), ("waiting", "2"), ("pending", "3")]
+    with capsys.disabled():
+        print(f"\nstatus page screenshots: {tmp_path / 'report.png'}, {tmp_path / 'web.png'}")
+
+
+def test_daemon_serves_the_same_page_at_ui(
+    chromium: Path, status_remote: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = StatusLedger(status_remote.as_uri(), "prod", policy=FAST)
+    ledger.snapshot()  # the daemon's mirror, as its first pass leaves it
+    pages = StatusPages(ledger)
+    server = DaemonHttpServer(
+        "127.0.0.1",
+        0,
+        TriggerQueue(),
+        DaemonMetrics(),
+        DaemonHealth(),
+        None,
+        None,
+        pages=pages.page,
+    )
+    port = server.start()
+    try:
+        url = f"http://127.0.0.1:{port}/ui"
+        with urllib.request.urlopen(url, timeout=10) as response:  # redirected to /ui/
+            assert response.url.endswith("/ui/")
+            assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+        dom = load(chromium, tmp_path, url, "ui.png")
+        cells = matrix_cells(dom)
+        assert cells[("prod", "web")] == "6.6.0" and cells[("prod", "api")] == "6.5.0"
+        assert {cluster for cluster, _ in cells} == {"prod"}  # the daemon shows its own cluster
+        page = load(chromium, tmp_path, f"{url}/{instance_page('prod', 'web')}", "ui-web.png")
+        assert re.findall(r'<li class="phase-\w+" data-version="([^"]+)"', page) == [
+            "6.5.0",
+            "6.6.0",
+        ]
+    finally:
+        server.stop()
+    with capsys.disabled():
+        print(f"\n/ui screenshots: {tmp_path / 'ui.png'}, {tmp_path / 'ui-web.png'}")
