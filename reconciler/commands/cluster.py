@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reconciler.catalog import load_catalog
+from reconciler.commands.daemon import max_requests_in_flight
 from reconciler.commands.output import eprint, print_json
 from reconciler.daemon.applying import (
     INSTANCE_KIND,
@@ -113,7 +114,9 @@ def _connected(
     args: argparse.Namespace, entry: ClusterEntry
 ) -> Iterator[tuple[KubeClient, LiveState]]:
     """A client and the pass's live view; an unreachable cluster is an environment error."""
-    with KubeClient.connect(args.kubeconfig, args.context) as client:
+    with KubeClient.connect(
+        args.kubeconfig, args.context, max_requests_in_flight=max_requests_in_flight(args)
+    ) as client:
         try:
             yield client, LiveState(client, args.cluster, entry.namespaces)
         except ClusterUnreachable as e:

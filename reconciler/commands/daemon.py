@@ -15,6 +15,7 @@ from pathlib import Path
 from reconciler.commands.output import print_json, table
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.kube.client import DEFAULT_MAX_REQUESTS_IN_FLIGHT
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
 from reconciler.source.verify import SignaturePolicy
 
@@ -53,9 +54,17 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
     )
 
 
+def max_requests_in_flight(args: argparse.Namespace) -> int:
+    """``--max-requests-in-flight``, or the client's default (cli.py does not import it)."""
+    value = getattr(args, "max_requests_in_flight", None)
+    return int(value) if value else DEFAULT_MAX_REQUESTS_IN_FLIGHT
+
+
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    with KubeClient.connect(args.kubeconfig, args.context) as client:
+    with KubeClient.connect(
+        args.kubeconfig, args.context, max_requests_in_flight=max_requests_in_flight(args)
+    ) as client:
         daemon = Daemon(settings, client)
         if args.once:
             outcome = daemon.run_pass()

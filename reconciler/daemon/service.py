@@ -176,7 +176,13 @@ class Service:
         # Lease calls must fail fast: a leader still retrying a hung request after its
         # renew deadline would act while a standby has already taken over.
         bound = max(0.5, s.renew_deadline / 3)
-        quick = RetryPolicy(attempts=2, base_delay=0.1, max_delay=bound, timeout=(bound, bound))
+        quick = RetryPolicy(
+            attempts=2,
+            base_delay=0.1,
+            max_delay=bound,
+            timeout=(bound, bound),
+            throttle_attempts=2,
+        )
         self.elector = LeaderElector(
             self.daemon.client.with_retry(quick), s.leader_namespace, s.lease_name, s.identity
         )

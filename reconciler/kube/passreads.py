@@ -13,7 +13,9 @@ applied object as returned, a deleted one gone or marked terminating), so the
 driver sees its own writes within the pass, as it would with fresh reads. What
 controllers do in reaction (new ReplicaSets, pods) shows at the next pass, which is
 when the rollout looks again anyway: a rollout never relies on a controller having
-acted within the same pass. Create a new one for every pass.
+acted within the same pass. Objects are kept as ``live.slim`` keeps them (pods'
+and workloads' ``managedFields`` are most of their size, and rollouts never read
+them). Create a new one for every pass.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.kube.client import JsonObject, KubeClient, Response
+from reconciler.kube.live import slim
 from reconciler.model.changeset import ObjectRef
 
 _NAMESPACE_IN_PATH = re.compile(r"/namespaces/([^/]+)/")
@@ -51,7 +54,7 @@ class PassReads(KubeClient):
     """A client for one pass that lists each kind once per namespace (module docstring)."""
 
     def __init__(self, client: KubeClient) -> None:
-        super().__init__(client._api, retry=client.retry)
+        super().__init__(client._api, retry=client.retry, budget=client.budget)
         self.discovery = client.discovery  # one discovery cache for the process
         self._lists: dict[tuple[str, str, str], dict[str, JsonObject]] = {}
         self.lists_read = 0  # for tests and benchmarks: lists actually requested
@@ -112,7 +115,7 @@ class PassReads(KubeClient):
         if bucket is None:
             self.lists_read += 1
             listed = super().list(api_version, kind, namespace=namespace)
-            bucket = {str(o["metadata"]["name"]): o for o in listed}
+            bucket = {str(o["metadata"]["name"]): slim(o) for o in listed}
             self._lists[key] = bucket
         return bucket
 
@@ -128,7 +131,7 @@ class PassReads(KubeClient):
             if method == "DELETE" and not meta.get("deletionTimestamp"):
                 bucket.pop(str(name), None)
             else:
-                bucket[str(name)] = dict(answer)
+                bucket[str(name)] = slim(answer)
             return
         if method == "DELETE":  # answered with a Status: the object is gone
             for (api, kind, ns), bucket in self._lists.items():
