@@ -23,7 +23,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,13 +367,16 @@ class KubeClient:
         *,
         namespace: str = "",
         label_selector: str = "",
+        keep: Callable[[JsonObject], JsonObject] | None = None,
     ) -> list[JsonObject]:
         """Every object of a kind (across all namespaces unless ``namespace``), paged.
 
         Pages of ``page_size`` keep each answer small; the server reads every page at
         the first one's resourceVersion, so the result is one consistent snapshot. A
         continue token can outlive the server's history (``410 Expired``); then, like
-        client-go's pager, the whole list is read again in one request.
+        client-go's pager, the whole list is read again in one request. ``keep``
+        turns each item into what the caller keeps (``live.slim``) as each page
+        arrives, so a list of thousands never holds every full object at once.
         """
         info = self.resource(api_version, kind)
         path = info.path(namespace if info.namespaced else "")
@@ -399,7 +402,7 @@ class KubeClient:
                 # list items omit apiVersion/kind; restore them so items are full objects
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
+                items.append(keep(item) if keep is not None else item)
             token = str((body.get("metadata") or {}).get("continue") or "")
             if not token:
                 return items

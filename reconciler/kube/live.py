@@ -17,6 +17,7 @@ taken over (then the whole list is needed to build the take-over patch).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,8 +34,8 @@ JsonObject = dict[str, Any]
 
 # What is kept of each managedFields entry: enough to tell an imperative edit
 # (``Update``) from another applier (``apply._edits_only``); ``fieldsV1``, the bulk
-# of an object's size, is dropped.
-_ENTRY_KEYS = ("manager", "operation", "apiVersion", "subresource")
+# of an object's size, is dropped, and so are entries that then say the same.
+_ENTRY_KEYS = ("manager", "operation")
 
 
 def slim(obj: Mapping[str, Any]) -> JsonObject:
@@ -54,7 +55,12 @@ def slim(obj: Mapping[str, Any]) -> JsonObject:
     entries = meta.get("managedFields")
     if not isinstance(entries, list) or client_side_managers(obj):
         return dict(obj)
-    kept = [{k: e[k] for k in _ENTRY_KEYS if k in e} for e in entries if isinstance(e, Mapping)]
+    said = {
+        tuple(sys.intern(str(e.get(k, ""))) for k in _ENTRY_KEYS)
+        for e in entries
+        if isinstance(e, Mapping)
+    }
+    kept = [dict(zip(_ENTRY_KEYS, pair, strict=True)) for pair in sorted(said)]
     return {**obj, "metadata": {**meta, "managedFields": kept}}
 
 
@@ -85,9 +91,9 @@ class LiveState:
                 bucket = self._objects.get(key)
                 if bucket is None:
                     items = self.client.list(
-                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR
+                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR, keep=slim
                     )
-                    bucket = {ObjectRef.of(o): slim(o) for o in items}
+                    bucket = {ObjectRef.of(o): o for o in items}
                     self._seen_namespaces.update(r.namespace for r in bucket)
                     self._objects[key] = bucket
         return bucket.get(ref)

@@ -21,7 +21,7 @@ them). Create a new one for every pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.kube.client import JsonObject, KubeClient, Response
@@ -66,14 +66,16 @@ class PassReads(KubeClient):
         *,
         namespace: str = "",
         label_selector: str = "",
+        keep: Callable[[JsonObject], JsonObject] | None = None,
     ) -> list[JsonObject]:
         pairs = _equality(label_selector)
         if not namespace or pairs is None:
             return super().list(
-                api_version, kind, namespace=namespace, label_selector=label_selector
+                api_version, kind, namespace=namespace, label_selector=label_selector, keep=keep
             )
         bucket = self._bucket(api_version, kind, namespace)
-        return [obj for obj in bucket.values() if _matches(obj, pairs)]
+        found = [obj for obj in bucket.values() if _matches(obj, pairs)]
+        return [keep(obj) for obj in found] if keep is not None else found
 
     def get(self, ref: ObjectRef) -> JsonObject | None:
         if not ref.namespace or not self.resource(ref.api_version, ref.kind).namespaced:
@@ -114,8 +116,8 @@ class PassReads(KubeClient):
         bucket = self._lists.get(key)
         if bucket is None:
             self.lists_read += 1
-            listed = super().list(api_version, kind, namespace=namespace)
-            bucket = {str(o["metadata"]["name"]): slim(o) for o in listed}
+            listed = super().list(api_version, kind, namespace=namespace, keep=slim)
+            bucket = {str(o["metadata"]["name"]): o for o in listed}
             self._lists[key] = bucket
         return bucket
 
