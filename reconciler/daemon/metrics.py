@@ -2,8 +2,8 @@
 
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
-``set_leader``, ``count_webhook``, ``observe_migration``); ``DaemonHttpServer``
-serves ``render()`` on ``GET /metrics``. Each ``DaemonMetrics`` owns a
+``set_leader``, ``count_webhook``, ``observe_migration``, ``set_throttled``);
+``DaemonHttpServer`` serves ``render()`` on ``GET /metrics``. Each ``DaemonMetrics`` owns a
 ``CollectorRegistry`` instead of using prometheus_client's global one, so tests
 and several daemons in one process never clash over metric names.
 """
@@ -91,6 +91,14 @@ class DaemonMetrics:
             ["cluster", "action"],
             registry=self.registry,
         )
+        self._throttled_seen: dict[str, int] = {}  # the client's total, last reported
+        self.api_throttled = Counter(
+            "reconciler_api_throttled",
+            "API requests the API server turned away (429, or 503 with Retry-After) "
+            "and that were sent again after waiting.",
+            ["cluster"],
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "reconciler_is_leader",
             "1 when this replica holds the leader lease (or election is off), else 0.",
@@ -142,6 +150,7 @@ class DaemonMetrics:
         self.last_success.labels(cluster).set(self._clock())
         for result in PASS_RESULTS:
             self.passes.labels(cluster, result)
+        self.api_throttled.labels(cluster)
 
     def observe_pass(
         self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False
@@ -177,6 +186,13 @@ class DaemonMetrics:
         for action, count in counts.items():
             if count:
                 self.apply_actions.labels(cluster, action).inc(_count(count, action))
+
+    def set_throttled(self, cluster: str, total: int) -> None:
+        """Raise the throttled-requests counter to the client's running ``total``."""
+        seen = self._throttled_seen.get(cluster, 0)
+        if total > seen:
+            self.api_throttled.labels(cluster).inc(total - seen)
+            self._throttled_seen[cluster] = total
 
     def observe_rollout(
         self,

@@ -136,6 +136,8 @@ def test_throttled_requests_are_retried_after_retry_after_and_counted(tmp_path: 
         refused = [e for e in log if e.status == 429]
         assert refused, "a budget of 6 against a limit of 2 must be turned away sometimes"
         assert world.client.budget.throttled == len(refused)
+        exported = f'reconciler_api_throttled_total{{cluster="prod"}} {float(len(refused))}'
+        assert exported in world.daemon.metrics.render().decode()
         assert max(e.in_flight for e in log if e.status != 429) <= 2
 
 
