@@ -250,7 +250,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_size(n: int, use_kubectl: bool, latency: float = 0.0) -> dict[str, Any]:
+def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8) -> dict[str, Any]:
     """Every step at ``n`` instances; printed, and returned for the summary."""
     for key, value in IDENTITY.items():
         os.environ.setdefault(key, value)
@@ -262,7 +262,7 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0) -> dict[str, Any]:
         rss0 = rss_now()
         with (
             sandbox_process(work / "sandbox", *sandbox_options(latency)) as (url, kubeconfig),
-            KubeClient.connect(str(kubeconfig)) as client,
+            KubeClient.connect(str(kubeconfig), max_requests_in_flight=in_flight) as client,
         ):
             settings = DaemonSettings(
                 repo=repo.url,
@@ -378,15 +378,24 @@ def main() -> None:
         metavar="SECONDS",
         help="the sandboxes answer each request this late (a real API server: 0.005-0.01)",
     )
+    parser.add_argument(
+        "--max-requests-in-flight",
+        type=int,
+        default=8,
+        metavar="N",
+        help="the daemon's request budget (default 8, as `reconciler run`; 1: serial)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child run: one size
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one_size(args.one, not args.no_kubectl, args.request_latency)))
+        budget = args.max_requests_in_flight
+        print(json.dumps(one_size(args.one, not args.no_kubectl, args.request_latency, budget)))
         return
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         argv = [sys.executable, __file__, "--one", str(n)]
         argv += ["--request-latency", str(args.request_latency)]
+        argv += ["--max-requests-in-flight", str(args.max_requests_in_flight)]
         done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])])
         results.append(json.loads(done.splitlines()[-1]))
         print_size(results[-1])

@@ -138,12 +138,18 @@ def _lanes(live: LiveState, plans: Sequence[InstancePlan]) -> Callable[[Instance
             key = parent[key]
         return key
 
+    def missing(namespace: str) -> bool:
+        try:
+            return not live.namespace_exists(namespace)
+        except KubeError:  # cannot tell: take turns; each apply meets the error itself
+            return True
+
     for plan in plans:
         if plan.instance.suspend or not plan.ok:
             continue
         wanted = {plan.instance.namespace}
         wanted |= {str((o.get("metadata") or {}).get("namespace") or "") for o in plan.objects}
-        for namespace in sorted(n for n in wanted if n and not live.namespace_exists(n)):
+        for namespace in sorted(n for n in wanted if n and missing(n)):
             parent[root("instance/" + plan.name)] = root("namespace/" + namespace)
     return lambda plan: root("instance/" + plan.name)
 

@@ -96,9 +96,10 @@ class RetryPolicy:
 class RequestBudget:
     """At most ``limit`` requests on the wire at once, whichever thread sends them.
 
-    Shared by a client and every copy of it (``with_retry``, ``PassReads``), so the
-    budget is the process's, not one object's. A request holds a slot only while it
-    is sent and answered, never while it sleeps before a retry. ``throttled`` counts
+    Shared by a client and the ``PassReads`` built on it, so the budget is the
+    pass's, not one object's (a ``with_retry`` copy for a leader elector has its
+    own). A request holds a slot only while it is sent and answered, never while it
+    sleeps before a retry. ``throttled`` counts
     the throttling answers that were retried (for logs, metrics and tests).
     """
 
