@@ -22,7 +22,15 @@ Without ``kubectl`` on PATH (or with ``--no-kubectl``) the baseline is a naive
 server-side apply of every object, one request after another, through the
 project's official-client wrapper.
 
-Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]``.
+The sandbox serves practically one request at a time (one event loop) and answers at
+once, so by default concurrency has little to overlap: its CPU per request is the floor.
+``--request-latency 0.005`` makes both sandboxes answer as late as a real API
+server does (5-10 ms), which is what the daemon's concurrent requests
+(``--max-requests-in-flight``, default 8 as ``reconciler run``; 1 is the old
+serial pass) are for; the first pass then says how many were in flight at once.
+
+Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
+[--request-latency S] [--max-requests-in-flight N]``.
 The default is 300 instances: about 6 minutes on the 2-core machine while other
 jobs shared it (most of it the sandbox creating Deployments, ReplicaSets and
 Pods for our install and kubectl's: its cost per created Deployment grows with
