@@ -17,7 +17,7 @@ taken over (then the whole list is needed to build the take-over patch).
 
 from __future__ import annotations
 
-import sys
+import functools
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,12 +56,16 @@ def slim(obj: Mapping[str, Any]) -> JsonObject:
     if not isinstance(entries, list) or client_side_managers(obj):
         return dict(obj)
     said = {
-        tuple(sys.intern(str(e.get(k, ""))) for k in _ENTRY_KEYS)
-        for e in entries
-        if isinstance(e, Mapping)
+        tuple(str(e.get(k, "")) for k in _ENTRY_KEYS) for e in entries if isinstance(e, Mapping)
     }
-    kept = [dict(zip(_ENTRY_KEYS, pair, strict=True)) for pair in sorted(said)]
-    return {**obj, "metadata": {**meta, "managedFields": kept}}
+    return {**obj, "metadata": {**meta, "managedFields": _entries(tuple(sorted(said)))}}
+
+
+@functools.lru_cache(maxsize=256)
+def _entries(said: tuple[tuple[str, ...], ...]) -> list[JsonObject]:
+    """One list per distinct set of (manager, operation) pairs, shared by every object
+    that has it (thousands of objects share a handful); nothing modifies it."""
+    return [dict(zip(_ENTRY_KEYS, pair, strict=True)) for pair in said]
 
 
 class LiveState:

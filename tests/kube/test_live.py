@@ -44,6 +44,8 @@ def test_slim_keeps_who_wrote_how_and_drops_the_field_sets() -> None:
         {"manager": "reconciler", "operation": "Apply"},
     ]
     assert kept["data"] is obj["data"]  # shared, not copied
+    again = slim({**obj, "metadata": {**obj["metadata"], "name": "d"}})
+    assert again["metadata"]["managedFields"] is kept["metadata"]["managedFields"]
     assert len(obj["metadata"]["managedFields"]) == 3  # the answer itself is left alone
 
 
