@@ -28,6 +28,8 @@ once, so by default concurrency has little to overlap: its CPU per request is th
 server does (5-10 ms), which is what the daemon's concurrent requests
 (``--max-requests-in-flight``, default 8 as ``reconciler run``; 1 is the old
 serial pass) are for; the first pass then says how many were in flight at once.
+At 300 instances and 5 ms: first install 31.5 s with 8 in flight against kubectl's
+21.5 s (1.46x); serially 43.5 s against 19.3 s (2.25x), each from a loaded machine.
 
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
 [--request-latency S] [--max-requests-in-flight N]``.
