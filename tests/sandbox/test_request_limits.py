@@ -38,6 +38,7 @@ def test_a_request_beyond_the_limit_is_told_to_come_back() -> None:
         watch.join(timeout=60)  # ends after its timeoutSeconds, however loaded the machine
         assert (status, retry_after) == (429, "1")
         assert text.startswith("Too many requests")
+        eventually(lambda: any(e.verb == "watch" for e in sandbox.request_log()), timeout=60)
         log = sandbox.request_log()
         assert [(e.verb, e.status, e.in_flight) for e in log if e.verb != "watch"] == [
             ("get", 429, 2),
