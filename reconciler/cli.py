@@ -137,8 +137,27 @@ def duration(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    """An integer of at least 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
 def _apply_option_args(p: argparse.ArgumentParser) -> None:
     """Options of the apply step, shared by ``apply`` and ``run``."""
+    p.add_argument(
+        "--max-requests-in-flight",
+        type=_positive_int,
+        metavar="N",
+        help="API requests in flight at once: independent instances are applied "
+        "concurrently within this budget, 1 applies them one at a time (default 8; "
+        "the API server's 429 answers are waited out as their Retry-After says)",
+    )
     p.add_argument(
         "--force-conflicts",
         action="store_true",
@@ -585,6 +604,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GLOB",
         help="containers whose image matches GLOB crash (CrashLoopBackOff) and never become ready "
         "(repeatable)",
+    )
+    p.add_argument(
+        "--request-latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="delay every API answer this long, as a real API server takes 5-10 ms (default 0)",
+    )
+    p.add_argument(
+        "--max-requests-in-flight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer 429 with Retry-After: 1 to requests beyond N in flight, like "
+        "kube-apiserver's --max-requests-inflight (default 0: no limit)",
     )
 
     p = _subcommand(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.kube.client import DEFAULT_MAX_REQUESTS_IN_FLIGHT
 
 
 def connect(args: argparse.Namespace) -> KubeClient:
@@ -19,5 +20,14 @@ def connect(args: argparse.Namespace) -> KubeClient:
     if timeout is not None:
         retry = RetryPolicy(timeout=None if timeout == 0 else (timeout, timeout))
     return KubeClient.connect(
-        getattr(args, "kubeconfig", None), getattr(args, "context", None), retry=retry
+        getattr(args, "kubeconfig", None),
+        getattr(args, "context", None),
+        retry=retry,
+        max_requests_in_flight=max_requests_in_flight(args),
     )
+
+
+def max_requests_in_flight(args: argparse.Namespace) -> int:
+    """``--max-requests-in-flight`` (``apply``, ``run``), or the client's default."""
+    value = getattr(args, "max_requests_in_flight", None)
+    return int(value) if value else DEFAULT_MAX_REQUESTS_IN_FLIGHT

@@ -11,6 +11,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from reconciler.model.errors import UsageError
 from reconciler.sandbox.controllers import DEFAULT_DELAY
@@ -25,7 +26,15 @@ def sandbox_command(args: argparse.Namespace) -> int:
     fail_images = tuple(getattr(args, "fail_image", None) or ())
     kubeconfig = getattr(args, "write_kubeconfig", None)
     timing = timing_of(args)
-    return asyncio.run(_serve(str(args.host or "127.0.0.1"), port, timing, fail_images, kubeconfig))
+    latency = float(getattr(args, "request_latency", 0.0) or 0.0)
+    in_flight = int(getattr(args, "max_requests_in_flight", 0) or 0)
+    if latency < 0 or in_flight < 0:
+        raise UsageError(
+            "sandbox: --request-latency and --max-requests-in-flight must not be negative"
+        )
+    host = str(args.host or "127.0.0.1")
+    limits = {"request_latency": latency, "max_requests_in_flight": in_flight}
+    return asyncio.run(_serve(host, port, timing, fail_images, kubeconfig, limits))
 
 
 def timing_of(args: argparse.Namespace) -> Timing:
@@ -54,7 +63,12 @@ def timing_of(args: argparse.Namespace) -> Timing:
 
 
 async def _serve(
-    host: str, port: int, timing: Timing, fail_images: tuple[str, ...], kubeconfig: str | None
+    host: str,
+    port: int,
+    timing: Timing,
+    fail_images: tuple[str, ...],
+    kubeconfig: str | None,
+    limits: dict[str, Any],
 ) -> int:
     try:
         running = await start_server(
@@ -63,6 +77,8 @@ async def _serve(
             controller_delay=timing.controller_delay,
             fail_images=fail_images,
             timing=timing,
+            request_latency=float(limits["request_latency"]),
+            max_requests_in_flight=int(limits["max_requests_in_flight"]),
         )
     except OSError as e:
         raise UsageError(f"sandbox: cannot listen on {host}:{port}: {e.strerror or e}") from e

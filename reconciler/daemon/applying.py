@@ -9,13 +9,18 @@ are uninstalled through ``remove_instance`` (no flag needed), unless the commit
 removes more instances than the cluster's ``prune.maxRemovedInstances`` allows.
 Migration hooks (``reconciler.daemon.migrating``) plug in through ``before`` and
 an ``Uninstaller``.
+
+Instances are applied concurrently (:func:`apply_concurrently`), as many at once
+as the client's request budget (``--max-requests-in-flight``) allows; results
+come back in plan order, so records and logs are the same as a serial pass's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
+from reconciler.daemon.lanes import run_lanes
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import (
     PRUNE_REFUSED,
@@ -29,6 +34,7 @@ from reconciler.kube import (
     apply_instance,
     remove_instance,
 )
+from reconciler.kube.order import FIRST_STAGE_KINDS
 from reconciler.model.catalog import ClusterEntry
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
@@ -70,13 +76,82 @@ def apply_plans(
 ) -> list[InstanceResult]:
     """Apply every plan; one result per plan, in order.
 
-    ``before(plan)`` (pre migrations) returning a result stops that plan's apply.
+    ``before(plan)`` (pre migrations) returning a result stops that plan's apply;
+    every ``before`` runs, in order, before the applies start.
     """
-    return [
-        (before and before(plan))
-        or apply_plan(client, live, plan, options, source_commit=source_commit)
-        for plan in plans
-    ]
+    stopped = [before(plan) if before is not None else None for plan in plans]
+    go = [plan for plan, result in zip(plans, stopped, strict=True) if result is None]
+    applied = iter(apply_concurrently(client, live, go, options, source_commit=source_commit))
+    return [result if result is not None else next(applied) for result in stopped]
+
+
+def apply_concurrently(
+    client: KubeClient,
+    live: LiveState,
+    plans: Sequence[InstancePlan],
+    options: ApplyOptions,
+    *,
+    source_commit: str = "",
+) -> list[InstanceResult]:
+    """``apply_plan`` for every plan, up to ``client.max_requests_in_flight`` at once.
+
+    Each thread applies one instance at a time and sends one request at a time, so
+    the budget of requests in flight is also the number of instances in progress.
+    What one instance needs another to create first is kept in order:
+
+    * instances that carry CRDs or Namespaces (first-stage kinds) are applied
+      first, one after another in plan order, so the kinds and namespaces they
+      create exist for every instance after them, as in a serial pass;
+    * instances that would create the same missing namespace share a lane (one
+      after another, in plan order), so the first creates it and says so, and the
+      others find it.
+
+    Everything else is independent: each instance reads the pass's one
+    ``LiveState`` and writes only its own objects and inventory. A failure stays
+    the instance's own (``apply_plan``); only an unreachable cluster stops the
+    pass, raised once the instances in progress are done.
+    """
+
+    def apply(plan: InstancePlan) -> InstanceResult:
+        return apply_plan(client, live, plan, options, source_commit=source_commit)
+
+    first = [i for i, plan in enumerate(plans) if _creates_first_stage_kinds(plan)]
+    rest = [i for i, plan in enumerate(plans) if not _creates_first_stage_kinds(plan)]
+    done = {i: apply(plans[i]) for i in first}
+    others = [plans[i] for i in rest]
+    applied = run_lanes(others, _lanes(live, others), apply, client.max_requests_in_flight)
+    done.update(zip(rest, applied, strict=True))
+    return [done[i] for i in range(len(plans))]
+
+
+def _creates_first_stage_kinds(plan: InstancePlan) -> bool:
+    return plan.ok and any(o.get("kind") in FIRST_STAGE_KINDS for o in plan.objects)
+
+
+def _lanes(live: LiveState, plans: Sequence[InstancePlan]) -> Callable[[InstancePlan], Hashable]:
+    """The lane of each plan: its own, or one shared with every plan that would create one
+    of the same missing namespaces (its own or one its objects name), transitively."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    def missing(namespace: str) -> bool:
+        try:
+            return not live.namespace_exists(namespace)
+        except KubeError:  # cannot tell: take turns; each apply meets the error itself
+            return True
+
+    for plan in plans:
+        if plan.instance.suspend or not plan.ok:
+            continue
+        wanted = {plan.instance.namespace}
+        wanted |= {str((o.get("metadata") or {}).get("namespace") or "") for o in plan.objects}
+        for namespace in sorted(n for n in wanted if n and missing(n)):
+            parent[root("instance/" + plan.name)] = root("namespace/" + namespace)
+    return lambda plan: root("instance/" + plan.name)
 
 
 def apply_plan(

@@ -463,6 +463,7 @@ class Daemon:
         self.metrics.set_instances(cluster, report.statuses)
         counts = {str(action): report.changes.count(action) for action in Action}
         self.metrics.count_actions(cluster, counts)
+        self.metrics.set_throttled(cluster, self.client.budget.throttled)
         for event in report.migrations:
             record = event.record
             self.metrics.observe_migration(record.name, record.phase, record.outcome, event.seconds)

@@ -3,7 +3,8 @@
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
 ``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``,
-``set_instances``, ``count_status_push_failure``, ``observe_health_wait``); the
+``set_instances``, ``count_status_push_failure``, ``observe_health_wait``,
+``set_throttled``); the
 Kubernetes client reports its answers and retries through
 ``reconciler.kube.observe`` (``count_request``, ``count_retry``), since ``kube/``
 cannot import the daemon. ``DaemonHttpServer`` serves ``render()`` on ``GET
@@ -131,6 +132,14 @@ class DaemonMetrics:
             ["cluster", "action"],
             registry=self.registry,
         )
+        self._throttled_seen: dict[str, int] = {}  # the client's total, last reported
+        self.api_throttled = Counter(
+            "reconciler_api_throttled",
+            "API requests the API server turned away (429, or 503 with Retry-After) "
+            "and that were sent again after waiting.",
+            ["cluster"],
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "reconciler_is_leader",
             "1 when this replica acts: it holds the leader Lease, leader election is off "
@@ -236,6 +245,7 @@ class DaemonMetrics:
         # A single replica leads; leader election and --shards set it to 0 until
         # they hold a Lease (reconciler.daemon.service).
         self.set_leader(True)
+        self.api_throttled.labels(cluster)
 
     def observe_pass(
         self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False
@@ -271,6 +281,13 @@ class DaemonMetrics:
         for action, count in counts.items():
             if count:
                 self.apply_actions.labels(cluster, action).inc(_count(count, action))
+
+    def set_throttled(self, cluster: str, total: int) -> None:
+        """Raise the throttled-requests counter to the client's running ``total``."""
+        seen = self._throttled_seen.get(cluster, 0)
+        if total > seen:
+            self.api_throttled.labels(cluster).inc(total - seen)
+            self._throttled_seen[cluster] = total
 
     def observe_rollout(
         self,

@@ -2,7 +2,9 @@
 
 ``reconcile_checkout`` takes a catalog loaded from a known commit and:
 plan (with the versions the cluster's inventories say are deployed) ->
-apply every instance (one failure never stops the others) -> prune instances
+apply every instance (one failure never stops the others; rollouts and migration
+hooks one after another, then plain applies concurrently within the client's
+request budget, ``applying.apply_concurrently``) -> prune instances
 deleted from Git -> look at health (a short grace shared by the pass; an instance
 not healthy yet is Progressing and looked at again, ``daemon.healthwatch``) ->
 build one status record per instance -> commit the records that changed to the
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.daemon.applying import apply_plan, kept_as_is, remove_deleted
+from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
@@ -156,21 +158,22 @@ def reconcile_checkout(
     gated: set[str] = set()  # the next step of a path, waiting for the last one's health
     handed_back: set[str] = set()  # a rollout over and cleaned up: applied plainly again
     reads = PassReads(client)  # rollouts observe through one list per kind and namespace
-    results = []
+    decided: list[InstanceResult | None] = []  # None: a plain apply, done concurrently below
+    plain: list[InstancePlan] = []
     for plan in plans:
         record = previous[plan.name].rollout if plan.name in previous else None
         batches = rolls(plan, deployed.get(plan.name), record)
         if plan.name in held:
-            results.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
+            decided.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
             continue
         if batches is None and watch.holds_next_step(plan, deployed.get(plan.name)):
             gated.add(plan.name)
             why = f"{deployed.get(plan.name)} is not healthy yet: the next step waits"
-            results.append(kept_as_is(live, plan, Action.SKIPPED, why))
+            decided.append(kept_as_is(live, plan, Action.SKIPPED, why))
             continue
         blocked = hooks.before_apply(plan)  # pre migrations; a failure applies nothing
         if blocked is not None:
-            results.append(blocked)
+            decided.append(blocked)
         elif batches is not None:
             step = drive(
                 client,
@@ -186,14 +189,18 @@ def reconcile_checkout(
             )
             if step.plain:
                 handed_back.add(plan.name)
-                results.append(apply_plan(client, live, plan, options, source_commit=commit))
+                decided.append(None)
+                plain.append(plan)
             else:
                 rolled[plan.name] = step
                 if step.next_look is not None:
                     look_at[plan.name] = time.monotonic() + step.next_look
-                results.append(step.result)
+                decided.append(step.result)
         else:
-            results.append(apply_plan(client, live, plan, options, source_commit=commit))
+            decided.append(None)
+            plain.append(plan)
+    applied = iter(apply_concurrently(client, live, plain, options, source_commit=commit))
+    results = [result if result is not None else next(applied) for result in decided]
     removed = remove_deleted(
         client,
         live,

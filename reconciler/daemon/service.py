@@ -204,7 +204,13 @@ class Service:
         """Lease calls must fail fast: a holder still retrying a hung request after its
         renew deadline would act while another replica has already taken over."""
         bound = max(0.5, self.settings.renew_deadline / 3)
-        quick = RetryPolicy(attempts=2, base_delay=0.1, max_delay=bound, timeout=(bound, bound))
+        quick = RetryPolicy(
+            attempts=2,
+            base_delay=0.1,
+            max_delay=bound,
+            timeout=(bound, bound),
+            throttle_attempts=2,
+        )
         return self.daemon.client.with_retry(quick)
 
     def _start_shards(self) -> None:

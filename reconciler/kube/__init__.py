@@ -2,7 +2,9 @@
 
 Callers (the ``diff``/``apply`` commands and the daemon) use this API:
 
-- ``KubeClient.connect(kubeconfig=None, context=None)`` connects like kubectl.
+- ``KubeClient.connect(kubeconfig=None, context=None, max_requests_in_flight=8)``
+  connects like kubectl; the client may be shared by threads, at most
+  ``max_requests_in_flight`` requests in flight across all of them.
 - ``LiveState(client, cluster)`` is one pass's cached view (one list per kind);
   share it across the instances of a pass.
 - ``apply_instance(client, InstanceTarget(...), ApplyOptions(...), live) -> InstanceResult``

@@ -3,9 +3,13 @@
 ``KubeClient`` connects like kubectl (``--kubeconfig``/``--context``,
 ``$KUBECONFIG``, ``~/.kube/config``, in-cluster), sends raw JSON requests
 through the official client's authenticated connection pool (no model
-deserialisation: we work on plain object dicts), retries 429/5xx and
-connection errors with capped exponential backoff, and translates every
-failure into ``reconciler.kube.errors``. ``Warning`` headers of an answer
+deserialisation: we work on plain object dicts), retries 5xx and connection
+errors with capped exponential backoff, waits as long as a throttling answer
+(429, or 503 with ``Retry-After``) asks, and translates every failure into
+``reconciler.kube.errors``. A client may be shared by threads: a
+:class:`RequestBudget` keeps at most ``max_requests_in_flight`` requests on the
+wire across all of them (the connection pool has as many connections) and counts
+the throttled answers. ``Warning`` headers of an answer
 (deprecations, dropped fields) are logged and returned with it. The rest of ``kube/`` (apply, diff,
 prune, health, inventory) and, through them, the commands and the daemon use it.
 """
@@ -14,9 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +52,11 @@ _TYPED_PATCH_REFUSAL = b"failed to create typed patch object"
 # RFC 7234 warning-value: warn-code SP warn-agent SP quoted warn-text [SP warn-date]
 _WARNING = re.compile(r'(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"')
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+# Requests a pass keeps in flight at once (``--max-requests-in-flight``). A real API
+# server answers in 5-10 ms, so requests sent one after another leave it idle; 8 is
+# well within what one client may send (kube-apiserver's own --max-requests-inflight
+# defaults to 400 for all clients together) and what two cores can prepare.
+DEFAULT_MAX_REQUESTS_IN_FLIGHT = 8
 
 JsonObject = dict[str, Any]
 
@@ -55,18 +67,65 @@ k8s_config: Any = _k8s_config
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to retry: ``attempts`` tries, delays doubling from ``base_delay`` up to a cap."""
+    """How hard to retry: ``attempts`` tries, delays doubling from ``base_delay`` up to a cap.
+
+    Throttling answers (429, or 503 with ``Retry-After``: the API server's
+    max-in-flight limit or API Priority and Fairness turning a request away,
+    https://kubernetes.io/docs/concepts/cluster-administration/flow-control/) say
+    the server is healthy but busy; they have their own, larger budget of
+    ``throttle_attempts`` (client-go's default of 10 retries), so a burst of
+    concurrent requests is slowed down rather than failed.
+    """
 
     attempts: int = 5
     base_delay: float = 0.2
     max_delay: float = 5.0
     # connect, read (seconds); None: no limit (kubectl --request-timeout=0)
     timeout: tuple[float, float] | None = (5.0, 30.0)
+    throttle_attempts: int = 10
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after and retry_after.isdigit():
             return min(float(retry_after), self.max_delay)
         return float(min(self.base_delay * (2**attempt), self.max_delay))
+
+    def throttle_delay(self, attempt: int, retry_after: str | None) -> float:
+        """``Retry-After`` (capped), or the backoff; plus a little jitter, so that the
+        requests turned away together do not all come back in the same instant."""
+        return self.delay(attempt, retry_after) + random.uniform(0, self.base_delay / 2)
+
+
+class RequestBudget:
+    """At most ``limit`` requests on the wire at once, whichever thread sends them.
+
+    Shared by a client and the ``PassReads`` built on it, so the budget is the
+    pass's, not one object's (a ``with_retry`` copy for a leader elector has its
+    own). A request holds a slot only while it is sent and answered, never while it
+    sleeps before a retry. ``throttled`` counts
+    the throttling answers that were retried (for logs, metrics and tests).
+    """
+
+    def __init__(self, limit: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT) -> None:
+        if limit < 1:
+            raise UsageError(f"--max-requests-in-flight must be at least 1 (got {limit})")
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self._throttled = 0
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        with self._slots:
+            yield
+
+    def count_throttled(self) -> None:
+        with self._lock:
+            self._throttled += 1
+
+    @property
+    def throttled(self) -> int:
+        with self._lock:
+            return self._throttled
 
 
 @dataclass(frozen=True)
@@ -84,10 +143,18 @@ class KubeClient:
 
     page_size = 500  # objects per list request (the ``limit`` of each chunk)
 
-    def __init__(self, api: Any, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, api: Any, *, retry: RetryPolicy | None = None, budget: RequestBudget | None = None
+    ) -> None:
         self._api = api
         self.retry = retry or RetryPolicy()
+        self.budget = budget or RequestBudget()
         self.discovery = Discovery(self._get_discovery)
+
+    @property
+    def max_requests_in_flight(self) -> int:
+        """How many requests (and so how many instances) a pass may have in flight at once."""
+        return self.budget.limit
 
     @classmethod
     def connect(
@@ -96,11 +163,15 @@ class KubeClient:
         context: str | None = None,
         *,
         retry: RetryPolicy | None = None,
+        max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     ) -> KubeClient:
         """Connect like kubectl: explicit file, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster.
 
+        The connection pool holds a connection per request the budget lets fly at
+        once (``max_requests_in_flight``), plus one for a leader elector.
         Raises ``UsageError`` when no configuration can be loaded (exit code 2).
         """
+        budget = RequestBudget(max_requests_in_flight)
         cfg = k8s_client.Configuration()
         source = _config_source(kubeconfig)
         try:
@@ -117,13 +188,20 @@ class KubeClient:
             where = source or "in-cluster configuration"
             raise UsageError(f"cannot load Kubernetes configuration from {where}: {e}") from e
         cfg.retries = False  # we retry ourselves, with backoff and visible errors
-        return cls(k8s_client.ApiClient(cfg), retry=retry)
+        # one connection per request in flight, and one for ``with_retry`` copies
+        cfg.connection_pool_maxsize = budget.limit + 1
+        return cls(k8s_client.ApiClient(cfg), retry=retry, budget=budget)
 
     def with_retry(self, retry: RetryPolicy) -> KubeClient:
         """The same connection with another retry policy (e.g. a leader elector's,
         which must give up well within its renew deadline rather than retry for
-        minutes while another replica takes over)."""
-        return KubeClient(self._api, retry=retry)
+        minutes while another replica takes over).
+
+        It gets a budget of its own (one request at a time; the pool keeps a
+        connection for it): a Lease renewal must never wait behind a pass that
+        uses every slot of the shared budget.
+        """
+        return KubeClient(self._api, retry=retry, budget=RequestBudget(1))
 
     @property
     def host(self) -> str:
@@ -192,35 +270,50 @@ class KubeClient:
         body: Any,
         headers: dict[str, str],
     ) -> tuple[int, bytes, tuple[str, ...]]:
-        """The retry loop: (status, raw body, warnings) of a 2xx answer, else raises."""
-        for attempt in range(self.retry.attempts):
-            last = attempt == self.retry.attempts - 1
+        """The retry loop: (status, raw body, warnings) of a 2xx answer, else raises.
+
+        Failures (no answer, 5xx) use up ``retry.attempts``; throttling answers use
+        up ``retry.throttle_attempts`` and wait what ``Retry-After`` says.
+        """
+        failures = throttles = 0
+        while True:
             try:
-                status, http_reason, data, retry_after, warnings = self._send(
-                    method, path, query, headers, body
-                )
+                with self.budget.slot():
+                    status, http_reason, data, retry_after, warnings = self._send(
+                        method, path, query, headers, body
+                    )
             except (urllib3.exceptions.HTTPError, ApiException, OSError) as e:
                 record_request(method, NO_ANSWER)
-                if last:
+                failures += 1
+                if failures >= self.retry.attempts:
                     raise ClusterUnreachable(
                         f"{subject}: {verb} failed: cannot reach the API server at "
                         f"{self.host}: {_short(e)}"
                     ) from e
                 log.debug("%s %s: %s; retrying", method, path, _short(e))
                 record_retry(method, NO_ANSWER)
-                time.sleep(self.retry.delay(attempt))
+                time.sleep(self.retry.delay(failures - 1))
                 continue
-            if status in RETRY_STATUSES and not last and not _permanent(status, data):
-                log.debug("%s %s: HTTP %s; retrying", method, path, status)
-                record_retry(method, status)
-                time.sleep(self.retry.delay(attempt, retry_after))
-                continue
+            if _throttled(status, retry_after):
+                throttles += 1
+                if throttles < self.retry.throttle_attempts:
+                    self.budget.count_throttled()
+                    record_retry(method, status)
+                    log.debug("%s %s: HTTP %s (throttled); retrying", method, path, status)
+                    time.sleep(self.retry.throttle_delay(throttles - 1, retry_after))
+                    continue
+            elif status in RETRY_STATUSES and not _permanent(status, data):
+                failures += 1
+                if failures < self.retry.attempts:
+                    log.debug("%s %s: HTTP %s; retrying", method, path, status)
+                    record_retry(method, status)
+                    time.sleep(self.retry.delay(failures - 1, retry_after))
+                    continue
             for text in warnings:
                 log.warning("%s: %s: the API server warns: %s", subject, verb, text)
             if status >= 400:
                 raise api_error(subject, verb, status, http_reason, data)
             return status, data, warnings
-        raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _send(
         self,
@@ -282,13 +375,16 @@ class KubeClient:
         *,
         namespace: str = "",
         label_selector: str = "",
+        keep: Callable[[JsonObject], JsonObject] | None = None,
     ) -> list[JsonObject]:
         """Every object of a kind (across all namespaces unless ``namespace``), paged.
 
         Pages of ``page_size`` keep each answer small; the server reads every page at
         the first one's resourceVersion, so the result is one consistent snapshot. A
         continue token can outlive the server's history (``410 Expired``); then, like
-        client-go's pager, the whole list is read again in one request.
+        client-go's pager, the whole list is read again in one request. ``keep``
+        turns each item into what the caller keeps (``live.slim``) as each page
+        arrives, so a list of thousands never holds every full object at once.
         """
         info = self.resource(api_version, kind)
         path = info.path(namespace if info.namespaced else "")
@@ -314,7 +410,7 @@ class KubeClient:
                 # list items omit apiVersion/kind; restore them so items are full objects
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
+                items.append(keep(item) if keep is not None else item)
             token = str((body.get("metadata") or {}).get("continue") or "")
             if not token:
                 return items
@@ -429,6 +525,12 @@ def parse_warnings(values: Iterable[str]) -> tuple[str, ...]:
             if match.group(1) == "299":
                 texts.append(re.sub(r"\\(.)", r"\1", match.group(3)))
     return tuple(texts)
+
+
+def _throttled(status: int, retry_after: str | None) -> bool:
+    """The API server turned the request away for load, not for a fault: 429 (max
+    in-flight, API Priority and Fairness) or a 503 that says when to come back."""
+    return status == 429 or (status == 503 and retry_after is not None)
 
 
 def _permanent(status: int, data: bytes) -> bool:

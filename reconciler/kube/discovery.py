@@ -94,9 +94,11 @@ class Discovery:
         self._cache.clear()
 
     def _kinds(self, api_version: str) -> dict[str, ResourceInfo]:
-        if api_version not in self._cache:
-            self._cache[api_version] = self._read(api_version)
-        return self._cache[api_version]
+        # one lookup: another thread may ``expect`` (forget) this entry at any moment
+        kinds = self._cache.get(api_version)
+        if kinds is None:
+            kinds = self._cache[api_version] = self._read(api_version)
+        return kinds
 
     def _read(self, api_version: str) -> dict[str, ResourceInfo]:
         body = self._fetch(group_version_path(api_version)) or {}

@@ -6,14 +6,23 @@ answers per-object lookups from that. An object that is absent here either
 does not exist or is not ours; apply then simply applies it (the API answers
 201 or 200), diff and prune read it with a GET. Apply and prune keep the view
 current as they write, so a daemon may share one ``LiveState`` per pass across
-all instances of a cluster.
+all instances of a cluster, and the threads applying them concurrently: each
+kind is listed once, under a lock, whichever thread needs it first.
+
+The view holds every object the pass manages, so it keeps only what apply,
+health and prune read (:func:`slim`): ``managedFields`` shrink to who wrote with
+which operation, unless client-side ``kubectl apply`` fields are still to be
+taken over (then the whole list is needed to build the take-over patch).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from reconciler.kube.csaupgrade import client_side_managers
 from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, trusted_inventories
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
@@ -22,6 +31,41 @@ if TYPE_CHECKING:
     from reconciler.kube.client import KubeClient
 
 JsonObject = dict[str, Any]
+
+# What is kept of each managedFields entry: enough to tell an imperative edit
+# (``Update``) from another applier (``apply._edits_only``); ``fieldsV1``, the bulk
+# of an object's size, is dropped, and so are entries that then say the same.
+_ENTRY_KEYS = ("manager", "operation")
+
+
+def slim(obj: Mapping[str, Any]) -> JsonObject:
+    """``obj`` as the pass keeps it: ``managedFields`` without the owned-field sets.
+
+    A real API server returns every manager's field set with every object
+    (https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management),
+    often as large as the object itself. Matching (``compare``) and health never
+    read it; drift reversal needs only each manager's name and operation. The
+    exception is an object that client-side ``kubectl apply`` wrote: taking its
+    fields over (``csaupgrade.upgrade_patch``) rewrites the whole list, so such an
+    object is kept as it is. Nothing else is copied: the rest is shared with ``obj``.
+    """
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return dict(obj)
+    entries = meta.get("managedFields")
+    if not isinstance(entries, list) or client_side_managers(obj):
+        return dict(obj)
+    said = {
+        tuple(str(e.get(k, "")) for k in _ENTRY_KEYS) for e in entries if isinstance(e, Mapping)
+    }
+    return {**obj, "metadata": {**meta, "managedFields": _entries(tuple(sorted(said)))}}
+
+
+@functools.lru_cache(maxsize=256)
+def _entries(said: tuple[tuple[str, ...], ...]) -> list[JsonObject]:
+    """One list per distinct set of (manager, operation) pairs, shared by every object
+    that has it (thousands of objects share a handful); nothing modifies it."""
+    return [dict(zip(_ENTRY_KEYS, pair, strict=True)) for pair in said]
 
 
 class LiveState:
@@ -38,15 +82,25 @@ class LiveState:
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
         self._inventories: dict[str, Inventory] | None = None
+        # held while a kind (or the namespaces) is listed: one list per kind, however
+        # many threads ask at once; re-entrant, as ``inventories`` lists through ``get``
+        self._lock = threading.RLock()
 
     def get(self, ref: ObjectRef) -> JsonObject | None:
         """Our live object for ``ref`` (listing its kind on first use), else None."""
         key = (ref.api_version, ref.kind)
-        if key not in self._objects:
-            items = self.client.list(ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR)
-            self._objects[key] = {ObjectRef.of(o): o for o in items}
-            self._seen_namespaces.update(r.namespace for r in self._objects[key])
-        return self._objects[key].get(ref)
+        bucket = self._objects.get(key)
+        if bucket is None:
+            with self._lock:
+                bucket = self._objects.get(key)
+                if bucket is None:
+                    items = self.client.list(
+                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR, keep=slim
+                    )
+                    bucket = {ObjectRef.of(o): o for o in items}
+                    self._seen_namespaces.update(r.namespace for r in bucket)
+                    self._objects[key] = bucket
+        return bucket.get(ref)
 
     def fetch(self, ref: ObjectRef) -> JsonObject | None:
         """The object whatever its labels: from the cache, else one GET."""
@@ -55,16 +109,18 @@ class LiveState:
     def remember(self, obj: Mapping[str, Any]) -> None:
         """Record an object the pass just wrote (as the API returned it)."""
         ref = ObjectRef.of(obj)
-        bucket = self._objects.get((ref.api_version, ref.kind))
-        if bucket is not None:
-            bucket[ref] = dict(obj)
-        if ref.kind == "Namespace" and self._namespaces is not None:
-            self._namespaces.add(ref.name)
+        with self._lock:
+            bucket = self._objects.get((ref.api_version, ref.kind))
+            if bucket is not None:
+                bucket[ref] = slim(obj)
+            if ref.kind == "Namespace" and self._namespaces is not None:
+                self._namespaces.add(ref.name)
 
     def forget(self, ref: ObjectRef) -> None:
-        bucket = self._objects.get((ref.api_version, ref.kind))
-        if bucket is not None:
-            bucket.pop(ref, None)
+        with self._lock:
+            bucket = self._objects.get((ref.api_version, ref.kind))
+            if bucket is not None:
+                bucket.pop(ref, None)
 
     def namespace_exists(self, name: str) -> bool:
         """True if ``name`` exists; a listed object living in it proves so without a request."""
@@ -82,22 +138,26 @@ class LiveState:
 
     def namespaces(self) -> set[str]:
         """Every namespace in the cluster (ours or not): one unfiltered list."""
-        if self._namespaces is None:
-            self._namespaces = {
-                str((ns.get("metadata") or {}).get("name", ""))
-                for ns in self.client.list("v1", "Namespace")
-            }
-        return self._namespaces
+        with self._lock:
+            if self._namespaces is None:
+                self._namespaces = {
+                    str((ns.get("metadata") or {}).get("name", ""))
+                    for ns in self.client.list("v1", "Namespace")
+                }
+            return self._namespaces
 
     def inventories(self) -> dict[str, Inventory]:
         """The cluster's inventories by instance name: one list request per pass."""
-        if self._inventories is None:
-            # inventories carry our managed-by label: reuse the ConfigMap list
-            self.get(ObjectRef("v1", "ConfigMap", "", ""))
-            self._inventories = trusted_inventories(
-                self._objects[("v1", "ConfigMap")].values(), self.cluster, self.expected_namespaces
-            )
-        return self._inventories
+        with self._lock:
+            if self._inventories is None:
+                # inventories carry our managed-by label: reuse the ConfigMap list
+                self.get(ObjectRef("v1", "ConfigMap", "", ""))
+                self._inventories = trusted_inventories(
+                    self._objects[("v1", "ConfigMap")].values(),
+                    self.cluster,
+                    self.expected_namespaces,
+                )
+            return self._inventories
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:
         """Instance name -> deployed version, as ``read_deployed_versions`` (no extra request)."""
@@ -108,7 +168,9 @@ class LiveState:
         return self.inventories().get(instance)
 
     def record_inventory(self, inv: Inventory) -> None:
-        self.inventories()[inv.instance] = inv
+        with self._lock:
+            self.inventories()[inv.instance] = inv
 
     def drop_inventory(self, instance: str) -> None:
-        self.inventories().pop(instance, None)
+        with self._lock:
+            self.inventories().pop(instance, None)

@@ -13,16 +13,19 @@ applied object as returned, a deleted one gone or marked terminating), so the
 driver sees its own writes within the pass, as it would with fresh reads. What
 controllers do in reaction (new ReplicaSets, pods) shows at the next pass, which is
 when the rollout looks again anyway: a rollout never relies on a controller having
-acted within the same pass. Create a new one for every pass.
+acted within the same pass. Objects are kept as ``live.slim`` keeps them (pods'
+and workloads' ``managedFields`` are most of their size, and rollouts never read
+them). Create a new one for every pass.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.kube.client import JsonObject, KubeClient, Response
+from reconciler.kube.live import slim
 from reconciler.model.changeset import ObjectRef
 
 _NAMESPACE_IN_PATH = re.compile(r"/namespaces/([^/]+)/")
@@ -51,7 +54,7 @@ class PassReads(KubeClient):
     """A client for one pass that lists each kind once per namespace (module docstring)."""
 
     def __init__(self, client: KubeClient) -> None:
-        super().__init__(client._api, retry=client.retry)
+        super().__init__(client._api, retry=client.retry, budget=client.budget)
         self.discovery = client.discovery  # one discovery cache for the process
         self._lists: dict[tuple[str, str, str], dict[str, JsonObject]] = {}
         self.lists_read = 0  # for tests and benchmarks: lists actually requested
@@ -63,14 +66,16 @@ class PassReads(KubeClient):
         *,
         namespace: str = "",
         label_selector: str = "",
+        keep: Callable[[JsonObject], JsonObject] | None = None,
     ) -> list[JsonObject]:
         pairs = _equality(label_selector)
         if not namespace or pairs is None:
             return super().list(
-                api_version, kind, namespace=namespace, label_selector=label_selector
+                api_version, kind, namespace=namespace, label_selector=label_selector, keep=keep
             )
         bucket = self._bucket(api_version, kind, namespace)
-        return [obj for obj in bucket.values() if _matches(obj, pairs)]
+        found = [obj for obj in bucket.values() if _matches(obj, pairs)]
+        return [keep(obj) for obj in found] if keep is not None else found
 
     def get(self, ref: ObjectRef) -> JsonObject | None:
         if not ref.namespace or not self.resource(ref.api_version, ref.kind).namespaced:
@@ -111,7 +116,7 @@ class PassReads(KubeClient):
         bucket = self._lists.get(key)
         if bucket is None:
             self.lists_read += 1
-            listed = super().list(api_version, kind, namespace=namespace)
+            listed = super().list(api_version, kind, namespace=namespace, keep=slim)
             bucket = {str(o["metadata"]["name"]): o for o in listed}
             self._lists[key] = bucket
         return bucket
@@ -128,7 +133,7 @@ class PassReads(KubeClient):
             if method == "DELETE" and not meta.get("deletionTimestamp"):
                 bucket.pop(str(name), None)
             else:
-                bucket[str(name)] = dict(answer)
+                bucket[str(name)] = slim(answer)
             return
         if method == "DELETE":  # answered with a Status: the object is gone
             for (api, kind, ns), bucket in self._lists.items():

@@ -25,6 +25,9 @@ class RequestLogEntry:
     query: str
     status: int
     user_agent: str
+    # requests being served when this one began, itself included (0: not counted,
+    # e.g. a watch); more than 1 shows a client sending requests concurrently
+    in_flight: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,6 +42,7 @@ class RequestLogEntry:
             query=str(data["query"]),
             status=int(data["status"]),
             user_agent=str(data["user_agent"]),
+            in_flight=int(data.get("in_flight", 0)),
         )
 
 

@@ -43,6 +43,8 @@ async def start_server(
     fail_images: Sequence[str] = (),
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     timing: Timing | None = None,
+    request_latency: float = 0.0,
+    max_requests_in_flight: int = 0,
 ) -> RunningServer:
     """Bind ``host:port`` (0: a free port) and serve; raises OSError when the port is taken."""
     server = SandboxServer(
@@ -50,6 +52,8 @@ async def start_server(
         fail_images=fail_images,
         history_limit=history_limit,
         timing=timing,
+        request_latency=request_latency,
+        max_requests_in_flight=max_requests_in_flight,
     )
     runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()

@@ -5,10 +5,21 @@ https://kubernetes.io/docs/reference/using-api/api-concepts/ describes the paths
 the verbs, watch streams and the Status error body. This module only translates
 HTTP to :class:`SandboxApi`/:class:`Lifecycle` calls and back; ``testing.py`` and
 ``reconciler sandbox`` build it with :func:`build_app`.
+
+Requests are served concurrently on one event loop: a handler runs to its end
+(or to an ``await``) before another starts, so the store is never touched by two
+at once. Like a real API server the sandbox can be made to take time and to turn
+requests away: ``request_latency`` delays every answer (a real one takes 5-10 ms),
+and ``max_requests_in_flight`` answers ``429 Too Many Requests`` with
+``Retry-After: 1`` to a request that would exceed that many in flight, as
+kube-apiserver's ``--max-requests-inflight`` does (long-running requests such as
+watches are not counted;
+https://kubernetes.io/docs/concepts/cluster-administration/flow-control/).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,6 +78,25 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     )
 
 
+def _counted(request: web.Request) -> bool:
+    """Counts toward the in-flight limit: not the sandbox's own endpoints, and not
+    long-running requests (watches, followed logs), which kube-apiserver exempts."""
+    if request.path.startswith("/sandbox/"):
+        return False
+    return not (
+        request.query.get("watch") in ("true", "1") or request.query.get("follow") in ("true", "1")
+    )
+
+
+def _too_many_requests() -> web.Response:
+    """kube-apiserver's answer over its in-flight limit: plain text, ``Retry-After: 1``."""
+    return web.Response(
+        status=429,
+        text="Too many requests, please try again later.\n",
+        headers={"Retry-After": "1"},
+    )
+
+
 class SandboxServer:
     """One sandbox cluster behind one aiohttp application."""
 
@@ -77,7 +107,12 @@ class SandboxServer:
         fail_images: Sequence[str] = (),
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         timing: Timing | None = None,
+        request_latency: float = 0.0,
+        max_requests_in_flight: int = 0,
     ) -> None:
+        self.request_latency = request_latency
+        self.max_requests_in_flight = max_requests_in_flight  # 0: no limit
+        self._in_flight = 0  # counted requests being served (only the loop touches it)
         self.api = SandboxApi(history_limit)
         self.lifecycle = Lifecycle(self.api)
         self.service_accounts = DefaultServiceAccounts(self.api)
@@ -115,6 +150,23 @@ class SandboxServer:
     @web.middleware
     async def _log_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.time()
+        if not _counted(request):
+            return await self._serve(request, handler, started, 0)
+        if self.max_requests_in_flight and self._in_flight >= self.max_requests_in_flight:
+            response = _too_many_requests()
+            self.requests.append(self._entry(request, started, 429, self._in_flight + 1))
+            return response
+        self._in_flight += 1
+        try:
+            if self.request_latency > 0:
+                await asyncio.sleep(self.request_latency)
+            return await self._serve(request, handler, started, self._in_flight)
+        finally:
+            self._in_flight -= 1
+
+    async def _serve(
+        self, request: web.Request, handler: Handler, started: float, in_flight: int
+    ) -> web.StreamResponse:
         try:
             response = await handler(request)
         except ApiError as e:
@@ -133,10 +185,12 @@ class SandboxServer:
             for warning in fields.header_values():
                 response.headers.add("Warning", warning)
         if not request.path.startswith("/sandbox/"):
-            self.requests.append(self._entry(request, started, response.status))
+            self.requests.append(self._entry(request, started, response.status, in_flight))
         return response
 
-    def _entry(self, request: web.Request, started: float, status: int) -> RequestLogEntry:
+    def _entry(
+        self, request: web.Request, started: float, status: int, in_flight: int = 0
+    ) -> RequestLogEntry:
         target = request.get(TARGET)
         is_watch = request.query.get("watch") in ("true", "1")
         named = isinstance(target, Target) and target.name is not None
@@ -148,6 +202,7 @@ class SandboxServer:
             query=request.query_string,
             status=status,
             user_agent=request.headers.get("User-Agent", ""),
+            in_flight=in_flight,
         )
 
     # --- non-resource endpoints ---------------------------------------------------------

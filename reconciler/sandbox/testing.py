@@ -87,6 +87,8 @@ def running_sandbox(
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     kubeconfig: Path | None = None,
     timing: Timing | None = None,
+    request_latency: float = 0.0,
+    max_requests_in_flight: int = 0,
 ) -> Iterator[SandboxHandle]:
     """A sandbox for the duration of the ``with`` block (stopped on exit)."""
     loop = asyncio.new_event_loop()
@@ -103,6 +105,8 @@ def running_sandbox(
                     fail_images=fail_images,
                     history_limit=history_limit,
                     timing=timing,
+                    request_latency=request_latency,
+                    max_requests_in_flight=max_requests_in_flight,
                 )
             )
         except BaseException as e:

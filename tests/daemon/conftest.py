@@ -93,15 +93,24 @@ def sandbox_world(
     overrides: dict[str, str | bytes | None] | None = None,
     *,
     timing: Timing | None = None,
+    sandbox_options: dict[str, Any] | None = None,
+    client_options: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Iterator[World]:
     """A world on the sandbox: the baseline catalog with ``overrides`` (see
-    ``write_catalog``), the sandbox's ``timing`` and daemon ``settings`` changed."""
+    ``write_catalog``), the sandbox's ``timing`` and daemon ``settings`` changed;
+    ``sandbox_options`` go to ``running_sandbox``, ``client_options`` to
+    ``KubeClient.connect`` (e.g. ``max_requests_in_flight``)."""
     source = write_catalog(tmp_path / "template", overrides)
     repo = create_catalog_repo(source, tmp_path / "repos")
     with (
-        running_sandbox(controller_delay=0.02, fail_images=FAIL_IMAGES, timing=timing) as sandbox,
-        KubeClient.connect(str(sandbox.kubeconfig)) as client,
+        running_sandbox(
+            controller_delay=0.02,
+            fail_images=FAIL_IMAGES,
+            timing=timing,
+            **(sandbox_options or {}),
+        ) as sandbox,
+        KubeClient.connect(str(sandbox.kubeconfig), **(client_options or {})) as client,
     ):
         daemon = Daemon(_settings(repo, tmp_path, **settings), client)
         yield World(repo, sandbox, client, daemon, tmp_path / "cache")

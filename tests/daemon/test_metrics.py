@@ -34,6 +34,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_git_fetch_duration_seconds": "histogram",
         "reconciler_git_fetch_errors": "counter",
         "reconciler_apply_actions": "counter",
+        "reconciler_api_throttled": "counter",
         "reconciler_is_leader": "gauge",
         "reconciler_shards_held": "gauge",
         "reconciler_webhooks": "counter",

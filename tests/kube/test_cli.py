@@ -154,3 +154,16 @@ def test_usage_errors_exit_2(cli: Cli, tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.run("diff", "--context", "nope")[0] == 2
     unknown = ["diff", str(cli.catalog), "--cluster", "nope", "--kubeconfig", str(tmp_path / "no")]
     assert main(unknown) == 2
+
+
+def test_the_request_budget_is_an_option_of_apply(
+    cli: Cli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-requests-in-flight 1`` applies one request at a time; 0 is refused."""
+    code, _, _ = cli.run("apply", "--max-requests-in-flight", "1")
+    assert code == 0
+    assert {e.in_flight for e in cli.sandbox.request_log()} <= {0, 1}
+    with pytest.raises(SystemExit) as info:
+        cli.run("apply", "--max-requests-in-flight", "0")
+    assert info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err

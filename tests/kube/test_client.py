@@ -19,7 +19,9 @@ from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
 
-FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.02, timeout=(1.0, 2.0))
+FAST = RetryPolicy(
+    attempts=4, base_delay=0.01, max_delay=0.02, timeout=(1.0, 2.0), throttle_attempts=5
+)
 
 
 def kubeconfig(path: Path, server: str, context: str = "test") -> Path:
@@ -85,7 +87,7 @@ def test_unreachable_server_after_retries(tmp_path: Path) -> None:
 class Flaky:
     """A real HTTP server that fails the first ``failures`` requests with ``status``."""
 
-    def __init__(self, status: int, failures: int) -> None:
+    def __init__(self, status: int, failures: int, retry_after: str | None = "0") -> None:
         self.status, self.failures, self.seen = status, failures, 0
         flaky = self
 
@@ -95,7 +97,8 @@ class Flaky:
                 if flaky.seen <= flaky.failures:
                     body = json.dumps({"kind": "Status", "reason": "TooManyRequests"}).encode()
                     self.send_response(flaky.status)
-                    self.send_header("Retry-After", "0")
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
                 else:
                     body = json.dumps(_resources()).encode()
                     self.send_response(200)
@@ -120,8 +123,7 @@ def _resources() -> dict[str, Any]:
 
 @pytest.fixture
 def flaky(request: pytest.FixtureRequest) -> Iterator[Flaky]:
-    status, failures = request.param
-    f = Flaky(status, failures)
+    f = Flaky(*request.param)
     thread = threading.Thread(target=f.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f
@@ -138,10 +140,21 @@ def test_transient_errors_are_retried(flaky: Flaky, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("flaky", [(503, 10)], indirect=True)
 def test_persistent_errors_name_the_reason(flaky: Flaky, tmp_path: Path) -> None:
+    """A 503 with Retry-After is throttling: it uses up the throttling budget, and counts."""
     client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
     with pytest.raises(KubeApiError, match=r"/api/v1: discovery failed \(TooManyRequests\)"):
         client.resource("v1", "ConfigMap")
-    assert flaky.seen == FAST.attempts
+    assert flaky.seen == FAST.throttle_attempts
+    assert client.budget.throttled == FAST.throttle_attempts - 1
+
+
+@pytest.mark.parametrize("flaky", [(503, 10, None)], indirect=True)
+def test_a_failing_server_uses_up_the_failure_budget(flaky: Flaky, tmp_path: Path) -> None:
+    """A 503 that does not say when to come back is a failure, not throttling."""
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
+    with pytest.raises(KubeApiError):
+        client.resource("v1", "ConfigMap")
+    assert flaky.seen == FAST.attempts and client.budget.throttled == 0
 
 
 @pytest.mark.parametrize("flaky", [(403, 1)], indirect=True)

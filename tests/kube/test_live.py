@@ -1,0 +1,103 @@
+"""The pass's live view: slim objects, one list per kind however many threads ask."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from reconciler.kube import LiveState
+from reconciler.kube.live import slim
+from reconciler.model.changeset import ObjectRef
+from tests.kube.conftest import Backend, configmap, edit_like_kubectl
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def entry(manager: str, operation: str, fields: dict[str, Any], **extra: str) -> dict[str, Any]:
+    return {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": "v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+        **extra,
+    }
+
+
+def test_slim_keeps_who_wrote_how_and_drops_the_field_sets() -> None:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "c",
+            "managedFields": [
+                entry("reconciler", "Apply", {"f:data": {"f:a": {}}}),
+                entry("kubectl-edit", "Update", {"f:data": {"f:b": {}}}),
+                entry("kubectl-edit", "Update", {"f:metadata": {}}, subresource="status"),
+            ],
+        },
+        "data": {"a": "1", "b": "2"},
+    }
+    kept = slim(obj)
+    assert kept["metadata"]["managedFields"] == [
+        {"manager": "kubectl-edit", "operation": "Update"},
+        {"manager": "reconciler", "operation": "Apply"},
+    ]
+    assert kept["data"] is obj["data"]  # shared, not copied
+    again = slim({**obj, "metadata": {**obj["metadata"], "name": "d"}})
+    assert again["metadata"]["managedFields"] is kept["metadata"]["managedFields"]
+    assert len(obj["metadata"]["managedFields"]) == 3  # the answer itself is left alone
+
+
+def test_slim_keeps_everything_while_client_side_apply_fields_wait_to_be_taken_over() -> None:
+    """The take-over patch rewrites the whole managedFields list (``csaupgrade``)."""
+    owns = {"f:metadata": {"f:annotations": {f"f:{LAST_APPLIED}": {}}}, "f:data": {}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "c",
+            "managedFields": [entry("kubectl-client-side-apply", "Update", owns)],
+        },
+    }
+    assert slim(obj) == obj
+
+
+def test_the_live_view_holds_slim_objects_that_still_name_an_imperative_editor(
+    backend: Backend,
+) -> None:
+    ns = backend.namespace("slim")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    backend.client.apply(configmap("c", ns, "web"))
+    ref = ObjectRef("v1", "ConfigMap", ns, "c")
+    edit_like_kubectl(backend.client, ref, {"data": {"a": "2"}})
+    live = LiveState(backend.client, backend.cluster)
+    held = live.get(ref)
+    assert held is not None and held["data"] == {"a": "2"}
+    assert all(set(e) == {"manager", "operation"} for e in held["metadata"]["managedFields"])
+    assert {"manager": "kubectl-edit", "operation": "Update"} in held["metadata"]["managedFields"]
+
+
+def test_threads_asking_at_once_cause_one_list(backend: Backend) -> None:
+    ns = backend.namespace("once")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    backend.client.apply(configmap("c", ns, "web"))
+    live = LiveState(backend.client, backend.cluster)
+    start = threading.Barrier(6, timeout=10)
+    found: list[Any] = []
+
+    def look() -> None:
+        start.wait()
+        found.append(live.get(ObjectRef("v1", "ConfigMap", ns, "c")))
+
+    backend.reset_log()
+    threads = [threading.Thread(target=look) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(found) == 6 and all(f is not None for f in found)
+    log = backend.log()
+    if log is not None:
+        lists = [e for e in log if e.verb == "list" and e.path.endswith("/configmaps")]
+        assert len(lists) == 1
