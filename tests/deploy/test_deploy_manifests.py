@@ -328,40 +328,7 @@ def test_the_cluster_role_tells_operators_to_narrow_it() -> None:
     assert "narrow" in text.lower()
 
 
-# -- the image ------------------------------------------------------------------------
-
-
-def dockerfile() -> list[str]:
-    lines = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-
-
-def test_the_image_runs_as_the_deployments_non_root_user(objects: list[dict[str, Any]]) -> None:
-    lines = dockerfile()
-    assert lines[0] == "FROM python:3.11-slim"
-    users = [line.split()[1] for line in lines if line.startswith("USER ")]
-    assert users, "the Dockerfile never leaves root"
-    uid, _, gid = users[-1].partition(":")
-    assert uid.isdigit() and int(uid) != 0  # numeric, so runAsNonRoot can be verified
-    pod = one(objects, "Deployment")["spec"]["template"]["spec"]["securityContext"]
-    assert (int(uid), int(gid or uid)) == (pod["runAsUser"], pod["runAsGroup"])
-    assert lines[-2:] == ['ENTRYPOINT ["reconciler"]', 'CMD ["--help"]']
-    installs = " ".join(line for line in lines if line.startswith("RUN "))
-    assert "git" in installs and "pip install" in installs
-
-
-def test_the_build_context_keeps_what_the_image_needs() -> None:
-    ignored = {
-        line.strip()
-        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
-    assert {".git", ".venv"} <= ignored
-    copied = {
-        part for line in dockerfile() if line.startswith("COPY ") for part in line.split()[1:-1]
-    }
-    assert copied == {"pyproject.toml", "README.md", "reconciler"}
-    assert not copied & ignored
+# -- the README -----------------------------------------------------------------------
 
 
 def test_the_readme_explains_install_and_webhooks() -> None:
