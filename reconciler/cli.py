@@ -253,7 +253,19 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-address",
         default="",
-        help="serve /metrics, /healthz, /readyz and webhooks here, e.g. :8080",
+        help="serve /metrics here, e.g. :8080, and also webhooks and probes unless "
+        "--webhook-address / --probe-address give them addresses of their own",
+    )
+    p.add_argument(
+        "--webhook-address",
+        default="",
+        help="serve /hooks/* and /reconcile only here, e.g. :8081, so the port an "
+        "Ingress publishes exposes neither /metrics nor the probes (default: on --metrics-address)",
+    )
+    p.add_argument(
+        "--probe-address",
+        default="",
+        help="serve /healthz and /readyz only here, e.g. :8082 (default: on --metrics-address)",
     )
     p.add_argument(
         "--webhook-secret-file",

@@ -17,6 +17,12 @@ Routes::
     GET  /readyz     200 once the first pass completed (or a standby replica), else 503
 
 Every answer, errors included, is JSON except ``/metrics``.
+
+The routes come in three groups, ``webhooks`` (``/hooks/*`` and ``/reconcile``),
+``metrics`` and ``probes`` (``/healthz``, ``/readyz``); ``/version`` is in every
+server. One server serves all three by default; ``reconciler run --webhook-address``
+and ``--probe-address`` give groups servers of their own, so an Ingress publishing
+the webhook port exposes neither ``/metrics`` nor the probes.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from typing import Any
 
@@ -52,6 +58,9 @@ SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+WEBHOOKS, METRICS, PROBES = "webhooks", "metrics", "probes"
+ROUTE_GROUPS = (METRICS, WEBHOOKS, PROBES)
 
 
 class DaemonHealth:
@@ -132,7 +141,12 @@ class DaemonHttpServer:
         *,
         max_body: int = MAX_BODY,
         cluster: str | None = None,
+        routes: Collection[str] = ROUTE_GROUPS,
     ) -> None:
+        unknown = set(routes) - set(ROUTE_GROUPS)
+        if unknown or not routes:
+            raise ValueError(f"route groups must be some of {ROUTE_GROUPS}, not {sorted(routes)}")
+        self.routes = tuple(g for g in ROUTE_GROUPS if g in routes)
         self.host = host
         self.cluster = cluster
         self.port = port
@@ -148,7 +162,10 @@ class DaemonHttpServer:
         self.rejections = RateLimitedLog(log, "webhook rejected")
 
     def __repr__(self) -> str:  # keeps the secret out of any accidental log line
-        return f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r})"
+        return (
+            f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r}, "
+            f"routes={self.routes!r})"
+        )
 
     @property
     def url(self) -> str:
@@ -157,13 +174,16 @@ class DaemonHttpServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[_json_errors])
-        for provider in PROVIDERS:
-            app.router.add_post(f"/hooks/{provider}", self._hook(provider))
-        app.router.add_post("/reconcile", self._reconcile)
+        if WEBHOOKS in self.routes:
+            for provider in PROVIDERS:
+                app.router.add_post(f"/hooks/{provider}", self._hook(provider))
+            app.router.add_post("/reconcile", self._reconcile)
         app.router.add_get("/version", self._version)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        if METRICS in self.routes:
+            app.router.add_get("/metrics", self._metrics)
+        if PROBES in self.routes:
+            app.router.add_get("/healthz", self._healthz)
+            app.router.add_get("/readyz", self._readyz)
         return app
 
     def start(self) -> int:
@@ -185,7 +205,7 @@ class DaemonHttpServer:
             self._thread.join()
             self._thread = None
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from e
-        log.info("serving webhooks, metrics and probes on %s", self.url)
+        log.info("serving %s on %s", ", ".join(self.routes), self.url)
         return self.port
 
     def stop(self) -> None:
