@@ -23,7 +23,7 @@ from packaging.version import Version
 import reconciler
 from tests.conftest import REPO_ROOT
 from tests.deploy.kustomize import build
-from tests.deploy.test_deploy_manifests import DEPLOY, container, one
+from tests.deploy.test_deploy_manifests import BASE, DEPLOY, container, one
 
 LOCKS = REPO_ROOT / "requirements"
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)")
@@ -31,7 +31,7 @@ PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)")
 
 @pytest.fixture(scope="module")
 def objects() -> list[dict[str, Any]]:
-    return build(DEPLOY)
+    return build(BASE)
 
 
 def pyproject() -> dict[str, object]:
