@@ -619,7 +619,7 @@ def _daemon_client_parsers(sub: Any) -> None:
         help="client version (and a daemon's, with --server)",
         description=(
             "Print this reconciler's version and, with --server, the version a running "
-            "daemon reports on its /version endpoint (served on --metrics-address)."
+            "daemon reports on its /version endpoint (served on every daemon port)."
         ),
     )
     p.add_argument("--server", metavar="URL", help="a daemon's HTTP address, e.g. http://host:8080")
@@ -641,7 +641,7 @@ def _daemon_client_parsers(sub: Any) -> None:
         "--server",
         required=True,
         metavar="URL",
-        help="the daemon's HTTP address (--metrics-address)",
+        help="the daemon's webhook address (--webhook-address, else --metrics-address)",
     )
     p.add_argument(
         "--webhook-secret-file",
