@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.daemon.migration_steps import DEFAULT_LEDGER_NAMESPACE
 from reconciler.sandbox.testing import SandboxHandle
 from tests.deploy.kustomize import build
 from tests.deploy.test_deploy_manifests import BASE, DEPLOY, NAMESPACE, allowed, one
@@ -108,6 +109,11 @@ def test_the_tenant_reads_cluster_wide_and_writes_only_in_its_namespaces() -> No
                 assert wanted <= allowed(role["rules"], group, resource), (group, resource)
                 reads = set(rule["verbs"]) & {"list", "watch"}
                 assert reads <= allowed(cluster_rules, group, resource), (group, resource)
+    # the global migration ledger lives in the reconciler's own namespace
+    # (migration_steps.DEFAULT_LEDGER_NAMESPACE): the base Role lets it be written there
+    own = one(objects, "Role", "reconciler-leader-election")
+    assert own["metadata"]["namespace"] == NAMESPACE == DEFAULT_LEDGER_NAMESPACE
+    assert allowed(own["rules"], "", "configmaps") >= WRITE
     binding = one(objects, "RoleBinding", "reconciler-tenant")
     assert binding["metadata"]["namespace"] == "team-a"
     assert binding["subjects"] == [
