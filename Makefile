@@ -5,17 +5,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-real test-real-sandbox lint typecheck unit bench install clean
+.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean
 
 # The template's example Python migrations (catalog-repo-template/migrations-example) are
 # installed too: validating the template needs their registered names.
 EXAMPLE := catalog-repo-template/migrations-example
 
-$(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml
+# Installs exactly what requirements/dev.lock pins, every file checked against its hash;
+# the two local packages are then installed without dependencies and without build
+# isolation (their build backend, setuptools, is pinned in the same lock), so a fresh
+# machine with Python 3.11 and git gets the environment CI and the image were tested with.
+$(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml requirements/dev.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reconciler needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e $(EXAMPLE)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . -e $(EXAMPLE)
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -62,5 +66,24 @@ bench: install
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/preview.py
 
+# The lock files, from pyproject.toml's lower bounds and requirements/build.in, by uv
+# (https://docs.astral.sh/uv/pip/compile/). Existing pins are kept unless asked:
+# `make lock LOCK_FLAGS=--upgrade` moves everything to the newest allowed versions,
+# `make lock LOCK_FLAGS="--upgrade-package aiohttp"` one package. runtime.lock (the
+# image) and build.lock are constrained to dev.lock, so all three agree on versions.
+UV_VERSION := 0.13.9
+LOCK_VENV  := .venv-lock
+UV_COMPILE := $(LOCK_VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 \
+	--generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS)
+
+$(LOCK_VENV)/bin/uv:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+lock: $(LOCK_VENV)/bin/uv
+	$(UV_COMPILE) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
+	$(UV_COMPILE) pyproject.toml -c requirements/dev.lock -o requirements/runtime.lock
+	$(UV_COMPILE) requirements/build.in -c requirements/dev.lock -o requirements/build.lock
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) .mypy_cache .pytest_cache .ruff_cache

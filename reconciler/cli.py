@@ -272,7 +272,19 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-address",
         default="",
-        help="serve /metrics, /healthz, /readyz and webhooks here, e.g. :8080",
+        help="serve /metrics here, e.g. :8080, and also webhooks and probes unless "
+        "--webhook-address / --probe-address give them addresses of their own",
+    )
+    p.add_argument(
+        "--webhook-address",
+        default="",
+        help="serve /hooks/* and /reconcile only here, e.g. :8081, so the port an "
+        "Ingress publishes exposes neither /metrics nor the probes (default: on --metrics-address)",
+    )
+    p.add_argument(
+        "--probe-address",
+        default="",
+        help="serve /healthz and /readyz only here, e.g. :8082 (default: on --metrics-address)",
     )
     p.add_argument(
         "--webhook-secret-file",
@@ -643,7 +655,7 @@ def _daemon_client_parsers(sub: Any) -> None:
         help="client version (and a daemon's, with --server)",
         description=(
             "Print this reconciler's version and, with --server, the version a running "
-            "daemon reports on its /version endpoint (served on --metrics-address)."
+            "daemon reports on its /version endpoint (served on every daemon port)."
         ),
     )
     p.add_argument("--server", metavar="URL", help="a daemon's HTTP address, e.g. http://host:8080")
@@ -665,7 +677,7 @@ def _daemon_client_parsers(sub: Any) -> None:
         "--server",
         required=True,
         metavar="URL",
-        help="the daemon's HTTP address (--metrics-address)",
+        help="the daemon's webhook address (--webhook-address, else --metrics-address)",
     )
     p.add_argument(
         "--webhook-secret-file",

@@ -1,11 +1,11 @@
 """``reconciler version`` and ``reconciler reconcile``: talk to a running daemon over HTTP.
 
-The daemon serves ``/version`` and ``POST /reconcile`` next to its webhooks and
-metrics (``--metrics-address``, ``reconciler.daemon.http``). ``reconcile`` signs
-its request with the webhook secret, exactly like a generic webhook, so no
-second credential is needed and nobody has to compute an HMAC by hand. Plain
-``urllib``: these commands must start fast and need nothing the standard
-library lacks.
+The daemon serves ``POST /reconcile`` next to its webhooks (``--webhook-address``,
+else ``--metrics-address``; ``reconciler.daemon.http``) and ``/version`` on every
+port. ``reconcile`` signs its request with the webhook secret, exactly like a
+generic webhook, so no second credential is needed and nobody has to compute an
+HMAC by hand. Plain ``urllib``: these commands must start fast and need nothing
+the standard library lacks.
 """
 
 from __future__ import annotations

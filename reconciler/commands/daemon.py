@@ -80,6 +80,8 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
         metrics_address=args.metrics_address,
+        webhook_address=args.webhook_address,
+        probe_address=args.probe_address,
         webhook_secret=secret,
     )
 

@@ -18,6 +18,13 @@ Routes::
     GET  /ui/        the status page of the daemon's status branch (read-only HTML)
 
 Every answer, errors included, is JSON except ``/metrics`` and ``/ui``.
+
+The routes come in three groups, ``webhooks`` (``/hooks/*`` and ``/reconcile``),
+``metrics`` (``/metrics`` and the status page ``/ui``) and ``probes`` (``/healthz``,
+``/readyz``); ``/version`` is in every server. One server serves all three by default;
+``reconciler run --webhook-address`` and ``--probe-address`` give groups servers of
+their own, so an Ingress publishing the webhook port exposes neither ``/metrics`` nor
+the probes.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from typing import Any
 
@@ -63,6 +70,9 @@ UI_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-cache",
 }
+
+WEBHOOKS, METRICS, PROBES = "webhooks", "metrics", "probes"
+ROUTE_GROUPS = (METRICS, WEBHOOKS, PROBES)
 
 
 class DaemonHealth:
@@ -144,7 +154,12 @@ class DaemonHttpServer:
         max_body: int = MAX_BODY,
         cluster: str | None = None,
         pages: PageSource | None = None,
+        routes: Collection[str] = ROUTE_GROUPS,
     ) -> None:
+        unknown = set(routes) - set(ROUTE_GROUPS)
+        if unknown or not routes:
+            raise ValueError(f"route groups must be some of {ROUTE_GROUPS}, not {sorted(routes)}")
+        self.routes = tuple(g for g in ROUTE_GROUPS if g in routes)
         self.host = host
         self.pages = pages
         self.cluster = cluster
@@ -161,7 +176,10 @@ class DaemonHttpServer:
         self.rejections = RateLimitedLog(log, "webhook rejected")
 
     def __repr__(self) -> str:  # keeps the secret out of any accidental log line
-        return f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r})"
+        return (
+            f"DaemonHttpServer(host={self.host!r}, port={self.port}, branch={self.branch!r}, "
+            f"routes={self.routes!r})"
+        )
 
     @property
     def url(self) -> str:
@@ -170,17 +188,24 @@ class DaemonHttpServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[_json_errors])
-        for provider in PROVIDERS:
-            app.router.add_post(f"/hooks/{provider}", self._hook(provider))
-        app.router.add_post("/reconcile", self._reconcile)
+        if WEBHOOKS in self.routes:
+            for provider in PROVIDERS:
+                app.router.add_post(f"/hooks/{provider}", self._hook(provider))
+            app.router.add_post("/reconcile", self._reconcile)
         app.router.add_get("/version", self._version)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        if self.pages is not None:
-            app.router.add_get("/ui", self._ui_root)
-            app.router.add_get("/ui/{path:.*}", self._ui)
+        if METRICS in self.routes:
+            app.router.add_get("/metrics", self._metrics)
+            if self.pages is not None:
+                app.router.add_get("/ui", self._ui_root)
+                app.router.add_get("/ui/{path:.*}", self._ui)
+        if PROBES in self.routes:
+            app.router.add_get("/healthz", self._healthz)
+            app.router.add_get("/readyz", self._readyz)
         return app
+
+    @property
+    def _serves_ui(self) -> bool:
+        return self.pages is not None and METRICS in self.routes
 
     def start(self) -> int:
         """Bind and serve; returns the bound port (``port=0`` picks a free one).
@@ -201,7 +226,8 @@ class DaemonHttpServer:
             self._thread.join()
             self._thread = None
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from e
-        log.info("serving webhooks, metrics, probes and the status page (/ui) on %s", self.url)
+        shown = [*self.routes, "the status page (/ui)"] if self._serves_ui else list(self.routes)
+        log.info("serving %s on %s", ", ".join(shown), self.url)
         return self.port
 
     def stop(self) -> None:

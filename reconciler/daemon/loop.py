@@ -76,6 +76,8 @@ class DaemonSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     metrics_address: str = ""
+    webhook_address: str = ""  # "" serves webhooks on metrics_address
+    probe_address: str = ""  # "" serves probes on metrics_address
     webhook_secret: str = ""
     backoff_base: float = 10.0
     backoff_cap: float = 600.0

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.http import METRICS, PROBES, WEBHOOKS, DaemonHealth, DaemonHttpServer
 from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.status_site import StatusPages
@@ -51,7 +51,7 @@ CRASH_RETRY_DELAY = 30.0  # seconds before retrying after a pass that raised une
 MIN_LOOK = 0.1  # floor of a rollout's next look, so a busy rollout cannot spin the loop
 
 
-def parse_address(address: str) -> tuple[str, int]:
+def parse_address(address: str, flag: str = "--metrics-address") -> tuple[str, int]:
     """``:8080`` (all interfaces), ``127.0.0.1:8080`` or ``8080`` as (host, port)."""
     host, sep, port = address.rpartition(":")
     if not sep:
@@ -59,10 +59,37 @@ def parse_address(address: str) -> tuple[str, int]:
     try:
         number = int(port)
     except ValueError:
-        raise UsageError(
-            f'--metrics-address "{address}" must look like :8080 or HOST:PORT'
-        ) from None
+        raise UsageError(f'{flag} "{address}" must look like :8080 or HOST:PORT') from None
     return host or "0.0.0.0", number
+
+
+def http_listeners(
+    metrics: str, webhooks: str = "", probes: str = ""
+) -> list[tuple[tuple[str, int], list[str]]]:
+    """The servers to start: ((host, port), route groups) per distinct address.
+
+    ``--metrics-address`` alone serves every group (the behaviour before the other two
+    flags existed); ``--webhook-address`` and ``--probe-address`` move their group to a
+    server of its own. Groups given the same address share a server; port 0 (any free
+    port) is never shared, since two such flags mean two ports.
+    """
+    flags = {METRICS: "--metrics-address", WEBHOOKS: "--webhook-address", PROBES: "--probe-address"}
+    given = {METRICS: metrics, WEBHOOKS: webhooks, PROBES: probes}
+    listeners: list[tuple[tuple[str, int], list[str]]] = []
+    for group in (METRICS, WEBHOOKS, PROBES):
+        if given[group]:
+            address = parse_address(given[group], flags[group])
+        elif metrics:
+            listeners[0][1].append(group)  # on the metrics server (the first), as before
+            continue
+        else:
+            continue
+        shared = [groups for where, groups in listeners if where == address and address[1] != 0]
+        if shared:
+            shared[0].append(group)
+        else:
+            listeners.append((address, [group]))
+    return listeners
 
 
 class Service:
@@ -77,8 +104,10 @@ class Service:
         self._install_signals = install_signals
         self._timers: list[PeriodicTrigger] = []
         self._watcher: DirectoryWatcher | None = None
-        self.http: DaemonHttpServer | None = None
+        self.http: DaemonHttpServer | None = None  # the one serving /metrics, if any
         self.http_port = 0
+        self.servers: list[DaemonHttpServer] = []
+        self.ports: dict[str, int] = {}  # route group -> bound port
         self.elector: LeaderElector | None = None
         self.shards: ShardCoordinator | None = None
         self._held: frozenset[int] = frozenset()  # shards held after the last tick
@@ -181,9 +210,9 @@ class Service:
         if s.watch:
             self._watcher = DirectoryWatcher(self.queue, Path(s.repo))
             self._watcher.start()
-        if s.metrics_address:
-            host, port = parse_address(s.metrics_address)
-            self.http = DaemonHttpServer(
+        listeners = http_listeners(s.metrics_address, s.webhook_address, s.probe_address)
+        for (host, port), groups in listeners:
+            server = DaemonHttpServer(
                 host,
                 port,
                 self.queue,
@@ -192,9 +221,15 @@ class Service:
                 s.webhook_secret or None,
                 s.branch,
                 cluster=s.cluster,
-                pages=StatusPages(self.daemon.ledger).page,
+                routes=groups,
+                pages=StatusPages(self.daemon.ledger).page if METRICS in groups else None,
             )
-            self.http_port = self.http.start()  # it logs where it serves
+            self.servers.append(server)
+            bound = server.start()
+            self.ports.update(dict.fromkeys(groups, bound))
+        if self.servers:
+            self.http = next((v for v in self.servers if METRICS in v.routes), self.servers[0])
+            self.http_port = self.http.port
         if s.shards:
             self._start_shards()
         elif s.leader_elect:
@@ -297,8 +332,8 @@ class Service:
             timer.stop()
         if self._watcher is not None:
             self._watcher.stop()
-        if self.http is not None:
-            self.http.stop()
+        for server in self.servers:
+            server.stop()
         self._release_lease.set()
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reconciler.sandbox import discovery
+from reconciler.sandbox import discovery, openapi
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, not_allowed
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
@@ -134,6 +134,8 @@ class SandboxServer:
         app.router.add_get("/api/{version}", self._resource_list)
         app.router.add_get("/apis/{group}", self._api_group)
         app.router.add_get("/apis/{group}/{version}", self._resource_list)
+        app.router.add_get("/openapi/v3", self._openapi_index)
+        app.router.add_get("/openapi/v3/{tail:.+}", self._openapi_document)
         app.router.add_get("/sandbox/requests", self._get_requests)
         app.router.add_delete("/sandbox/requests", self._reset_requests)
         app.router.add_post("/sandbox/compact", self._compact)
@@ -224,6 +226,15 @@ class SandboxServer:
         if group is None:
             raise ApiError(404, "the server could not find the requested resource")
         return json_response(group)
+
+    async def _openapi_index(self, request: web.Request) -> web.Response:
+        return json_response(openapi.index(self.api.kinds))
+
+    async def _openapi_document(self, request: web.Request) -> web.Response:
+        body = openapi.group_version_document(self.api.kinds, request.match_info["tail"])
+        if body is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return json_response(body)
 
     async def _resource_list(self, request: web.Request) -> web.Response:
         group = request.match_info.get("group", "")

@@ -1,4 +1,4 @@
-"""A tiny reader of the Kustomize features ``deploy/kustomization.yaml`` uses.
+"""A tiny reader of the Kustomize features ``deploy/base/kustomization.yaml`` uses.
 
 The deploy tests must not need kubectl, so this builds the base the way
 ``kubectl kustomize`` would for the keys below, and refuses any other key: a

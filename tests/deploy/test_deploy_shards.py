@@ -1,4 +1,4 @@
-"""``deploy/statefulset-shards.yaml``: the sharded variant, as its README says to use it.
+"""``deploy/base/statefulset-shards.yaml``: the sharded variant, as its README says to use it.
 
 The base is built with ``statefulset-shards.yaml`` listed instead of
 ``deployment.yaml`` (the one-line change the README describes), checked against
@@ -19,15 +19,15 @@ from kubernetes.dynamic import DynamicClient
 from reconciler.cli import build_parser
 from reconciler.commands.daemon import settings_from_args
 from tests.deploy.kustomize import build
-from tests.deploy.test_deploy_manifests import DEPLOY, NAMESPACE, VAR, allowed, one
+from tests.deploy.test_deploy_manifests import BASE, DEPLOY, NAMESPACE, VAR, allowed, one
 
 
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     root = tmp_path_factory.mktemp("sharded")
-    for path in DEPLOY.glob("*.yaml"):
+    for path in BASE.glob("*.yaml"):
         shutil.copy(path, root / path.name)
-    spec = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    spec = yaml.safe_load((BASE / "kustomization.yaml").read_text())
     spec["resources"] = [
         "statefulset-shards.yaml" if r == "deployment.yaml" else r for r in spec["resources"]
     ]
@@ -116,6 +116,6 @@ def test_the_readme_explains_the_variant() -> None:
 
 
 def test_the_variant_is_on_disk_but_not_in_the_base() -> None:
-    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    listed = yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"]
     assert "statefulset-shards.yaml" not in listed
-    assert Path(DEPLOY / "statefulset-shards.yaml").is_file()
+    assert Path(BASE / "statefulset-shards.yaml").is_file()
