@@ -176,8 +176,8 @@ def drive(
             else:
                 live.remember(fresh)
         result = apply_instance(client, render_target, options, live)
-        if reads is not None:
-            reads.forget(inst.namespace)  # written around the pass's reads
+        if reads is not None:  # written around the pass's reads: read what rollouts read
+            reads.refresh(ObjectRef.of(o) for o in workloads_of(render_target.objects))
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
 

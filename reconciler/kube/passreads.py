@@ -21,7 +21,7 @@ them). Create a new one for every pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.kube.client import JsonObject, KubeClient, Response
@@ -105,6 +105,23 @@ class PassReads(KubeClient):
         if method != "GET" and not any(k == "dryRun" for k, _ in query):
             self._wrote(method, path, response.body)
         return response
+
+    def refresh(self, refs: Iterable[ObjectRef]) -> None:
+        """Read these objects again (they were written around the pass's reads).
+
+        One GET each, instead of forgetting their namespace: a namespace holding
+        many instances would otherwise be listed again after each one's write, and
+        the pass would grow with the square of the instances per namespace.
+        """
+        for ref in refs:
+            bucket = self._lists.get((ref.api_version, ref.kind, ref.namespace))
+            if bucket is None:
+                continue  # never read this pass: the first read lists it fresh
+            fresh = super().get(ref)
+            if fresh is None:
+                bucket.pop(ref.name, None)
+            else:
+                bucket[ref.name] = slim(fresh)
 
     def forget(self, namespace: str) -> None:
         """Read ``namespace`` again on next use (something else wrote there this pass)."""

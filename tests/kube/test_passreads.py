@@ -67,3 +67,28 @@ def test_its_own_writes_are_seen_within_the_pass(backend: Backend) -> None:
     assert reads.get(ObjectRef("v1", "ConfigMap", ns, "around")) is None
     reads.forget(ns)
     assert reads.get(ObjectRef("v1", "ConfigMap", ns, "around")) is not None
+
+
+def test_objects_written_around_it_are_read_again_without_listing_again(
+    backend: Backend,
+) -> None:
+    """After an apply through another client, ``refresh`` reads just those objects (one
+    GET each): listing the namespace again after every instance's write made a pass
+    grow with the square of the instances sharing a namespace."""
+    ns = backend.namespace("reads-refresh")
+    namespace(backend.client, ns)
+    backend.client.apply(configmap("mine", ns, "a", value="1"))
+    backend.client.apply(configmap("gone", ns, "a"))
+    backend.client.apply(configmap("theirs", ns, "b", value="1"))
+    reads = PassReads(backend.client)
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "mine")) is not None
+    backend.client.apply(configmap("mine", ns, "a", value="2"))  # around the pass's reads
+    assert backend.client.delete(ObjectRef("v1", "ConfigMap", ns, "gone"))
+    reads.refresh([ObjectRef("v1", "ConfigMap", ns, n) for n in ("mine", "gone")])
+    seen = reads.get(ObjectRef("v1", "ConfigMap", ns, "mine"))
+    assert seen is not None and seen["data"] == {"value": "2"}
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "gone")) is None
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "theirs")) is not None
+    assert reads.lists_read == 1  # refreshed, never listed again
+    reads.refresh([ObjectRef("v1", "ConfigMap", backend.namespace("never-read"), "x")])
+    assert reads.lists_read == 1  # a namespace never read is read fresh when first used
