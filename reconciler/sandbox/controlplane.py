@@ -18,8 +18,9 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
-from reconciler.sandbox.owned import CONTROLLER_MANAGER, controller_uid
+from reconciler.sandbox.owned import CONTROLLER_MANAGER
 from reconciler.sandbox.store import ListOfObjects, Resource
 from reconciler.sandbox.timing import Timing
 
@@ -65,8 +66,8 @@ class ControlPlane:
 
     def owned(self, resource: Resource, namespace: str, owner: dict[str, Any]) -> ListOfObjects:
         """``owned(list(resource, namespace), owner)`` without copying the others' objects."""
-        uid = owner["metadata"]["uid"]
-        return self.api.store.select(resource, namespace, lambda o: controller_uid(o) == uid)
+        uid = str(owner["metadata"]["uid"])
+        return [clone(o) for o in self.api.store.owned_views(resource, namespace, uid)]
 
     def pods_of(self, owner: dict[str, Any]) -> ListOfObjects:
         """The pods ``owner`` controls, as stored: read them, never change them.
@@ -75,9 +76,8 @@ class ControlPlane:
         ``update`` and ``write_status`` copy), and copying every pod of every
         workload on each sync was the sandbox's biggest cost during rollouts.
         """
-        uid = owner["metadata"]["uid"]
-        namespace = owner["metadata"].get("namespace", "")
-        return self.api.store.select_views(PODS, namespace, lambda o: controller_uid(o) == uid)
+        meta = owner["metadata"]
+        return self.api.store.owned_views(PODS, meta.get("namespace", ""), str(meta["uid"]))
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         return self.api.store.get(resource, namespace, name)

@@ -116,6 +116,14 @@ class Taken(AbstractSet[Hashable]):
         return sum(1 for _ in self)
 
 
+def _controller_uid(obj: dict[str, Any]) -> str | None:
+    """The uid of the object's controller (its ownerReference with ``controller: true``)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
 class Store:
     """Objects by resource and (namespace, name), with a bounded event history."""
 
@@ -131,6 +139,9 @@ class Store:
         self._compacted_rv = 0  # the newest resourceVersion no longer in history
         self._watchers: set[Watcher] = set()
         self._tallies: dict[Resource, list[Tally]] = {}
+        # resource -> controller uid -> keys: a controller's own objects (its pods, a
+        # Deployment's ReplicaSets) without scanning its namespace on every sync
+        self._by_owner: dict[Resource, dict[str, set[ObjKey]]] = {}
         # Called synchronously after every recorded event (GC, CRDs, controllers).
         self.listeners: list[Callable[[StoredEvent], None]] = []
 
@@ -170,26 +181,30 @@ class Store:
         items = self._objects.get(resource, {})
         return [items[k] for k in self._keys(resource, namespace)]
 
-    def select_views(
-        self, resource: Resource, namespace: str, wanted: Callable[[dict[str, Any]], bool]
-    ) -> ListOfObjects:
-        """``select`` without the copies: the stored objects themselves, never to be mutated."""
+    def owned_views(self, resource: Resource, namespace: str, uid: str) -> ListOfObjects:
+        """The stored objects in ``namespace`` whose controller is ``uid``, in ``list``
+        order, never to be mutated (an index: a controller's sync no longer scans its
+        namespace). Only the owner's namespace counts, as for a real controller, which
+        lists its own namespace."""
         items = self._objects.get(resource, {})
-        return [items[k] for k in self._keys(resource, namespace) if wanted(items[k])]
+        keys = sorted(k for k in self._by_owner.get(resource, {}).get(uid, ()) if k[0] == namespace)
+        return [items[k] for k in keys]
 
-    def select(
-        self, resource: Resource, namespace: str, wanted: Callable[[dict[str, Any]], bool]
-    ) -> ListOfObjects:
-        """Copies of the objects in ``namespace`` that ``wanted`` accepts, in ``list`` order.
-
-        ``wanted`` reads the stored objects in place, so a controller that needs
-        only its own pods copies those alone: copying every pod of the namespace
-        first (``list``) made each sync O(pods) deep copies, and a sandbox with
-        thousands of pods spent its time copying objects it then dropped.
-        """
-        items = self._objects.get(resource, {})
-        keys = [k for k in self._keys(resource, namespace) if wanted(items[k])]
-        return [clone(items[k]) for k in keys]
+    def _index_owner(
+        self, resource: Resource, key: ObjKey, obj: dict[str, Any] | None, step: int
+    ) -> None:
+        uid = _controller_uid(obj) if obj is not None else None
+        if uid is None:
+            return
+        owners = self._by_owner.setdefault(resource, {})
+        if step > 0:
+            owners.setdefault(uid, set()).add(key)
+            return
+        keys = owners.get(uid)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del owners[uid]
 
     def tally(self, resource: Resource, values: Values) -> Tally:
         """A :class:`Tally` of ``values`` over ``resource``, kept up to date from now on."""
@@ -230,12 +245,14 @@ class Store:
         self._by_namespace.setdefault(resource, {}).setdefault(key[0], set()).add(key)
         previous = items.get(key)
         self._rv += 1
+        self._index_owner(resource, key, previous, -1)
         stored = obj if handover else clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._rv)
         items[key] = stored
         for tally in self._tallies.get(resource, ()):
             tally.change(previous, -1)
             tally.change(stored, +1)
+        self._index_owner(resource, key, stored, +1)
         self._record(StoredEvent(self._rv, event_type, resource, key[0], stored, previous))
         return stored if share else clone(stored)
 
@@ -247,6 +264,7 @@ class Store:
         self._by_namespace.get(resource, {}).get(namespace, set()).discard((namespace, name))
         for tally in self._tallies.get(resource, ()):
             tally.change(obj, -1)
+        self._index_owner(resource, (namespace, name), obj, -1)
         self._rv += 1
         gone = clone(obj)
         gone["metadata"]["resourceVersion"] = str(self._rv)

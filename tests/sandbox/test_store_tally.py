@@ -95,3 +95,30 @@ def test_clone_is_a_deep_copy() -> None:
     copied = clone(original)
     copied["spec"]["containers"][0]["name"] = "b"
     assert original == {"spec": {"containers": [{"name": "a"}]}}
+
+
+def test_the_owner_index_follows_writes_and_stays_in_the_owners_namespace() -> None:
+    """A controller reads its own objects from an index (a real controller's informer
+    indexes by owner): creates, an ownerReference moved, deletes; objects in another
+    namespace pointing at the same uid are not its own."""
+    pods = ("", "pods")
+
+    def pod(name: str, uid: str, namespace: str = "ns") -> dict[str, Any]:
+        refs = [{"uid": uid, "controller": True}, {"uid": "other", "controller": False}]
+        return {"metadata": {"name": name, "namespace": namespace, "ownerReferences": refs}}
+
+    store = Store()
+    store.put(pods, pod("b", "rs1"))
+    store.put(pods, pod("a", "rs1"))
+    store.put(pods, pod("c", "rs2"))
+    store.put(pods, pod("x", "rs1", namespace="elsewhere"))
+    store.put(pods, {"metadata": {"name": "free", "namespace": "ns"}})
+
+    def names(uid: str) -> list[str]:
+        return [o["metadata"]["name"] for o in store.owned_views(pods, "ns", uid)]
+
+    assert names("rs1") == ["a", "b"] and names("rs2") == ["c"] and names("other") == []
+    store.put(pods, pod("a", "rs2"))  # adopted by another controller
+    assert names("rs1") == ["b"] and names("rs2") == ["a", "c"]
+    store.remove(pods, "ns", "c")
+    assert names("rs2") == ["a"]
