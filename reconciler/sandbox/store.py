@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.copying import clone
+from reconciler.sandbox.owned import controller_uid
 
 Resource = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
@@ -116,14 +117,6 @@ class Taken(AbstractSet[Hashable]):
         return sum(1 for _ in self)
 
 
-def _controller_uid(obj: dict[str, Any]) -> str | None:
-    """The uid of the object's controller (its ownerReference with ``controller: true``)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
-
-
 class Store:
     """Objects by resource and (namespace, name), with a bounded event history."""
 
@@ -193,7 +186,7 @@ class Store:
     def _index_owner(
         self, resource: Resource, key: ObjKey, obj: dict[str, Any] | None, step: int
     ) -> None:
-        uid = _controller_uid(obj) if obj is not None else None
+        uid = controller_uid(obj) if obj is not None else None
         if uid is None:
             return
         owners = self._by_owner.setdefault(resource, {})
