@@ -3,8 +3,10 @@
 An image value is ``name[:tag][@sha256:digest]``. A tag is
 ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (the OCI distribution rule), so ``+``,
 ``:`` and ``~`` are invalid. Build tags ``<app-version>-rev<N>[-b<build>]``
-order by app version, then N, then build, all numerically, so ``-rev10`` sorts
-after ``-rev9`` where a string sort would put it first.
+(SPEC section 8: short ``2.6.2``, intermediate ``2.6.2-rev1``, long
+``2.6.2-rev1-b5.1``) order by app version, then N, then the build's dotted
+numbers, all numerically, so ``-rev10`` sorts after ``-rev9`` and ``b5.10``
+after ``b5.9`` where a string sort would put them first.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ _DIGEST = re.compile(r"sha256:[a-f0-9]{64}")
 # registry host (optional port) and lowercase path components, per the distribution spec
 _NAME_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?")
-_BUILD_TAG = re.compile(r"^(?P<version>.+?)-rev(?P<rev>[0-9]+)(?:-b(?P<build>[0-9]+))?$")
+_BUILD_TAG = re.compile(
+    r"^(?P<version>.+?)-rev(?P<rev>[0-9]+)(?:-b(?P<build>[0-9]+(?:\.[0-9]+)*))?$"
+)
 
 
 class ImageRefError(ValueError):
@@ -92,15 +96,28 @@ def _check_name(text: str, name: str) -> None:
 
 @dataclass(frozen=True, order=True)
 class BuildTag:
-    """A tag ``<app-version>-rev<N>[-b<build>]``; orders numerically field by field."""
+    """A tag ``<app-version>-rev<N>[-b<build>]``; orders numerically field by field.
+
+    ``build`` holds the dotted build numbers (``b5.1`` is ``(5, 1)``); an empty
+    tuple is the intermediate tag itself, which sorts before any of its builds.
+    """
 
     version: Version
     rev: int
-    build: int = -1  # no build sorts before build 0
+    build: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         text = f"{self.version}-rev{self.rev}"
-        return text if self.build < 0 else f"{text}-b{self.build}"
+        return text if not self.build else f"{text}-b{'.'.join(map(str, self.build))}"
+
+    @property
+    def intermediate(self) -> str:
+        """The intermediate tag this long tag is a build of (``2.6.2-rev1``)."""
+        return f"{self.version}-rev{self.rev}"
+
+    @property
+    def is_long(self) -> bool:
+        return bool(self.build)
 
 
 def parse_build_tag(tag: str) -> BuildTag | None:
@@ -112,7 +129,7 @@ def parse_build_tag(tag: str) -> BuildTag | None:
         version = parse_version(match["version"])
     except VersionSyntaxError:
         return None
-    build = int(match["build"]) if match["build"] is not None else -1
+    build = tuple(int(n) for n in match["build"].split(".")) if match["build"] else ()
     return BuildTag(version, int(match["rev"]), build)
 
 
