@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from reconciler.commands.output import (
@@ -20,7 +22,7 @@ from reconciler.commands.output import (
 )
 from reconciler.commands.watching import View, follow
 from reconciler.migrations import LedgerRow, ledger_rows, ledger_table
-from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, SourceError, UsageError
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.channels import set_channel
 from reconciler.source.ledger import StatusLedger, StatusSnapshot
@@ -50,13 +52,14 @@ def status_command(args: argparse.Namespace) -> int:
         return text, snap.commit, False
 
     terminal = sys.stdout.isatty() and args.output in ("text", "wide")
-    follow(
-        view,
-        watch=args.watch,
-        interval=args.interval,
-        clear=terminal,
-        separator="---\n" if args.output == "yaml" else "\n",
-    )
+    with repository_read(args.repo):
+        follow(
+            view,
+            watch=args.watch,
+            interval=args.interval,
+            clear=terminal,
+            separator="---\n" if args.output == "yaml" else "\n",
+        )
     return EXIT_PROBLEMS if problems[0] else EXIT_OK
 
 
@@ -93,7 +96,8 @@ def history_command(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise UsageError("--limit must be 0 (all) or a positive number")
     ledger = _ledger(args)
-    entries = ledger.history(args.instance, limit=args.limit)
+    with repository_read(args.repo):
+        entries = ledger.history(args.instance, limit=args.limit)
     if is_data(args.output):
         print_data([e.to_dict() for e in entries], args.output)
     elif args.output == "name":
@@ -110,7 +114,8 @@ def history_command(args: argparse.Namespace) -> int:
 def migrations_command(args: argparse.Namespace) -> int:
     """Print the migration ledger each instance's status records on the status branch."""
     ledger = _ledger(args)
-    snap = ledger.snapshot()
+    with repository_read(args.repo):
+        snap = ledger.snapshot()
     rows: list[LedgerRow] = []
     problems = [str(p) for p in snap.problems]
     statuses = snap.statuses
@@ -168,6 +173,20 @@ def _in_namespace(
 
 def _ledger(args: argparse.Namespace) -> StatusLedger:
     return StatusLedger(args.repo, args.cluster, branch=args.status_branch)
+
+
+@contextmanager
+def repository_read(repo: str) -> Iterator[None]:
+    """Reading a status branch that cannot be fetched is an environment error (exit 2).
+
+    These commands only read: a remote that is gone, refuses us or times out is not
+    something they found (exit 1, like an unreadable status file) but something
+    wrong around them, as a missing local ``--repo`` already is (docs/CLI.md).
+    """
+    try:
+        yield
+    except SourceError as e:
+        raise UsageError(f"--repo {repo}: {e}") from e
 
 
 def _no_status(ledger: StatusLedger) -> str:

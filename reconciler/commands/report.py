@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from reconciler.commands.ledger import repository_read
 from reconciler.daemon.status_site import now_stamp, read_report
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.source import StatusLedger, status_branch_clusters
@@ -28,7 +29,8 @@ def report_command(args: argparse.Namespace) -> int:
     if args.status_branch and len(clusters) != 1:
         raise UsageError("--status-branch names one branch: give exactly one --cluster with it")
     if not clusters:
-        clusters = status_branch_clusters(args.repo)
+        with repository_read(args.repo):
+            clusters = status_branch_clusters(args.repo)
         if not clusters:
             print(
                 f"reconciler: no status/<cluster> branch in {args.repo} (in a clone they are "
@@ -36,7 +38,8 @@ def report_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     ledgers = [StatusLedger(args.repo, c, branch=args.status_branch) for c in clusters]
-    reports = [read_report(ledger, history_limit=args.history_limit) for ledger in ledgers]
+    with repository_read(args.repo):
+        reports = [read_report(ledger, history_limit=args.history_limit) for ledger in ledgers]
     source = ledgers[0].display if ledgers else args.repo
     pages = build_site(reports, title=args.title, source=source, generated=now_stamp())
     out = Path(args.html)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from reconciler.catalog import load_catalog
+from reconciler.commands.ledger import repository_read
 from reconciler.commands.output import format_data, is_data, print_data
 from reconciler.commands.watching import View, follow
 from reconciler.daemon.plan import plan_cluster, require_cluster
@@ -72,7 +73,8 @@ def rollout_status_command(args: argparse.Namespace) -> int:
         return shown, shown, _finished(status)
 
     separator = "---\n" if args.output == "yaml" else ""
-    follow(view, watch=args.watch, interval=args.interval, separator=separator)
+    with repository_read(args.repo):
+        follow(view, watch=args.watch, interval=args.interval, separator=separator)
     status = seen[-1]
     return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
 

@@ -125,7 +125,27 @@ def test_unreachable_repository_is_an_error_not_a_traceback(
     code, _, err = run(
         capsys, "status", "--repo", (tmp_path / "gone.git").as_uri(), "--cluster", "prod"
     )
-    assert code == 1 and err.startswith("reconciler: ") and "gone.git" in err
+    assert code == 2 and err.startswith("reconciler: ") and "gone.git" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history"],
+        ["migrations"],
+        ["rollout", "status", "web"],
+        ["report", "--html", "site"],
+    ],
+)
+def test_every_reading_command_exits_2_for_an_unreadable_repository(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    """docs/CLI.md: a repository that cannot be read is an environment error (2), not a finding."""
+    gone = (tmp_path / "gone.git").as_uri()
+    argv = [a if a != "site" else str(tmp_path / "site") for a in argv]
+    code, _, err = run(capsys, *argv, "--repo", gone, "--cluster", "prod")
+    assert code == 2, err
+    assert "gone.git" in err and "Traceback" not in err
 
 
 def _diff_lines(repo: Path) -> list[str]:
