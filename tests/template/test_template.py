@@ -49,6 +49,7 @@ EXPECTED_RESOLUTION = {
     ("prod", "status-page"): "6.6.0",
     ("prod", "ledger-queue"): "7.2.4",
     ("prod", "ledger"): "2.0.0",
+    ("prod", "shop"): "2.6.2",
 }
 # Upgrade paths the README promises (deployed version -> steps to the target).
 EXPECTED_PATHS = {
@@ -77,8 +78,16 @@ def _reconciler_files() -> Iterator[tuple[Path, dict[str, Any]]]:
             yield path, docs[0]
 
 
+# The image-builds example (SPEC section 8): one channel and two versions are enough
+# to show the three-tag scheme, so it is not held to the release-state examples' shape.
+BUILDS_APP = "shop"
+
+
 def _apps() -> list[Path]:
-    return sorted(p for p in (TEMPLATE / "apps").iterdir() if p.is_dir())
+    """The apps that show every release state (channels, yanked, deprecated, steps)."""
+    return sorted(
+        p for p in (TEMPLATE / "apps").iterdir() if p.is_dir() and p.name != BUILDS_APP
+    )
 
 
 def _versions(app_dir: Path) -> dict[str, dict[str, Any]]:
@@ -357,3 +366,17 @@ def test_upgrade_paths_go_in_steps(app: str, deployed: str, target: str) -> None
     resolution = resolve_instance(instance, catalog.apps[app], deployed=deployed)
     assert resolution.version == target
     assert resolution.upgrade_path == EXPECTED_PATHS[(app, deployed, target)]
+
+
+def test_builds_app_names_intermediate_tags() -> None:
+    """SPEC section 8: a version's images name the intermediate tag; rebuilds go to builds.yaml."""
+    from reconciler.model.images import parse_build_tag, parse_image
+
+    versions = _versions(TEMPLATE / "apps" / BUILDS_APP)
+    assert versions
+    for name, doc in versions.items():
+        for ref in doc["images"].values():
+            tag = parse_image(ref).tag
+            build = parse_build_tag(tag or "")
+            assert build is not None and not build.is_long, f"{name}: {ref}"
+            assert str(build.version) == name and build.intermediate == tag
