@@ -346,14 +346,17 @@ def check_health(
         seen = _from_live(live, refs)
         reports.append(seen)
         if not seen.healthy:
-            polled[len(reports) - 1] = refs
+            # only what is not Current yet is read again: a ConfigMap the apply answer
+            # showed Current stays so, and reading it would be a request per object
+            polled[len(reports) - 1] = [o.ref for o in seen.pending]
     # every instance still pending is read once per round, so a slow one never uses up
     # the grace of those behind it
     delay = 0.05
     while polled:
         for index, refs in list(polled.items()):
-            report = wait_healthy(client, refs, 0.0)  # one read of each object
+            report = _merged(reports[index], wait_healthy(client, refs, 0.0))  # one read each
             reports[index] = report
+            polled[index] = [o.ref for o in report.pending]
             if report.healthy or report.failed:
                 del polled[index]
         left = deadline - time.monotonic()
@@ -396,6 +399,14 @@ def watch_health(
         else:
             watch.gave_up(plan.name, "timeout")
     return waiting
+
+
+def _merged(before: HealthReport | None, read: HealthReport) -> HealthReport:
+    """``before`` with the objects ``read`` again replaced, in ``before``'s order."""
+    if before is None:
+        return read
+    fresh = {o.ref: o for o in read.objects}
+    return HealthReport(tuple(fresh.get(o.ref, o) for o in before.objects), read.timed_out)
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:

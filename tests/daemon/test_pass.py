@@ -309,3 +309,29 @@ def test_catalog_is_loaded_once_per_commit(world: World) -> None:
     assert reloaded.apps["podinfo"].channels.channels["stable"] == "6.6.0"  # type: ignore[union-attr]
     dirty = Checkout(moved.path, moved.commit, dirty=True)
     assert world.daemon.catalog_at(dirty) is not reloaded  # an edited working tree is re-read
+
+
+def test_health_reads_again_only_what_is_not_current_yet(world: World) -> None:
+    """A pass that installs waits for health by reading objects again, but only those the
+    apply answer did not already show Current (kstatus: a Namespace or ConfigMap is
+    Current once it exists; a Deployment needs its controller). Reading the rest would
+    cost a request per object of every changed instance."""
+    world.commit(
+        "apps/podinfo/versions/6.5.0/manifests/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${instance.name}-config\n"
+        "data:\n  greeting: hello\n",
+        "podinfo 6.5.0: a ConfigMap beside the Deployment",
+    )
+    world.sandbox.reset_request_log()  # type: ignore[union-attr]
+    outcome = world.daemon.run_pass()
+    assert outcome.ok, outcome
+    assert world.client.get(ObjectRef("v1", "ConfigMap", "web", "web-config")) is not None
+    gets = [
+        e.path
+        for e in world.sandbox.request_log()  # type: ignore[union-attr]
+        if e.method == "GET" and e.path.partition("/namespaces/")[2].count("/") == 2
+    ]
+    config = gets.count("/api/v1/namespaces/web/configmaps/web-config")
+    rounds = gets.count("/apis/apps/v1/namespaces/web/deployments/web")
+    # the ConfigMap is read at most once (when the pass's view has no copy of it yet)
+    assert rounds > 1 and config <= 1, gets
