@@ -290,10 +290,20 @@ def image_manifest(base_url: str, repository: str, seed: str, token: str | None 
 
 
 def put_manifest(
-    base_url: str, repository: str, reference: str, manifest: bytes, token: str | None = None
+    base_url: str,
+    repository: str,
+    reference: str,
+    manifest: bytes,
+    token: str | None = None,
+    *,
+    pool: urllib3.PoolManager | None = None,
 ) -> str:
-    """PUT ``manifest`` under a tag (or digest); returns the digest the registry gives it."""
-    pool = urllib3.PoolManager(retries=False)
+    """PUT ``manifest`` under a tag (or digest); returns the digest the registry gives it.
+
+    Pass a ``pool`` to reuse connections when tagging many times.
+    """
+    own = pool is None
+    pool = pool if pool is not None else urllib3.PoolManager(retries=False)
     try:
         response = pool.request(
             "PUT",
@@ -302,7 +312,8 @@ def put_manifest(
             headers=_headers(token, **{"Content-Type": OCI_MANIFEST}),
         )
     finally:
-        pool.clear()
+        if own:
+            pool.clear()
     if response.status != 201:
         raise RuntimeError(
             f"pushing manifest {repository}:{reference}: "
@@ -417,7 +428,9 @@ class TokenServer:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _token_handler(self))
         server.daemon_threads = True
         self._server = server
-        threading.Thread(target=server.serve_forever, name="token-server", daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever, args=(0.05,), name="token-server", daemon=True
+        ).start()
 
     def stop(self) -> None:
         if self._server is not None:
@@ -511,14 +524,22 @@ def _token_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
 class FaultProxy:
     """An HTTP proxy in front of ``upstream`` (``host:port``) that fails the first requests.
 
-    The first ``failures`` requests are answered ``status`` (500 by default) with
-    ``Retry-After: 0`` when ``retry_after``; the rest are forwarded. ``override``
-    may answer a request itself (``(status, headers, body)``), e.g. a malformed
-    tags list.
+    The first ``failures`` requests are answered ``status`` (500 by default), with
+    a ``Retry-After`` header when ``retry_after`` is set; the rest are forwarded.
+    ``override`` may answer a request itself (``(status, headers, body)``), e.g. a
+    malformed tags list.
+
+    ``paginate`` serves tag lists in pages as the distribution spec describes
+    (``n`` and ``last``, lexical order, ``Link: <...?n=N&last=T>; rel="next"``,
+    a relative URL) from the upstream's whole list. distribution 2.8, the
+    packaged registry, ignores ``n`` on tag lists and answers every tag at once;
+    distribution 3, Docker Hub, GHCR and Harbor page them, and a client that
+    ignored ``Link`` would silently miss builds there.
     """
 
     upstream: str
     failures: int = 0
+    paginate: bool = False
     status: int = 500
     retry_after: str | None = None
     override: Callable[[str, str], tuple[int, dict[str, str], bytes] | None] | None = None
@@ -534,7 +555,9 @@ class FaultProxy:
     def __enter__(self) -> FaultProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="fault-proxy", daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -581,15 +604,38 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if answer is not None:
                 self._reply(*answer)
                 return
+            url = urlsplit(self.path)
+            if proxy.paginate and self.command == "GET" and url.path.endswith("/tags/list"):
+                self._reply(*self._page(url.path, parse_qs(url.query)))
+                return
+            self._reply(*self._forward(self.path, body))
+
+        def _page(
+            self, path: str, query: dict[str, list[str]]
+        ) -> tuple[int, dict[str, str], bytes]:
+            status, headers, data = self._forward(path, None)
+            if status != 200:
+                return status, headers, data
+            answer = json.loads(data)
+            tags = sorted(answer.get("tags") or [])
+            last = (query.get("last") or [""])[0]
+            size = int((query.get("n") or ["100"])[0])
+            rest = [t for t in tags if t > last] if last else tags
+            answer["tags"] = rest[:size]
+            out = {"Content-Type": "application/json"}
+            if len(rest) > size:
+                out["Link"] = f'<{path}?n={size}&last={rest[size - 1]}>; rel="next"'
+            return 200, out, json.dumps(answer).encode()
+
+        def _forward(self, path: str, body: bytes | None) -> tuple[int, dict[str, str], bytes]:
             host, _, port = proxy.upstream.partition(":")
             conn = http.client.HTTPConnection(host, int(port or 80), timeout=30)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 headers["Host"] = proxy.upstream
-                conn.request(self.command, self.path, body=body, headers=headers)
+                conn.request(self.command, path, body=body, headers=headers)
                 response = conn.getresponse()
-                data = response.read()
-                self._reply(response.status, dict(response.getheaders()), data)
+                return response.status, dict(response.getheaders()), response.read()
             finally:
                 conn.close()
 
