@@ -13,8 +13,7 @@ import argparse
 
 from reconciler.commands.output import eprint, is_data, print_data
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageError
-from reconciler.registry import RegistryError
-from reconciler.registry.scan import scan_catalog, verify_catalog
+from reconciler.registry import RegistryError, scan_catalog, verify_catalog
 from reconciler.source import commit_builds
 
 

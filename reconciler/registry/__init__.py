@@ -13,15 +13,35 @@ the demo.
 from reconciler.registry.auth import Credential, Credentials, CredentialsError
 from reconciler.registry.client import MANIFEST_TYPES, RegistryClient, RegistryError, RetryPolicy
 from reconciler.registry.reference import Repository, repository_of
+from reconciler.registry.scan import (
+    AppScan,
+    BuildChange,
+    BuildsFileInvalid,
+    MissingImage,
+    ScanResult,
+    VerifyResult,
+    read_builds,
+    scan_catalog,
+    verify_catalog,
+)
 
 __all__ = [
     "MANIFEST_TYPES",
+    "AppScan",
+    "BuildChange",
+    "BuildsFileInvalid",
     "Credential",
     "Credentials",
     "CredentialsError",
+    "MissingImage",
     "RegistryClient",
     "RegistryError",
     "Repository",
     "RetryPolicy",
+    "ScanResult",
+    "VerifyResult",
+    "read_builds",
     "repository_of",
+    "scan_catalog",
+    "verify_catalog",
 ]

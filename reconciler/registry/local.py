@@ -34,7 +34,7 @@ import subprocess
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -526,8 +526,9 @@ class FaultProxy:
 
     The first ``failures`` requests are answered ``status`` (500 by default), with
     a ``Retry-After`` header when ``retry_after`` is set; the rest are forwarded.
-    ``override`` may answer a request itself (``(status, headers, body)``), e.g. a
-    malformed tags list.
+    ``override(method, path, headers)`` may answer a request itself
+    (``(status, headers, body)``), e.g. a malformed tags list or a Basic-auth
+    challenge; returning None forwards it.
 
     ``paginate`` serves tag lists in pages as the distribution spec describes
     (``n`` and ``last``, lexical order, ``Link: <...?n=N&last=T>; rel="next"``,
@@ -542,7 +543,9 @@ class FaultProxy:
     paginate: bool = False
     status: int = 500
     retry_after: str | None = None
-    override: Callable[[str, str], tuple[int, dict[str, str], bytes] | None] | None = None
+    override: (
+        Callable[[str, str, Mapping[str, str]], tuple[int, dict[str, str], bytes] | None] | None
+    ) = None
     seen: list[tuple[str, str, int]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -600,7 +603,11 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     headers["Retry-After"] = proxy.retry_after
                 self._reply(proxy.status, headers, b'{"errors":[{"code":"UNAVAILABLE"}]}')
                 return
-            answer = proxy.override(self.command, self.path) if proxy.override else None
+            answer = (
+                proxy.override(self.command, self.path, dict(self.headers.items()))
+                if proxy.override
+                else None
+            )
             if answer is not None:
                 self._reply(*answer)
                 return

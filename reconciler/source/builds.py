@@ -30,13 +30,13 @@ from ruamel.yaml.error import YAMLError
 
 from reconciler.model.builds import BuildsFileChange, ImageBuilds
 from reconciler.model.errors import SourceError, UsageError
-from reconciler.source.channels import _check_clean, _open_worktree, _push
+from reconciler.source.channels import _open_worktree, _push
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess
 from reconciler.source.runner import GitFailed, run, run_remote
 
 HEADER = """\
 # Image builds of this app's versions: which rebuild (long tag) of each image runs,
-# pinned by digest. Written by `reconciler images scan`; see SPEC section 8.
+# pinned by digest. Written by `reconciler images scan`: edit by hand only to undo a pin.
 """
 _ZERO = "0" * 40
 
@@ -124,12 +124,12 @@ def commit_builds(
     repo = _open_worktree(root)
     if not changes:
         return BuildsCommits((), branch)
+    for change in changes:
+        _check_clean(repo, root, change.path)
     if branch is not None:
         commits = _commit_on_branch(repo, root, changes, branch)
         pushed = _push_branch(repo, branch, credentials, policy) if push else None
         return BuildsCommits(commits, branch, pushed)
-    for change in changes:
-        _check_clean(repo, root / change.path)
     made: list[BuildsCommit] = []
     for change in changes:
         path = root / change.path
@@ -143,6 +143,16 @@ def commit_builds(
         made.append(_done(change, run(repo, ["rev-parse", "HEAD"])))
     pushed = _push(repo, credentials, policy) if push else None
     return BuildsCommits(tuple(made), None, pushed)
+
+
+def _check_clean(repo: git.Repo, root: Path, rel: str) -> None:
+    """The scan read the working tree's file: it must be what HEAD has, or the commit
+    would carry someone's unfinished edit (or, on a branch, silently drop it)."""
+    if run(repo, ["status", "--porcelain", "--", str(root / rel)]).strip():
+        raise SourceError(
+            f"{rel}: has uncommitted changes; commit or discard them first so each "
+            "image build is a commit of its own"
+        )
 
 
 def _done(change: BuildsFileChange, commit: str) -> BuildsCommit:

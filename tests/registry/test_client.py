@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import socket
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -148,7 +149,9 @@ def test_a_registry_that_is_down_is_an_error_naming_it() -> None:
 
 
 def test_a_malformed_tags_answer_is_an_error(registry: LocalRegistry, repo_name: str) -> None:
-    def answer(method: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+    def answer(
+        method: str, path: str, _: Mapping[str, str]
+    ) -> tuple[int, dict[str, str], bytes] | None:
         if "/tags/list" in path:
             return 200, {"Content-Type": "application/json"}, b'{"name": "x", "tags": "oops"}'
         return None
@@ -180,6 +183,41 @@ def test_bearer_token_auth_sends_basic_credentials_to_the_realm_and_caches_the_t
         assert c.manifest_digest(repo, "1.0.0-rev1-b1") == digest
     asked = server.requests[before:]
     assert asked == [{"method": "GET", "path": "/token", "basic": True}]  # one token per scope
+
+
+def test_basic_auth_answers_the_challenge_with_the_configured_credentials(
+    registry: LocalRegistry, repo_name: str
+) -> None:
+    """A registry behind HTTP Basic (an nginx in front of distribution, as its docs show)."""
+    push_image(registry.url, repo_name, "1.0.0-rev1-b1")
+    good = "Basic " + base64.b64encode(b"reader:s3cret-Pa55").decode()
+    sent: list[str | None] = []
+
+    def basic(
+        method: str, path: str, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, str], bytes] | None:
+        sent.append(headers.get("Authorization"))
+        if headers.get("Authorization") == good:
+            return None
+        return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
+
+    with FaultProxy(registry.host, override=basic) as proxy:
+        repo = repository_of(f"{proxy.host}/{repo_name}")
+        with RegistryClient(credentials=Credentials(everywhere=READER), policy=FAST) as c:
+            assert c.list_tags(repo) == ["1.0.0-rev1-b1"]
+            assert c.manifest_digest(repo, "1.0.0-rev1-b1") is not None
+        # anonymous first; once challenged, every request carries the credentials
+        assert sent == [None, good, good]
+        wrong = Credentials(everywhere=Credential("reader", "nope"))
+        with (
+            RegistryClient(credentials=wrong, policy=FAST) as c,
+            pytest.raises(RegistryError) as caught,
+        ):
+            c.list_tags(repo)
+    assert str(caught.value) == (
+        f"registry {proxy.host}: listing tags of {repo_name}: 401 Unauthorized: "
+        "credentials were refused"
+    )
 
 
 def test_wrong_credentials_are_a_clear_error(token_registry: LocalRegistry, repo_name: str) -> None:

@@ -281,3 +281,45 @@ def test_verify_names_each_missing_image(
 def test_unknown_app_is_a_usage_error(capsys: pytest.CaptureFixture[str], shop: Path) -> None:
     code, _, err = run(capsys, "images", "verify", str(shop), "--app", "nope")
     assert code == 2 and "--app nope: no such app in the catalog (apps: shop)" in err
+
+
+def test_scan_push_publishes_the_current_branch_or_the_new_one(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    shop: Path,
+    registry: LocalRegistry,
+    repo_name: str,
+) -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(shop, "remote", "add", "origin", str(remote))
+    git(shop, "push", "-q", "-u", "origin", "main")
+    push_image(registry.url, f"{repo_name}/web", "2.6.2-rev1-b1")
+    push_image(registry.url, f"{repo_name}/worker", "2.6.2-rev1")
+    code, out, err = run(capsys, "images", "scan", str(shop), "--push")
+    assert code == 0, err
+    assert git(remote, "rev-parse", "main") == git(shop, "rev-parse", "HEAD")
+    assert "pushed to origin/main" in out
+
+    push_image(registry.url, f"{repo_name}/web", "2.6.2-rev1-b2")
+    code, out, err = run(capsys, "images", "scan", str(shop), "--branch", "builds", "--push")
+    assert code == 0, err
+    assert git(remote, "rev-parse", "builds") == git(shop, "rev-parse", "builds")
+    assert git(remote, "rev-parse", "main") == git(shop, "rev-parse", "main")
+    assert git(remote, "log", "-1", "--format=%s", "builds") == (
+        "shop: image build web 2.6.2-rev1-b1 -> 2.6.2-rev1-b2"
+    )
+
+
+def test_uncommitted_builds_file_is_refused(
+    capsys: pytest.CaptureFixture[str], shop: Path, registry: LocalRegistry, repo_name: str
+) -> None:
+    push_image(registry.url, f"{repo_name}/web", "2.6.2-rev1-b1")
+    push_image(registry.url, f"{repo_name}/worker", "2.6.2-rev1")
+    (shop / "apps/shop/builds.yaml").write_text(
+        "apiVersion: reconciler/v1\nkind: ImageBuilds\napp: shop\n"
+    )
+    code, _, err = run(capsys, "images", "scan", str(shop), "--branch", "b")
+    assert code == 1
+    assert "apps/shop/builds.yaml: has uncommitted changes" in err
+    assert git(shop, "branch", "--list", "b") == ""
