@@ -387,8 +387,11 @@ def _detail(response: urllib3.BaseHTTPResponse) -> str:
 
 
 def _reason(e: Exception) -> str:
-    reason = getattr(e, "reason", None)
-    return type(reason).__name__ if reason is not None else type(e).__name__
+    """What went wrong on the wire, in urllib3's words minus its object reprs and URLs:
+    ``[Errno 111] Connection refused``, ``Read timed out. (read timeout=30)``."""
+    reason = getattr(e, "reason", None) or e
+    text = str(reason).rsplit(": ", 1)[-1].strip()
+    return text[:120] or type(reason).__name__
 
 
 def _safe(url: str) -> str:
