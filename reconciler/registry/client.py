@@ -34,7 +34,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 
 import urllib3
 
-from reconciler.model.errors import ReconcilerError
+from reconciler.model.errors import ReconcilerError, UsageError
 from reconciler.registry.auth import Challenge, Credential, Credentials, parse_challenges
 from reconciler.registry.reference import Repository
 
@@ -120,8 +120,8 @@ class RegistryClient:
         """A client with the credentials of ``RECONCILER_REGISTRY_*`` and docker's config.json."""
         try:
             credentials = Credentials.from_environment()
-        except ValueError as e:
-            raise RegistryError("credentials", str(e)) from None
+        except ValueError as e:  # a docker config.json that does not parse
+            raise UsageError(str(e)) from None
         return cls(credentials=credentials, **kwargs)
 
     def close(self) -> None:
