@@ -16,8 +16,9 @@ there, when configured) and caching it per scope until it expires.
 
 Connection errors, 5xx and 429 are retried a bounded number of times with
 exponential backoff (429 and 503 honour ``Retry-After``); every request has a
-connect and a read timeout. Every failure is a ``RegistryError`` naming the
-registry and what failed; no credential or token ever reaches a message or a log.
+connect and a read timeout. ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` are honoured.
+Every failure is a ``RegistryError`` naming the registry and what failed; no
+credential or token ever reaches a message or a log.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ import json
 import logging
 import re
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode, urljoin, urlsplit
+from urllib.parse import unquote, urlencode, urljoin, urlsplit
 
 import urllib3
 
@@ -99,19 +101,13 @@ class RegistryClient:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     _pool: urllib3.PoolManager = field(init=False, repr=False)
+    _proxies: dict[str, urllib3.ProxyManager] = field(init=False, repr=False)
     _tokens: dict[tuple[str, str, str], _Token] = field(init=False, repr=False)
     _schemes: dict[str, Challenge] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._pool = urllib3.PoolManager(
-            # our own loop retries; urllib3 only follows redirects (dropping Authorization
-            # on a cross-host redirect, as its Retry.remove_headers_on_redirect says)
-            retries=urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5),
-            timeout=urllib3.Timeout(
-                connect=self.policy.connect_timeout, read=self.policy.read_timeout
-            ),
-            headers={"User-Agent": USER_AGENT},
-        )
+        self._pool = urllib3.PoolManager(**self._options())
+        self._proxies = {}
         self._tokens = {}
         self._schemes = {}
 
@@ -126,6 +122,43 @@ class RegistryClient:
 
     def close(self) -> None:
         self._pool.clear()
+        for manager in self._proxies.values():
+            manager.clear()
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            # our own loop retries; urllib3 only follows redirects (dropping Authorization
+            # on a cross-host redirect, as its Retry.remove_headers_on_redirect says)
+            "retries": urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5),
+            "timeout": urllib3.Timeout(
+                connect=self.policy.connect_timeout, read=self.policy.read_timeout
+            ),
+            "headers": {"User-Agent": USER_AGENT},
+        }
+
+    def _pool_for(self, url: str) -> urllib3.PoolManager:
+        """The connection pool for ``url``: through ``HTTPS_PROXY``/``HTTP_PROXY`` unless
+        ``NO_PROXY`` exempts the host, read as curl and Python's urllib read them.
+
+        Credentials in the proxy URL become a ``Proxy-Authorization`` header; the proxy
+        URL is never logged.
+        """
+        parts = urlsplit(url)
+        proxy = urllib.request.getproxies_environment().get(parts.scheme)
+        if not proxy or urllib.request.proxy_bypass(parts.netloc):
+            return self._pool
+        manager = self._proxies.get(proxy)
+        if manager is None:
+            parsed = urllib3.util.parse_url(proxy if "://" in proxy else f"http://{proxy}")
+            headers = (
+                urllib3.util.make_headers(proxy_basic_auth=unquote(parsed.auth))
+                if parsed.auth
+                else None
+            )
+            bare = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
+            manager = urllib3.ProxyManager(bare, proxy_headers=headers, **self._options())
+            self._proxies[proxy] = manager
+        return manager
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -299,7 +332,7 @@ class RegistryClient:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self._pool.request(
+                response = self._pool_for(url).request(
                     method, url, headers=dict(headers), body=body, redirect=True
                 )
             except urllib3.exceptions.HTTPError as e:

@@ -611,11 +611,12 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if answer is not None:
                 self._reply(*answer)
                 return
-            url = urlsplit(self.path)
+            url = urlsplit(self.path)  # absolute-form when used as an HTTP proxy
             if proxy.paginate and self.command == "GET" and url.path.endswith("/tags/list"):
                 self._reply(*self._page(url.path, parse_qs(url.query)))
                 return
-            self._reply(*self._forward(self.path, body))
+            target = url.path + (f"?{url.query}" if url.query else "")
+            self._reply(*self._forward(target, body))
 
         def _page(
             self, path: str, query: dict[str, list[str]]

@@ -21,6 +21,16 @@ _names = itertools.count()
 FAST = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05, connect_timeout=2, read_timeout=10)
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy_or_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's proxy and registry settings must not change what the tests ask."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "DOCKER_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name in ("USERNAME", "PASSWORD", "HOST", "INSECURE"):
+        monkeypatch.delenv(f"RECONCILER_REGISTRY_{name}", raising=False)
+
+
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
     with running_registry(tmp_path_factory.mktemp("registry")) as handle:

@@ -6,6 +6,7 @@ front of the open one), so what is checked is what goes over the wire.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -148,3 +149,29 @@ def test_a_broken_config_json_is_a_usage_error(
         str(caught.value)
         == f"{tmp_path / 'config.json'}: cannot read docker config: JSONDecodeError"
     )
+
+
+def test_http_proxy_from_the_environment_with_its_credentials(
+    registry: LocalRegistry, repo_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    digest = push_image(registry.url, repo_name, "1.0.0-rev1-b1")
+    auth: list[str | None] = []
+
+    def record(method: str, path: str, headers: Mapping[str, str]) -> Answer:
+        auth.append({k.lower(): v for k, v in headers.items()}.get("proxy-authorization"))
+        return None  # forward
+
+    with FaultProxy(registry.host, override=record) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://px%40user:px-pass@{proxy.host}")
+        with RegistryClient(policy=FAST) as c:
+            repo = repository_of(f"{registry.host}/{repo_name}")
+            assert c.manifest_digest(repo, "1.0.0-rev1-b1") == digest
+        # absolute-form request line: the proxy was asked for the registry's URL
+        assert [p for _, p, _ in proxy.seen] == [
+            f"http://{registry.host}/v2/{repo_name}/manifests/1.0.0-rev1-b1"
+        ]
+        assert auth == ["Basic " + base64.b64encode(b"px@user:px-pass").decode()]
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        with RegistryClient(policy=FAST) as c:
+            assert c.manifest_digest(repo, "1.0.0-rev1-b1") == digest
+        assert len(proxy.seen) == 1  # NO_PROXY: straight to the registry
