@@ -21,7 +21,13 @@ from reconciler.registry import (
     RegistryError,
     repository_of,
 )
-from reconciler.registry.local import FaultProxy, LocalRegistry, push_image
+from reconciler.registry.local import (
+    FaultProxy,
+    LocalRegistry,
+    RegistryStartError,
+    push_image,
+    running_registry,
+)
 from tests.registry.conftest import FAST
 
 Answer = tuple[int, dict[str, str], bytes] | None
@@ -175,3 +181,21 @@ def test_http_proxy_from_the_environment_with_its_credentials(
         with RegistryClient(policy=FAST) as c:
             assert c.manifest_digest(repo, "1.0.0-rev1-b1") == digest
         assert len(proxy.seen) == 1  # NO_PROXY: straight to the registry
+
+
+def test_a_registry_that_cannot_start_is_an_error_not_a_skip(tmp_path: Path) -> None:
+    with (
+        pytest.raises(RegistryStartError, match="apt-get install -y docker-registry"),
+        running_registry(tmp_path / "a", binary=str(tmp_path / "no-registry")),
+    ):
+        pass
+    script = tmp_path / "broken-registry"
+    script.write_text("#!/bin/sh\necho 'configuration error: bad storage' >&2\nexit 1\n")
+    script.chmod(0o755)
+    with (
+        pytest.raises(RegistryStartError) as caught,
+        running_registry(tmp_path / "b", binary=str(script)),
+    ):
+        pass
+    assert "exited before answering" in str(caught.value)
+    assert "configuration error: bad storage" in str(caught.value)

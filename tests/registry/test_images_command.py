@@ -323,3 +323,30 @@ def test_uncommitted_builds_file_is_refused(
     assert code == 1
     assert "apps/shop/builds.yaml: has uncommitted changes" in err
     assert git(shop, "branch", "--list", "b") == ""
+
+
+def test_scan_a_token_registry_with_credentials_from_the_environment(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    token_registry: LocalRegistry,
+    repo_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    catalog = make_catalog(tmp_path / "c", token_registry.host, repo_name)
+    for image, tag in (("web", "2.6.2-rev1-b1"), ("worker", "2.6.2-rev1-b2")):
+        name = f"{repo_name}/{image}"
+        push_image(token_registry.url, name, tag, token=token_registry.token(name))
+    head = git(catalog, "rev-parse", "HEAD")
+    monkeypatch.setenv("RECONCILER_REGISTRY_USERNAME", "reader")
+    monkeypatch.setenv("RECONCILER_REGISTRY_PASSWORD", "wrong")
+    code, _, err = run(capsys, "images", "scan", str(catalog))
+    assert code == 2 and "credentials were refused; nothing was committed" in err
+    assert "wrong" not in err
+    assert git(catalog, "rev-parse", "HEAD") == head
+    monkeypatch.setenv("RECONCILER_REGISTRY_PASSWORD", "s3cret-Pa55")
+    monkeypatch.setenv("RECONCILER_REGISTRY_HOST", token_registry.host)
+    code, _, err = run(capsys, "images", "scan", str(catalog))
+    assert code == 0, err
+    assert git(catalog, "log", "-1", "--format=%s") == (
+        "shop: image builds web 2.6.2-rev1 -> 2.6.2-rev1-b1, worker 2.6.2-rev1 -> 2.6.2-rev1-b2"
+    )
