@@ -6,16 +6,19 @@ import json
 import socket
 import subprocess
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from reconciler.cli import main
 from reconciler.registry import RegistryClient
-from reconciler.registry.local import LocalRegistry, delete_manifest, push_image
+from reconciler.registry.local import FaultProxy, LocalRegistry, delete_manifest, push_image
 from reconciler.registry.scan import scan_catalog
 from reconciler.source import commit_builds
 from tests.registry.conftest import FAST
+
+Answer = tuple[int, dict[str, str], bytes] | None
 
 
 def git(repo: Path, *args: str) -> str:
@@ -197,7 +200,7 @@ def test_scan_on_a_branch_leaves_the_checkout_alone(
     assert code == 2 and "the branch exists already" in err
 
 
-def test_scan_with_a_registry_down_commits_nothing(
+def test_scan_with_a_registry_down_or_malformed_commits_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, registry: LocalRegistry, repo_name: str
 ) -> None:
     with socket.socket() as s:
@@ -205,20 +208,31 @@ def test_scan_with_a_registry_down_commits_nothing(
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     catalog = make_catalog(tmp_path / "c", registry.host, repo_name)
     version = catalog / "apps/shop/versions/2.6.2/version.yaml"
-    version.write_text(
-        version.read_text().replace(f"{registry.host}/{repo_name}/worker", f"{dead}/x/worker")
-    )
+    original = version.read_text()
+    version.write_text(original.replace(f"{registry.host}/{repo_name}/worker", f"{dead}/x/worker"))
     git(catalog, "commit", "-qam", "worker elsewhere")
     push_image(registry.url, f"{repo_name}/web", "2.6.2-rev1-b1")  # this one would change
     head = git(catalog, "rev-parse", "HEAD")
-    # scan_catalog raises before anything is decided; the CLI says so and exits 2
+    # every registry is asked first; one that is down fails the whole scan
     with RegistryClient(policy=FAST, sleep=lambda _: None) as c, pytest.raises(Exception) as e:
         scan_catalog(catalog, client=c)
     assert str(e.value).startswith(f"registry {dead}: listing tags of x/worker: cannot connect")
-    code, _, err = run(capsys, "images", "scan", str(catalog))
+
+    def malformed(method: str, path: str, _: Mapping[str, str]) -> Answer:
+        return (200, {}, b"<html>not a tags list</html>") if "/tags/list" in path else None
+
+    with FaultProxy(registry.host, override=malformed) as proxy:
+        version.write_text(
+            original.replace(f"{registry.host}/{repo_name}/worker", f"{proxy.host}/x/worker")
+        )
+        git(catalog, "commit", "-qam", "worker behind a broken proxy")
+        head = git(catalog, "rev-parse", "HEAD")
+        code, _, err = run(capsys, "images", "scan", str(catalog))
     assert code == 2
-    assert err.startswith(f"reconciler: error: registry {dead}: listing tags of x/worker")
-    assert err.rstrip().endswith("nothing was committed")
+    assert err == (
+        f"reconciler: error: registry {proxy.host}: tags of x/worker: the answer is not JSON "
+        "(malformed tags response); nothing was committed\n"
+    )
     assert git(catalog, "rev-parse", "HEAD") == head
     assert git(catalog, "status", "--porcelain") == ""
 
