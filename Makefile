@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean
+.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean registry
 
 # The template's example Python migrations (catalog-repo-template/migrations-example) are
 # installed too: validating the template needs their registered names.
@@ -34,10 +34,23 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install registry
 	$(BIN)/pytest -n 2
 
 test: lint typecheck unit
+
+# The tests of reconciler.registry run a real registry: the CNCF distribution server,
+# packaged by Debian as docker-registry. Installed when missing (needs root and apt);
+# without it those tests fail, they never skip.
+REGISTRY_BINARY := /usr/bin/docker-registry
+registry: $(REGISTRY_BINARY)
+
+$(REGISTRY_BINARY):
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "$(REGISTRY_BINARY) is missing: install Debian's docker-registry package as root" \
+			"(apt-get install -y docker-registry); the registry tests need it" >&2; exit 2; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry; }
 
 # The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
 # the daemon's rollouts and migrations, migration checks), serially, each in namespaces

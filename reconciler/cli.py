@@ -318,6 +318,8 @@ COMMANDS: dict[str, str] = {
     "version": "client:version_command",
     "reconcile": "client:reconcile_command",
     "completion": "completion:completion_command",
+    "images scan": "images:images_scan_command",
+    "images verify": "images:images_verify_command",
 }
 
 
@@ -563,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output(cs)
 
     _rollout_parser(sub)
+    _images_parser(sub)
     _preview_parser(sub)
     _report_parser(sub)
 
@@ -700,6 +703,64 @@ def _daemon_client_parsers(sub: Any) -> None:
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
 
 
+def _images_parser(sub: Any) -> None:
+    """``images scan|verify`` (SPEC section 8): image builds from the registries."""
+    p = _subcommand(
+        sub,
+        "images",
+        help="image builds: scan registries, verify images (SPEC section 8)",
+        description=(
+            "Pin each intermediate image tag's newest build in apps/<app>/builds.yaml, and "
+            "check that released images still exist. Registry credentials: "
+            "RECONCILER_REGISTRY_USERNAME/PASSWORD (RECONCILER_REGISTRY_HOST limits them to "
+            "those hosts) or a docker config.json; RECONCILER_REGISTRY_INSECURE lists hosts "
+            "spoken to over plain HTTP (loopback always is)."
+        ),
+    )
+    isub = p.add_subparsers(dest="images_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    scan = _subcommand(
+        isub,
+        "scan",
+        help="commit the newest build of every intermediate tag",
+        description=(
+            "Ask each image's registry for the newest long tag (<intermediate>-b<build>) of "
+            "every intermediate tag a non-yanked version names, and commit builds.yaml "
+            "changes, one commit per app. Exit 0 (also when nothing changed), 2 when a "
+            "registry cannot answer (then nothing is committed)."
+        ),
+    )
+    _catalog_arg(scan)
+    scan.add_argument("--repo", help="catalog checkout (same as CATALOG)")
+    scan.add_argument("--app", help="only this app")
+    scan.add_argument(
+        "--push",
+        action="store_true",
+        help="push the commits: the current branch to its upstream; with --branch, that "
+        "branch to the same remote (else origin)",
+    )
+    scan.add_argument(
+        "--branch",
+        metavar="NAME",
+        help="commit on a new branch NAME from HEAD (for a pull request); the current "
+        "branch and working tree are left untouched",
+    )
+    _output(scan)
+    verify = _subcommand(
+        isub,
+        "verify",
+        help="check that every released image still exists",
+        description=(
+            "HEAD every image of every non-yanked version in its registry: the tag as "
+            "written and the pinned <long tag>@<digest> of builds.yaml. Exit 1 naming each "
+            "missing one, 2 when a registry cannot be reached."
+        ),
+    )
+    _catalog_arg(verify)
+    verify.add_argument("--repo", help="catalog checkout (same as CATALOG)")
+    verify.add_argument("--app", help="only this app")
+    _output(verify)
+
+
 def _preview_parser(sub: Any) -> None:
     """``preview`` (SPEC section 7): what a pull request changes, from two commits, offline."""
     p = _subcommand(
@@ -824,6 +885,10 @@ def _handler(args: argparse.Namespace) -> Handler:
         if args.rollout_command is None:
             raise UsageError("rollout: missing subcommand (try: reconciler rollout --help)")
         name = f"rollout {args.rollout_command}"
+    if name == "images":
+        if args.images_command is None:
+            raise UsageError("images: missing subcommand (try: reconciler images --help)")
+        name = f"images {args.images_command}"
     if name == "channel":
         if args.channel_command is None:
             raise UsageError("channel: missing subcommand (try: reconciler channel set --help)")

@@ -1,7 +1,9 @@
 """The layering rules of ARCHITECTURE.md, enforced by reading every module's imports.
 
 cli -> commands -> preview -> daemon -> stages -> model. Only ``source/`` imports ``git``,
-only ``kube/`` imports ``kubernetes`` (the sandbox's ``fieldschema.py`` reads the
+only ``kube/`` imports ``kubernetes``, only ``registry/`` speaks HTTP to image registries
+(the Distribution API paths appear nowhere else, and ``urllib3`` is imported only there and
+by ``kube/``, for the Kubernetes client's transport) (the sandbox's ``fieldschema.py`` reads the
 client's generated models as schema data, nothing else); ``model/`` imports nothing of ours but
 itself; stages never import the layers above them, nor each other's internals
 (``reconciler.resolve`` is fine, ``reconciler.resolve.ranges`` from another stage is not).
@@ -25,6 +27,7 @@ STAGES = {
     "migrations",
     "status",
     "sandbox",
+    "registry",
 }
 UPPER = {"daemon", "preview", "commands", "cli"}
 
@@ -68,6 +71,10 @@ def test_module_respects_layers(path: Path) -> None:
     for name in names:
         if _top(name) == "git" and layer != "source":
             problems.append(f"imports {name}: only reconciler/source/ may import git")
+        if _top(name) == "urllib3" and layer not in ("registry", "kube"):
+            problems.append(
+                f"imports {name}: only reconciler/registry/ speaks HTTP to image registries"
+            )
         if _top(name) == "kubernetes" and layer != "kube" and not _schema_data(path, name):
             problems.append(f"imports {name}: only reconciler/kube/ may import kubernetes")
         if not name.startswith("reconciler."):
@@ -84,4 +91,9 @@ def test_module_respects_layers(path: Path) -> None:
             problems.append(
                 f"imports {name}: use the public API reconciler.{target}, not its internals"
             )
+    if layer != "registry":
+        text = path.read_text()
+        for api in ("/tags/list", "/manifests/", "/blobs/uploads"):
+            if api in text:
+                problems.append(f"mentions {api}: only reconciler/registry/ does registry HTTP")
     assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(sorted(set(problems)))

@@ -115,3 +115,25 @@ def pinned_images(images: Mapping[str, str], builds: Mapping[str, ImageBuild]) -
         except ImageRefError:
             continue  # the loader reports the bad reference; keep it as written
     return out
+
+
+@dataclass(frozen=True)
+class BuildsFileChange:
+    """A new ``apps/<app>/builds.yaml`` and the commit message that brings it.
+
+    ``reconciler.registry`` decides it (what the registry has), ``reconciler.source``
+    writes and commits it (Git is only ``source``'s), so neither needs the other.
+    """
+
+    app: str
+    builds: ImageBuilds
+    message: str
+
+    @property
+    def path(self) -> str:
+        return builds_path(self.app)
+
+
+def builds_path(app: str) -> str:
+    """The file of an app's builds, relative to the catalog root."""
+    return f"apps/{app}/builds.yaml"

@@ -137,3 +137,8 @@ def build_tag_key(tag: str) -> tuple[int, BuildTag | None, str]:
     """Sort key: build tags in numeric order, then any other tag by its text."""
     parsed = parse_build_tag(tag)
     return (0, parsed, "") if parsed is not None else (1, None, tag)
+
+
+def valid_tag(tag: str) -> bool:
+    """Whether ``tag`` follows the OCI distribution tag rule."""
+    return _TAG.fullmatch(tag) is not None

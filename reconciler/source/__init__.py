@@ -8,6 +8,7 @@ that leaves this package is redacted (``redact_url``): no credential is ever
 logged, raised or recorded.
 """
 
+from reconciler.source.builds import BuildsCommit, BuildsCommits, commit_builds, render_builds
 from reconciler.source.changes import changed_between
 from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
 from reconciler.source.checkout import CatalogSource, SyncResult
@@ -25,6 +26,8 @@ from reconciler.source.snapshots import export_paths, list_directory, resolve_co
 from reconciler.source.verify import SignaturePolicy, SignatureRefused, Verdict
 
 __all__ = [
+    "BuildsCommit",
+    "BuildsCommits",
     "CatalogSource",
     "ChannelMove",
     "ChannelMoveRefused",
@@ -45,10 +48,12 @@ __all__ = [
     "cache_root",
     "change_gate",
     "changed_between",
+    "commit_builds",
     "export_paths",
     "list_directory",
     "redact_text",
     "redact_url",
+    "render_builds",
     "resolve_commit",
     "set_channel",
     "status_branch_clusters",
