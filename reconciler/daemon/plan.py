@@ -202,7 +202,8 @@ def plan_instance(
     assert entry is not None and resolution.next_version is not None
     version = entry.versions[resolution.next_version]
     if not version.valid:
-        message = _first_error(catalog, version.directory)
+        # its own files, or a broken entry of the app's builds.yaml (SPEC section 8)
+        message = _first_error(catalog, version.directory, f"apps/{version.app}/builds.yaml")
         return InstancePlan(instance, resolution, version, reason=CATALOG_INVALID, message=message)
     missing = _missing_analysis(instance, version) if deployed not in (None, version.key) else None
     if missing is not None:
