@@ -21,6 +21,7 @@ from typing import Any
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.manifests import attach_analysis_job, load_templates
 from reconciler.catalog.yamlread import Document
+from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.catalog import (
     App,
     AppEntry,
@@ -37,7 +38,6 @@ from reconciler.model.catalog import (
     RolloutPlan,
 )
 from reconciler.model.errors import UsageError
-from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.names import DNS_LABEL
