@@ -271,8 +271,8 @@ def _load_builds(ctx: LoadContext, app: str, path: Path, entry: AppEntry) -> Non
         or not isinstance(raw_builds, dict)
         or doc.data.get("kind") != "ImageBuilds"
     ):
-        for key, version in list(entry.versions.items()):
-            entry.versions[key] = replace(version, valid=False)
+        for key, each in list(entry.versions.items()):
+            entry.versions[key] = replace(each, valid=False)
         return
     builds: dict[str, dict[str, ImageBuild]] = {}
     lines: dict[tuple[str, str], int] = {}
