@@ -23,9 +23,9 @@ from reconciler.daemon.plan import InstancePlan, check_catalog, plan_cluster, pl
 from reconciler.migrations import Registry, upgrade_migrations
 from reconciler.model.catalog import AppVersion, Catalog, Instance, Migration
 from reconciler.model.errors import UsageError
+from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.problems import Problem
 from reconciler.model.secrets import mask_secret_pair
-from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.version import parse_version
 from reconciler.preview.model import (
     ADDED,
