@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from reconciler.cli import main
 from reconciler.daemon.loop import PassOutcome
 from reconciler.kube.rollout_driver import copy_name
 from reconciler.model.changeset import ObjectRef
@@ -107,7 +108,9 @@ def _trailers(world: World, grep: str) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
-def test_a_new_build_rolls_out_in_batches_named_by_its_builds(installed: World) -> None:
+def test_a_new_build_rolls_out_in_batches_named_by_its_builds(
+    installed: World, capsys: pytest.CaptureFixture[str]
+) -> None:
     world = installed
     world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
     at_batch: dict[int, Counter[str]] = {}
@@ -138,6 +141,13 @@ def test_a_new_build_rolls_out_in_batches_named_by_its_builds(installed: World) 
     assert _pods(world) == Counter({B6: 5})
     quiet = world.daemon.run_pass()  # the cluster is the plain render of b6.1 now
     assert quiet.commits == [] and _web(quiet).rollout is not None
+    remote = str(world.repo.remote)
+    capsys.readouterr()
+    assert main(["history", "--repo", remote, "--cluster", "prod", "web"]) == 0
+    history = capsys.readouterr().out
+    assert f"rollout podinfo {label}: batch 2/3 ready" in history
+    assert main(["rollout", "status", "web", "--cluster", "prod", "--repo", remote]) == 0
+    assert label in capsys.readouterr().out
 
 
 def test_without_batches_a_new_build_applies_at_once_and_is_named(installed: World) -> None:
