@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.rollout import release_key
 
 if TYPE_CHECKING:
     from reconciler.kube.client import KubeClient
@@ -57,8 +58,6 @@ class Inventory:
     @property
     def release(self) -> str:
         """The version and builds as one key (``reconciler.model.rollout.release_key``)."""
-        from reconciler.model.rollout import release_key
-
         return release_key(self.version, self.images) if self.version else ""
 
     @property

@@ -10,9 +10,12 @@ once, and a failing build with ``onFailure: rollback`` returns to the old pinned
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,7 @@ from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, settle, world
 from tests.factories import BASE_FILES
 from tests.lanes import MISSING_DIGEST
+from tests.rollout.test_kill9 import start
 
 REPO = "ghcr.io/stefanprodan/podinfo"
 D5 = "sha256:" + "5" * 64
@@ -234,3 +238,42 @@ def test_a_newer_build_abandons_and_a_restart_continues(installed: World) -> Non
     assert "-> 6.5.0-rev1-b8: succeeded" in steps[-1], steps
     assert len([s for s in steps if "b6.1: started" in s]) == 1  # the restarts began nothing
     assert set(_pods(world)) == {f"{REPO}:6.5.0-rev1-b8@{d8}"}
+
+
+@pytest.mark.slow
+def test_kill_9_after_every_build_rollout_step_finishes_once(
+    installed: World, tmp_path: Path
+) -> None:
+    """The real ``reconciler run`` process, SIGKILLed as soon as each step is committed:
+    the next one reads the builds that run from the inventory and the record, and the
+    rollout of the rebuild finishes once, with no step lost or repeated."""
+    world = installed
+    world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
+    cache = tmp_path / "daemon-cache"
+    kills, seen = 0, 0
+    process = start(world, cache)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            steps = _steps(world)
+            if steps and "succeeded" in steps[-1]:
+                break
+            if len(steps) > seen:
+                seen = len(steps)
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                kills += 1
+                process = start(world, cache)
+            elif process.poll() is not None:
+                raise AssertionError(f"the daemon exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+            time.sleep(0.02)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    steps = _steps(world)
+    label = "6.5.0-rev1-b5.1 -> 6.5.0-rev1-b6.1"
+    assert steps and steps[-1] == f"prod/web: rollout podinfo {label}: succeeded (5/5 replicas)"
+    assert kills >= 4, (kills, steps)
+    assert len(steps) == len(set(steps)) and all(label in s for s in steps), steps
+    assert not any("rolled back" in s or "abandoned" in s for s in steps)
+    assert _pods(world) == Counter({B6: 5}) and world.client.get(COPY) is None
