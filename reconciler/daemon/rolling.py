@@ -34,7 +34,7 @@ from reconciler.kube import (
 )
 from reconciler.kube.passreads import PassReads
 from reconciler.kube.rollout_analysis import RolloutAnalysis
-from reconciler.model.builds import ImageBuild
+from reconciler.model.builds import ImageBuild, pinned_images
 from reconciler.model.catalog import Batch, Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
@@ -211,8 +211,14 @@ def drive(
         if template is None:  # plan_instance refuses such a plan; a guard, not a path
             raise KubeError(f"analysis job {settings.analysis} is missing from {to_version}")
         run = AnalysisRun(live.cluster, from_version, to_version, batch, len(settings.batches), key)
+        pinned = pinned_images(plan.version.images, {n: _build(b) for n, b in plan.images.items()})
         job, problems = render_analysis_job(
-            template, inst, plan.version, run, timeout_seconds=settings.health_timeout_seconds
+            template,
+            inst,
+            plan.version,
+            run,
+            timeout_seconds=settings.health_timeout_seconds,
+            images=pinned,
         )
         if job is None:
             raise KubeError(f"analysis job {settings.analysis}: {problems[0].message}")

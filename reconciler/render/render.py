@@ -175,19 +175,25 @@ def _name_problem(kind: str, name: Any) -> str | None:
 
 
 def render_template(
-    value: Any, instance: Instance, version: AppVersion
+    value: Any,
+    instance: Instance,
+    version: AppVersion,
+    *,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[Any, tuple[Problem, ...]]:
     """``value`` (a migration Job, a check's object reference) with placeholders replaced.
 
     The same placeholders and rules as manifests, so a migration names objects
     exactly the way the manifests that create them do. Labels and namespaces are
     the caller's business: a Job and a check reference are not applied objects.
+    ``images``: what ``${images.NAME}`` gives instead of the version's references (the
+    pinned builds of SPEC section 8, for a caller that knows them).
     """
     problems: list[Problem] = []
     params = _parameters(instance, version, problems)
     if any(p.is_error for p in problems):
         return None, tuple(problems)
-    return _substitute(value, _scope(instance, version, params)), ()
+    return _substitute(value, _scope(instance, version, params, images)), ()
 
 
 def _scope(
