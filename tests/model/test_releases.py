@@ -114,3 +114,12 @@ def test_inventory_records_images_and_reads_old_inventories() -> None:
     assert old is not None and old.images == {} and old.release == "2.6.2"
     cm["data"]["images"] = "{not json"
     assert from_configmap(cm) is not None
+
+
+def test_status_wide_shows_the_builds_that_run() -> None:
+    from reconciler.status.views import status_table
+
+    table = status_table([_status(images={"web": B6, "worker": "1.4-rev2-b4@" + D5})], wide=True)
+    header, row = table.splitlines()
+    assert "BUILDS" in header.split()
+    assert "web=2.6.2-rev1-b6.1,worker=1.4-rev2-b4" in row.split()
