@@ -26,6 +26,7 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, settle, world
+from tests.daemon.test_pass import CHANNELS
 from tests.factories import BASE_FILES
 from tests.lanes import MISSING_DIGEST
 from tests.rollout.test_kill9 import start
@@ -277,3 +278,18 @@ def test_kill_9_after_every_build_rollout_step_finishes_once(
     assert len(steps) == len(set(steps)) and all(label in s for s in steps), steps
     assert not any("rolled back" in s or "abandoned" in s for s in steps)
     assert _pods(world) == Counter({B6: 5}) and world.client.get(COPY) is None
+
+
+def test_a_version_change_from_a_pinned_build_is_named_by_versions(installed: World) -> None:
+    """From 6.5.0 (pinned b5.1) to 6.6.0 (no builds): a version change as before; the
+    record keeps the build it came from, and the status drops the pin once 6.6.0 runs."""
+    world = installed
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    started = _web(world.daemon.run_pass())
+    assert started.rollout is not None and started.rollout.label == "6.5.0 -> 6.6.0"
+    assert dict(started.rollout.from_images) == {"podinfo": f"6.5.0-rev1-b5.1@{D5}"}
+    assert started.images == {"podinfo": f"6.5.0-rev1-b5.1@{D5}"}  # b5.1 still runs
+    web = _web(settle(world.daemon)[-1])
+    assert web.phase is Phase.READY and web.version == "6.6.0" and web.images == {}
+    assert all("6.5.0 -> 6.6.0" in s for s in _steps(world))
+    assert set(_pods(world)) == {f"{REPO}:6.6.0"}
