@@ -48,7 +48,10 @@ LANES = ["sandbox", pytest.param("real", marks=pytest.mark.real_cluster)]
 # #imagepullbackoff), and the sandbox is told to fail it (a standalone sandbox that
 # stands in for a real cluster needs ``--fail-image '*:*-does-not-exist'``).
 MISSING_TAG = "0.0.0-does-not-exist"
-FAIL_IMAGES = ("*:*-does-not-exist",)
+# A manifest digest no registry has, for a pinned build that cannot be pulled
+# (``repo:<long tag>@<digest>``, SPEC section 8): the same ErrImagePull on a real kubelet.
+MISSING_DIGEST = "sha256:deadbeef" + "0" * 56
+FAIL_IMAGES = ("*:*-does-not-exist", f"*@{MISSING_DIGEST}")
 
 
 def real_kubeconfig() -> Path:

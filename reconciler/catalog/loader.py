@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -20,6 +21,7 @@ from typing import Any
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.manifests import attach_analysis_job, load_templates
 from reconciler.catalog.yamlread import Document
+from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.catalog import (
     App,
     AppEntry,
@@ -44,6 +46,7 @@ from reconciler.model.version import VersionSyntaxError, parse_version
 
 YAML_SUFFIXES = (".yaml", ".yml")
 DOC_SUFFIXES = (".md", ".txt", ".rst")
+_DIGEST = re.compile(r"sha256:[a-f0-9]{64}")
 APP_FILES = frozenset({"app.yaml", "channels.yaml", "builds.yaml"})
 APP_DIRS = frozenset({"versions"})
 VERSION_FILES = frozenset({"version.yaml"})
@@ -238,7 +241,101 @@ def _load_app(ctx: LoadContext, app_dir: Path) -> AppEntry:
     channels_file = app_dir / "channels.yaml"
     if channels_file.is_file():
         entry.channels = _load_channels(ctx, app_dir.name, channels_file, entry)
+    builds_file = app_dir / "builds.yaml"
+    if os.path.lexists(builds_file):
+        _load_builds(ctx, app_dir.name, builds_file, entry)
     return entry
+
+
+def _load_builds(ctx: LoadContext, app: str, path: Path, entry: AppEntry) -> None:
+    """Read ``builds.yaml`` into ``entry.builds``; a broken entry invalidates its version.
+
+    A pin that cannot be trusted must never fall back to the unpinned image of a
+    running version: that would change what runs without anyone choosing it. So an
+    entry with a problem makes its version invalid (instances on it are
+    ``CatalogInvalid`` and keep their last good state), and a file that cannot be
+    read at all (YAML, schema, wrong app) makes every version of the app invalid. An
+    entry for a version the app does not have affects nothing that runs: an error,
+    and the entry is left out. Other apps are never affected.
+    """
+    rel = ctx.rel(path)
+    doc = None
+    if path.is_file():
+        doc, _ = ctx.read_checked(path, "ImageBuilds")  # schema errors are reported there
+    else:
+        ctx.error(rel, None, "builds.yaml is not a readable file")
+    raw_builds = doc.data.get("builds") if doc is not None else None
+    if (
+        doc is None
+        or not ctx.check_name(rel, doc, "app", app, "app directory")
+        or not isinstance(raw_builds, dict)
+        or doc.data.get("kind") != "ImageBuilds"
+    ):
+        for key, each in list(entry.versions.items()):
+            entry.versions[key] = replace(each, valid=False)
+        return
+    builds: dict[str, dict[str, ImageBuild]] = {}
+    lines: dict[tuple[str, str], int] = {}
+    broken: set[str] = set()
+    for raw_version, images in raw_builds.items():
+        version_key = str(raw_version)
+        version = entry.versions.get(version_key)
+        if version is None:
+            known = ", ".join(v.key for v in entry.sorted_versions()) or "none"
+            ctx.error(
+                rel,
+                doc.line_of(["builds", raw_version]),
+                f"builds for {version_key}, which is not a version of {app} (have: {known})",
+            )
+            continue
+        if not isinstance(images, dict):
+            broken.add(version_key)  # the schema said why
+            continue
+        for name, raw in images.items():
+            line = doc.line_of(["builds", raw_version, name])
+            if not (
+                isinstance(raw, dict)
+                and isinstance(raw.get("tag"), str)
+                and isinstance(raw.get("digest"), str)
+            ):
+                broken.add(version_key)  # the schema said why
+                continue
+            build = ImageBuild.from_dict(raw)
+            problem = _build_problem(version, str(name), build)
+            if problem is not None:
+                ctx.error(rel, line, f"builds of {version_key}, image {name}: {problem}")
+            if problem is not None or not _DIGEST.fullmatch(build.digest):
+                broken.add(version_key)  # a bad digest: the schema said why
+                continue
+            builds.setdefault(version_key, {})[str(name)] = build
+            lines[(version_key, str(name))] = line
+    for key in broken:
+        entry.versions[key] = replace(entry.versions[key], valid=False)
+    entry.builds = ImageBuilds(app, builds, rel, lines)
+
+
+def _build_problem(version: AppVersion, name: str, build: ImageBuild) -> str | None:
+    """What is wrong with pinning ``name`` of ``version`` to ``build`` (None: nothing)."""
+    ref = version.images.get(name)
+    if ref is None:
+        known = ", ".join(sorted(version.images)) or "none"
+        return f'"{name}" is not an image of this version (images: {known})'
+    long = parse_build_tag(build.tag)
+    if long is None or not long.is_long:
+        return (
+            f'tag "{build.tag}" is not a long tag <app-version>-rev<N>-b<build> '
+            "(e.g. 2.6.2-rev1-b5.1)"
+        )
+    try:
+        image = parse_image(ref)
+    except ImageRefError:
+        return f'the version\'s image "{ref}" does not parse'
+    if image.tag != long.intermediate:
+        return (
+            f'tag "{build.tag}" is a build of {long.intermediate}, but the version names '
+            f'"{ref}" (a long tag must extend the version\'s intermediate tag)'
+        )
+    return None
 
 
 def _load_channels(ctx: LoadContext, app: str, path: Path, entry: AppEntry) -> Channels | None:

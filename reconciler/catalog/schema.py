@@ -28,6 +28,7 @@ SCHEMA_FILES = {
     "AppVersion": "appversion.schema.json",
     "Cluster": "cluster.schema.json",
     "Instance": "instance.schema.json",
+    "ImageBuilds": "imagebuilds.schema.json",
 }
 
 _LABEL_HINT = 'lowercase letters, digits and "-", starting and ending alphanumeric, at most 63'

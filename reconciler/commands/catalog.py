@@ -87,8 +87,10 @@ def resolve_command(args: argparse.Namespace) -> int:
     if is_data(args.output):
         out = [r.to_dict(explain=args.explain) for r in resolutions]
         if args.explain:
+            images = {p.name: dict(p.images) for p in plans}
             for item in out:
                 item["migrations"] = [c.to_dict() for c in migrations[item["instance"]]]
+                item["builds"] = images.get(item["instance"], {})
         print_data(out, args.output)
     elif args.output == "name":
         print_names([r.instance for r in resolutions])
@@ -97,6 +99,7 @@ def resolve_command(args: argparse.Namespace) -> int:
         sys.stdout.write(format_resolutions(resolutions, explain=args.explain, **options))
         if args.explain:
             sys.stdout.write(_format_migrations(resolutions, migrations))
+            sys.stdout.write(_format_builds(plans))
     return EXIT_OK if all(p.ok for p in plans) else EXIT_PROBLEMS
 
 
@@ -117,6 +120,20 @@ def _considered(catalog: Catalog, res: Resolution) -> list[Considered]:
         return []
     steps = [entry.versions[k] for k in keys if k in entry.versions]
     return upgrade_migrations(steps, res.deployed)
+
+
+def _format_builds(plans: list[InstancePlan]) -> str:
+    """The image builds ``builds.yaml`` pins for the version each instance goes to next
+    (SPEC section 8): what ``${images.NAME}`` renders as, ``repo:<long tag>@<digest>``."""
+    lines = [
+        f"  {p.name}: {p.version.key} {image} {build}"
+        for p in plans
+        if p.version is not None
+        for image, build in sorted(p.images.items())
+    ]
+    if not lines:
+        return ""
+    return "\npinned image builds (apps/<app>/builds.yaml):\n" + "\n".join(lines) + "\n"
 
 
 def _format_migrations(

@@ -53,6 +53,7 @@ def instance_target(cluster: str, plan: InstancePlan, source_commit: str = "") -
         version=plan.version.key if plan.version is not None else "",
         source_commit=source_commit,
         allow_empty_prune=inst.allow_empty_prune,
+        images=plan.images,
     )
 
 

@@ -304,7 +304,7 @@ class DaemonMetrics:
             if (
                 before is None
                 or before.state != after.state
-                or before.to_version != after.to_version
+                or before.to_key != after.to_key  # a rebuild is another rollout
             ):
                 self.rollouts.labels(cluster, str(after.state)).inc()
             return

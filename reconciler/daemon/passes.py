@@ -43,6 +43,7 @@ from reconciler.kube.passreads import PassReads
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.rollout import split_release
 from reconciler.model.shards import ShardScope
 from reconciler.model.status import InstanceStatus, Phase
 
@@ -126,6 +127,7 @@ def reconcile_checkout(
     entry = catalog.clusters[settings.cluster]
     live = LiveState(client, settings.cluster, entry.namespaces)
     deployed = live.deployed_versions(entry.instances)
+    releases = live.deployed_releases(entry.instances)  # with the builds that run
     every_plan = plan_cluster(catalog, settings.cluster, deployed)
     plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]
     options = ApplyOptions(
@@ -162,7 +164,7 @@ def reconcile_checkout(
     plain: list[InstancePlan] = []
     for plan in plans:
         record = previous[plan.name].rollout if plan.name in previous else None
-        batches = rolls(plan, deployed.get(plan.name), record)
+        batches = rolls(plan, releases.get(plan.name), record)
         if plan.name in held:
             decided.append(kept_as_is(live, plan, Action.SKIPPED, "backing off after failures"))
             continue
@@ -182,7 +184,7 @@ def reconcile_checkout(
                 plan,
                 batches,
                 options,
-                deployed=deployed[plan.name],
+                deployed=releases[plan.name],
                 record=record,
                 source_commit=commit,
                 reads=reads,
@@ -236,6 +238,7 @@ def reconcile_checkout(
             settings.health_timeout,
             waiting=plan.name in waiting,
             gated=plan.name in gated,
+            deployed_images=split_release(releases.get(plan.name, ""))[1],
         )
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]

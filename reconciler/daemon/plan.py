@@ -21,6 +21,7 @@ from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
+from reconciler.model.rollout import release_key
 from reconciler.render import object_key, render_instance
 from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
 from reconciler.rollout import PlanError, merge_plans
@@ -40,10 +41,20 @@ class InstancePlan:
     problems: tuple[Problem, ...] = ()
     reason: str | None = None  # kstatus reason when the instance cannot proceed
     message: str | None = None
+    # the image builds ``builds.yaml`` pins for ``version`` (image -> "tag@digest"),
+    # which ``objects`` run (SPEC section 8); empty when none are pinned
+    images: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.reason is None
+
+    @property
+    def release(self) -> str | None:
+        """The version and builds to run, as one key (``release_key``); None without one."""
+        if self.version is None:
+            return None
+        return release_key(self.version.key, self.images)
 
     @property
     def name(self) -> str:
@@ -202,7 +213,8 @@ def plan_instance(
     assert entry is not None and resolution.next_version is not None
     version = entry.versions[resolution.next_version]
     if not version.valid:
-        message = _first_error(catalog, version.directory)
+        # its own files, or a broken entry of the app's builds.yaml (SPEC section 8)
+        message = _first_error(catalog, version.directory, f"apps/{version.app}/builds.yaml")
         return InstancePlan(instance, resolution, version, reason=CATALOG_INVALID, message=message)
     missing = _missing_analysis(instance, version) if deployed not in (None, version.key) else None
     if missing is not None:
@@ -214,8 +226,9 @@ def plan_instance(
             reason=CATALOG_INVALID,
             message=str(missing),
         )
+    images = {n: f"{b.tag}@{b.digest}" for n, b in entry.builds_of(version.key).items()}
     if not render:
-        return InstancePlan(instance, resolution, version)
+        return InstancePlan(instance, resolution, version, images=images)
     rendered = render_instance(catalog, instance, version)
     if not rendered.ok:
         first = next(p for p in rendered.problems if p.is_error)
@@ -227,7 +240,9 @@ def plan_instance(
             reason=CATALOG_INVALID,
             message=str(first),
         )
-    return InstancePlan(instance, resolution, version, rendered.objects, rendered.problems)
+    return InstancePlan(
+        instance, resolution, version, rendered.objects, rendered.problems, images=images
+    )
 
 
 def _missing_analysis(instance: Instance, version: AppVersion) -> Problem | None:

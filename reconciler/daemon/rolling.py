@@ -34,10 +34,18 @@ from reconciler.kube import (
 )
 from reconciler.kube.passreads import PassReads
 from reconciler.kube.rollout_analysis import RolloutAnalysis
+from reconciler.model.builds import ImageBuild, pinned_images
 from reconciler.model.catalog import Batch, Catalog
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
-from reconciler.model.rollout import RollingState, RolloutRecord, describe, noteworthy
+from reconciler.model.rollout import (
+    RollingState,
+    RolloutRecord,
+    describe,
+    noteworthy,
+    rollout_label,
+    split_release,
+)
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import render_instance
 from reconciler.rollout import (
@@ -97,7 +105,12 @@ def rollout_digest(plan: InstancePlan, settings: RolloutSettings) -> str:
 def rolls(
     plan: InstancePlan, deployed: str | None, record: RolloutRecord | None
 ) -> RolloutSettings | None:
-    """The settings when this pass must drive a rollout for ``plan``, else None."""
+    """The settings when this pass must drive a rollout for ``plan``, else None.
+
+    ``deployed`` is the release the inventory records (``Inventory.release``: the
+    version, plus its pinned image builds), so a rebuild of the running version rolls
+    out like a version change (SPEC section 8).
+    """
     if not plan.ok or plan.version is None or plan.instance.suspend or deployed is None:
         return None
     if not workloads_of(plan.objects):
@@ -112,7 +125,7 @@ def rolls(
         # no plan (any more): change at once, but a rollout under way still ends
         # through the machine, so its copy and partition never stay behind
         return AT_ONCE if unfinished or ended_badly else None
-    if deployed != plan.version.key or unfinished or ended_badly:
+    if deployed != plan.release or unfinished or ended_badly:
         return settings
     return None
 
@@ -137,16 +150,21 @@ def drive(
     source_commit: str,
     reads: PassReads | None = None,
 ) -> Rolled:
-    """One transition of ``plan``'s rollout; an API error fails this instance alone."""
-    assert plan.version is not None
+    """One transition of ``plan``'s rollout; an API error fails this instance alone.
+
+    ``deployed`` and the machine's ``from``/``to`` are release keys (version and pinned
+    builds, ``release_key``): ``from`` is rendered with the builds that ran, read from
+    the record or the inventory, never from today's ``builds.yaml``.
+    """
+    assert plan.version is not None and plan.release is not None
     inst = plan.instance
+    to_key = plan.release
     to_version = plan.version.key
-    from_version = (
-        record.from_version if record is not None and not record.state.terminal else deployed
-    )
+    from_key = record.from_key if record is not None and not record.state.terminal else deployed
+    from_version, _ = split_release(from_key)
     target = instance_target(live.cluster, plan, source_commit)
 
-    def apply_render(version: str, *, settled: bool = False) -> None:
+    def apply_render(key: str, *, settled: bool = False) -> None:
         """The plain render of ``version`` through the normal apply (inventory, prune).
 
         Finalizing applies ``to`` but the inventory keeps naming ``from`` until the
@@ -154,17 +172,22 @@ def drive(
         what the next pass plans from, and a path's next step must not start while
         this one is still converging.
         """
-        if version == to_version:
-            render_target = replace(target, version=to_version if settled else from_version)
+        version, images = split_release(key)
+        if key == to_key:
+            recorded, recorded_images = split_release(to_key if settled else from_key)
+            render_target = replace(target, version=recorded, images=recorded_images)
         else:
             entry = catalog.apps.get(inst.app)
             old = entry.versions.get(version) if entry is not None else None
             if old is None:
                 raise KubeError(f"cannot return to {inst.app} {version}: not in the catalog")
-            rendered = render_instance(catalog, inst, old)
+            builds = {n: _build(b) for n, b in images.items()}
+            rendered = render_instance(catalog, inst, old, builds=builds)
             if not rendered.ok:
                 raise KubeError(f"cannot render {inst.app} {version} to return to it")
-            render_target = replace(target, objects=tuple(rendered.objects), version=version)
+            render_target = replace(
+                target, objects=tuple(rendered.objects), version=version, images=images
+            )
         # the driver writes workloads directly (Prepare, ScaleBatch), so the pass's view
         # of them may predate this very pass's batch: read them again, or the apply
         # would compare against a stale copy and skip a write that is needed
@@ -188,8 +211,14 @@ def drive(
         if template is None:  # plan_instance refuses such a plan; a guard, not a path
             raise KubeError(f"analysis job {settings.analysis} is missing from {to_version}")
         run = AnalysisRun(live.cluster, from_version, to_version, batch, len(settings.batches), key)
+        pinned = pinned_images(plan.version.images, {n: _build(b) for n, b in plan.images.items()})
         job, problems = render_analysis_job(
-            template, inst, plan.version, run, timeout_seconds=settings.health_timeout_seconds
+            template,
+            inst,
+            plan.version,
+            run,
+            timeout_seconds=settings.health_timeout_seconds,
+            images=pinned,
         )
         if job is None:
             raise KubeError(f"analysis job {settings.analysis}: {problems[0].message}")
@@ -205,8 +234,9 @@ def drive(
         instance=inst.name,
         namespace=inst.namespace,
         objects=place_objects(client, target),
-        from_version=from_version,
-        to_version=to_version,
+        from_version=from_key,
+        to_version=to_key,
+        label=rollout_label(from_key, to_key),
         apply_render=apply_render,
         instance_digest=rollout_digest(plan, settings),
         analysis=analysis,
@@ -220,14 +250,14 @@ def drive(
         )
 
     try:
-        step = _steps(record, settings, driver, deployed, to_version)
+        step = _steps(record, settings, driver, deployed, to_key)
     except KubeError as e:
         return failed(e, record)
     if step is None:
         return Rolled(record, InstanceResult(inst.name, ChangeSet.of([])), plain=True)
-    if step.record.state is RollingState.SUCCEEDED and deployed != to_version:
+    if step.record.state is RollingState.SUCCEEDED and deployed != to_key:
         try:
-            apply_render(to_version, settled=True)  # now the inventory says ``to``
+            apply_render(to_key, settled=True)  # now the inventory says ``to``
         except KubeError as e:
             return failed(e, step.record, step.next_look)
     done = ", ".join(driver.executed) or "observed"
@@ -237,6 +267,12 @@ def drive(
     action = Action.CONFIGURED if driver.executed and moved else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
     return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
+
+
+def _build(pinned: str) -> ImageBuild:
+    """The ``ImageBuild`` of a recorded ``tag@digest``."""
+    tag, _, digest = pinned.partition("@")
+    return ImageBuild(tag, digest)
 
 
 # The reason of the Kubernetes Event each noteworthy rollout step sends.
@@ -295,7 +331,7 @@ def _analysis_point(record: RolloutRecord | None) -> tuple[str, int]:
     """
     if record is None or record.state.terminal:
         return "", 0
-    return rollout_key(record.from_version, record.to_version, record.started_at), record.batch
+    return rollout_key(record.from_key, record.to_key, record.started_at), record.batch
 
 
 _PHASES: Mapping[RollingState, tuple[Phase, str]] = {
@@ -332,6 +368,7 @@ def rollout_status(
             reason="ApplyFailed",
             message=message,
             rollout=record,
+            images=dict(record.from_images) if record is not None else {},
         )
         return status.with_default_conditions()
     phase, reason = _PHASES[record.state]
@@ -351,6 +388,7 @@ def rollout_status(
         reason=reason,
         message=_message(record, app),
         rollout=record,
+        images=dict(record.to_images if done else record.from_images),
     )
     return status.with_default_conditions()
 
@@ -399,6 +437,7 @@ def after_rollout(
         or last is None
         or status.phase is not Phase.READY
         or status.version != last.to_version
+        or dict(status.images) != dict(last.to_images)
     ):
         return status
     if not quiet:

@@ -12,7 +12,8 @@ and what Git asks for (``desiredVersion``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
@@ -39,6 +40,7 @@ class InstanceOutcome:
     health_timeout: float = 0.0
     waiting: bool = False  # not healthy yet, within the timeout: Progressing, looked at again
     gated: bool = False  # the next step of an upgrade path waits for this step's health
+    deployed_images: Mapping[str, str] = field(default_factory=dict)  # builds running before
 
 
 def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> InstanceStatus:
@@ -62,12 +64,29 @@ def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> 
         objects=objects,
         reason=reason,
         message=message,
+        images=_images(outcome, version),
     )
     status = status.with_default_conditions()
     other = outcome.result.other_writer if outcome.result is not None else ""
     if other:
         status = replace(status, conditions=(*status.conditions, conflicting_writer(other)))
     return status
+
+
+def _images(o: InstanceOutcome, version: str | None) -> Mapping[str, str]:
+    """The builds that run with ``version``: the plan's once it was applied, else the
+    ones the inventory recorded before this pass (a failed apply changed nothing)."""
+    plan = o.plan
+    applied = (
+        plan.ok
+        and plan.version is not None
+        and version == plan.version.key
+        and not plan.instance.suspend
+        and not o.gated
+        and o.result is not None
+        and o.result.ok
+    )
+    return dict(plan.images) if applied else dict(o.deployed_images)
 
 
 def conflicting_writer(other: str) -> Condition:

@@ -61,6 +61,7 @@ class InstanceTarget:
     version: str = ""
     source_commit: str = ""
     allow_empty_prune: bool = False  # ``allowEmptyPrune: true`` in the instance file
+    images: Mapping[str, str] = field(default_factory=dict)  # pinned builds (SPEC section 8)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def apply_instance(
             namespace=target.namespace,
             app=target.app,
             version=target.version if applied_ok or old is None else old.version,
+            images=target.images if applied_ok or old is None else old.images,
             source_commit=old.source_commit if old is not None else "",
             objects=kept,
             writer=options.writer or (old.writer if old is not None else ""),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.changeset import ObjectRef
+from reconciler.model.rollout import release_key
 
 if TYPE_CHECKING:
     from reconciler.kube.client import KubeClient
@@ -49,6 +50,15 @@ class Inventory:
     # Who applied it: the daemon's source ("<repo> (<branch>)"). A different writer
     # found here means another reconciler writes this cluster (see ``apply_instance``).
     writer: str = ""
+    # The pinned image builds the deployed version runs (image -> "tag@digest", SPEC
+    # section 8): a rebuild keeps the version, so this is how the next pass, or a
+    # restarted daemon, knows which build runs and renders it to roll back to.
+    images: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def release(self) -> str:
+        """The version and builds as one key (``reconciler.model.rollout.release_key``)."""
+        return release_key(self.version, self.images) if self.version else ""
 
     @property
     def refs(self) -> frozenset[ObjectRef]:
@@ -77,6 +87,7 @@ class Inventory:
             "checksum": self.checksum,
             "objects": self._object_list(),
             **({"writer": self.writer} if self.writer else {}),
+            **({"images": dict(sorted(self.images.items()))} if self.images else {}),
         }
 
     @classmethod
@@ -95,10 +106,25 @@ class Inventory:
             source_commit=str(data.get("sourceCommit", "")),
             objects=objects,
             writer=str(data.get("writer", "")),
+            images=_images(data.get("images")),
         )
 
     def same_as(self, other: Inventory | None) -> bool:
         return other is not None and self.to_dict() == other.to_dict()
+
+
+def _images(value: object) -> dict[str, str]:
+    """Builds from an inventory; anything that is not a string map reads as none."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if isinstance(v, str)}
+
+
+def _images_json(text: object) -> dict[str, str]:
+    try:
+        return _images(json.loads(text)) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
 
 
 def inventory_name(instance: str) -> str:
@@ -130,6 +156,7 @@ def to_configmap(inv: Inventory) -> dict[str, Any]:
             "checksum": data["checksum"],
             "objects": json.dumps(data["objects"], indent=1, sort_keys=True),
             **({"writer": inv.writer} if inv.writer else {}),
+            **({"images": json.dumps(dict(inv.images), sort_keys=True)} if inv.images else {}),
         },
     }
 
@@ -160,6 +187,7 @@ def from_configmap(cm: Mapping[str, Any]) -> Inventory | None:
             "sourceCommit": data.get("sourceCommit", ""),
             "objects": objects,
             "writer": data.get("writer", ""),
+            "images": _images_json(data.get("images")),
         }
     )
 

@@ -164,6 +164,11 @@ class LiveState:
         wanted = set(instances)
         return {n: i.version for n, i in self.inventories().items() if n in wanted and i.version}
 
+    def deployed_releases(self, instances: Iterable[str]) -> dict[str, str]:
+        """Instance name -> deployed version and image builds (a ``release_key``)."""
+        wanted = set(instances)
+        return {n: i.release for n, i in self.inventories().items() if n in wanted and i.version}
+
     def inventory(self, instance: str) -> Inventory | None:
         return self.inventories().get(instance)
 

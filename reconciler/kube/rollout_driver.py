@@ -152,6 +152,9 @@ class KubeRolloutDriver:
     to_version: str
     apply_render: ApplyRender
     instance_digest: str = ""
+    # how the rollout names itself on what it writes (``6.5.0 -> 6.6.0``); ``from`` and
+    # ``to`` above may be release keys that carry image builds (SPEC section 8)
+    label: str = ""
     analysis: RolloutAnalysis | None = None  # the plan's analysis Jobs, when it names one
     executed: list[str] = field(default_factory=list)  # what this pass did, for the log
 
@@ -410,7 +413,7 @@ class KubeRolloutDriver:
     @property
     def _label(self) -> str:
         """``<from> -> <to>``: the rollout's annotation on what it creates or changes."""
-        return f"{self.from_version} -> {self.to_version}"
+        return self.label or f"{self.from_version} -> {self.to_version}"
 
     def _workload(self, name: str) -> Mapping[str, Any]:
         kind, _, plain = name.partition("/")

@@ -167,6 +167,7 @@ def render_job_with(
     labels: Mapping[str, str],
     env: Mapping[str, str],
     timeout_seconds: int,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, tuple[Problem, ...]]:
     """A Job file rendered like a manifest, with the reconciler's labels and environment.
 
@@ -175,7 +176,7 @@ def render_job_with(
     their containers get; ``activeDeadlineSeconds`` is capped by ``timeout_seconds``
     so Kubernetes itself stops a Job that would outlive its caller's patience.
     """
-    rendered, problems = render_template(template.data, instance, version)
+    rendered, problems = render_template(template.data, instance, version, images=images)
     if problems:
         return None, problems
     job: dict[str, Any] = copy.deepcopy(rendered)

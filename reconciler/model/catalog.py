@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.placeholders import Path, placeholder_paths
 from reconciler.model.problems import Problem
@@ -221,6 +222,13 @@ class AppEntry:
     app: App | None = None
     channels: Channels | None = None
     versions: dict[str, AppVersion] = field(default_factory=dict)
+    # apps/<app>/builds.yaml: the pinned rebuilds of its images (SPEC section 8); only
+    # entries the loader checked are in it, a broken one made its version invalid
+    builds: ImageBuilds | None = None
+
+    def builds_of(self, version: str) -> Mapping[str, ImageBuild]:
+        """The pinned builds of one version's images (empty without builds.yaml)."""
+        return self.builds.for_version(version) if self.builds is not None else {}
 
     def sorted_versions(self) -> list[AppVersion]:
         return sorted(self.versions.values(), key=lambda v: v.version)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from reconciler.model.images import parse_build_tag
+
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -106,6 +108,24 @@ class RolloutRecord:
     reason: str = ""
     instance_digest: str = ""
     targets: tuple[int, ...] = ()  # replicas running ``to`` after each batch, all workloads
+    # the pinned image builds of each side, ``(image, "tag@digest")`` sorted (SPEC
+    # section 8): a rebuild keeps the version, so a side is its version *and* these
+    from_images: tuple[tuple[str, str], ...] = ()
+    to_images: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def from_key(self) -> str:
+        """The release ``from`` names: its version and builds (``release_key``)."""
+        return release_key(self.from_version, dict(self.from_images))
+
+    @property
+    def to_key(self) -> str:
+        return release_key(self.to_version, dict(self.to_images))
+
+    @property
+    def is_build_change(self) -> bool:
+        """Same version, other builds: a rebuild rolling out (SPEC section 8)."""
+        return self.from_version == self.to_version and self.from_images != self.to_images
 
     def commit_key(self) -> tuple[object, ...]:
         """What a status commit is about: equal keys mean no step a person cares about.
@@ -124,8 +144,12 @@ class RolloutRecord:
 
     @property
     def label(self) -> str:
-        """``6.5.0 -> 6.6.0``, the value of the ``Reconciler-Rollout`` trailer."""
-        return f"{self.from_version} -> {self.to_version}"
+        """``6.5.0 -> 6.6.0``, the value of the ``Reconciler-Rollout`` trailer.
+
+        A rebuild of the same version is named by its builds instead
+        (``2.6.2-rev1-b5.1 -> 2.6.2-rev1-b6.1``, see ``builds_label``).
+        """
+        return rollout_label(self.from_key, self.to_key)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -150,6 +174,10 @@ class RolloutRecord:
             data["instanceDigest"] = self.instance_digest
         if self.targets:
             data["targets"] = list(self.targets)
+        if self.from_images:
+            data["fromImages"] = dict(self.from_images)
+        if self.to_images:
+            data["toImages"] = dict(self.to_images)
         return data
 
     @classmethod
@@ -193,6 +221,8 @@ class RolloutRecord:
             reason=_str(data, "reason"),
             instance_digest=_str(data, "instanceDigest"),
             targets=tuple(targets),
+            from_images=_images(data, "fromImages"),
+            to_images=_images(data, "toImages"),
         )
 
 
@@ -215,8 +245,8 @@ _ACTIVE = frozenset({RollingState.INITIALIZING, RollingState.ROLLING, RollingSta
 def _commit_key(record: RolloutRecord) -> tuple[object, ...]:
     state = "active" if record.state in _ACTIVE else str(record.state)
     return (
-        record.from_version,
-        record.to_version,
+        record.from_key,
+        record.to_key,
         record.started_at,
         state,
         record.paused,
@@ -279,3 +309,97 @@ def _int(data: Mapping[str, Any], key: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise RolloutFormatError(f"rollout.{key} must be a count >= 0, got {value!r}")
     return value
+
+
+# --- releases: a version and the image builds pinned for it (SPEC section 8) ----------
+
+_KEY_SEP = "|"  # in neither a version nor an image name or tag
+
+
+def release_key(version: str, images: Mapping[str, str]) -> str:
+    """One string for "version ``version`` with these builds", for the rollout machine.
+
+    The machine compares what runs with what is desired by string; a rebuild keeps
+    the version, so the string carries the builds (``image=tag@digest``, sorted).
+    Without builds it is the version itself, so everything before builds.yaml
+    (records, inventories, tests) reads exactly as before.
+    """
+    if not images:
+        return version
+    return _KEY_SEP.join([version, *(f"{n}={b}" for n, b in sorted(images.items()))])
+
+
+def split_release(key: str) -> tuple[str, dict[str, str]]:
+    """The version and builds of a ``release_key``."""
+    version, *rest = key.split(_KEY_SEP)
+    return version, dict(part.split("=", 1) for part in rest if "=" in part)
+
+
+def rollout_label(from_key: str, to_key: str) -> str:
+    """``6.5.0 -> 6.6.0`` between versions; between builds of one version their long
+    tags, ``2.6.2-rev1-b5.1 -> 2.6.2-rev1-b6.1`` (``builds_label``)."""
+    from_version, from_images = split_release(from_key)
+    to_version, to_images = split_release(to_key)
+    if from_version == to_version and from_images != to_images:
+        return builds_label(from_images, to_images)
+    return f"{from_version} -> {to_version}"
+
+
+def release_label(key: str) -> str:
+    """A release key for people: the version, and its builds' long tags if any."""
+    version, images = split_release(key)
+    if not images:
+        return version
+    pinned = ", ".join(f"{n} {build_tag(b)}" for n, b in sorted(images.items()))
+    return f"{version} ({pinned})"
+
+
+def images_tuple(images: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(images.items()))
+
+
+def build_tag(build: str) -> str:
+    """``2.6.2-rev1-b5.1`` of ``2.6.2-rev1-b5.1@sha256:...``."""
+    return build.split("@", 1)[0]
+
+
+def builds_label(before: Mapping[str, str], after: Mapping[str, str]) -> str:
+    """A rebuild named by its long tags: ``2.6.2-rev1-b5.1 -> 2.6.2-rev1-b6.1``.
+
+    Only the images whose build changed are named. With one, its two tags; with
+    several, ``image=tag`` for each, comma-separated on both sides
+    (``web=2.6.2-rev1-b5.1,worker=1.4-rev2-b3 -> web=2.6.2-rev1-b6.1,worker=1.4-rev2-b4``),
+    so the value keeps the ``<from> -> <to>`` form. A side that was not pinned is
+    named by the intermediate tag the other side's build extends (what the version
+    names), or ``unpinned`` when that cannot be told; a digest-only change (the
+    same long tag pushed again) by ``tag@sha256:<first 12>``.
+    """
+    names = sorted(n for n in {*before, *after} if before.get(n) != after.get(n))
+
+    def side(build: str | None, other: str | None) -> str:
+        if build is None:
+            return _intermediate(other) if other is not None else "unpinned"
+        if other is not None and build_tag(build) == build_tag(other):
+            return build_tag(build) + "@" + build.split("@", 1)[-1][:19]
+        return build_tag(build)
+
+    if len(names) == 1:
+        n = names[0]
+        return f"{side(before.get(n), after.get(n))} -> {side(after.get(n), before.get(n))}"
+    left = ",".join(f"{n}={side(before.get(n), after.get(n))}" for n in names)
+    right = ",".join(f"{n}={side(after.get(n), before.get(n))}" for n in names)
+    return f"{left} -> {right}"
+
+
+def _intermediate(build: str) -> str:
+    parsed = parse_build_tag(build_tag(build))
+    return parsed.intermediate if parsed is not None else "unpinned"
+
+
+def _images(data: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise RolloutFormatError(f"rollout.{key} must map image names to builds, got {value!r}")
+    return images_tuple(value)

@@ -140,6 +140,9 @@ class InstanceStatus:
     migrations: tuple[Mapping[str, Any], ...] | None = None
     updated_at: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the pinned image builds that run with ``version`` (image -> "tag@digest", SPEC
+    # section 8); absent from records written before builds.yaml, and when none is pinned
+    images: Mapping[str, str] = field(default_factory=dict)
 
     def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -179,6 +182,8 @@ class InstanceStatus:
             data["message"] = self.message
         data["conditions"] = [c.to_dict() for c in self.conditions]
         data["objects"] = self.objects
+        if self.images:
+            data["images"] = dict(sorted(self.images.items()))
         if self.rollout is not None:
             data["rollout"] = self.rollout.to_dict()
         if self.migrations is not None:
@@ -228,6 +233,7 @@ class InstanceStatus:
             rollout=_rollout(data),
             migrations=_optional_list(data, "migrations"),
             updated_at=_text(data, "updatedAt"),
+            images=_images(data),
             extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS},
         )
 
@@ -244,6 +250,7 @@ _KNOWN_KEYS = frozenset(
         "source",
         "sourceCommit",
         "phase",
+        "images",
         "reason",
         "message",
         "conditions",
@@ -300,3 +307,12 @@ def _optional_list(data: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any]
     if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
         raise StatusFormatError(f"{key} must be a list of mappings")
     return tuple(dict(v) for v in value)
+
+
+def _images(data: Mapping[str, Any]) -> dict[str, str]:
+    value = data.get("images", {})
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise StatusFormatError(f"images must map image names to builds, got {value!r}")
+    return dict(value)

@@ -23,11 +23,13 @@ from reconciler.daemon.plan import InstancePlan, check_catalog, plan_cluster, pl
 from reconciler.migrations import Registry, upgrade_migrations
 from reconciler.model.catalog import AppVersion, Catalog, Instance, Migration
 from reconciler.model.errors import UsageError
+from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.problems import Problem
 from reconciler.model.secrets import mask_secret_pair
 from reconciler.model.version import parse_version
 from reconciler.preview.model import (
     ADDED,
+    BUILDS,
     FAILING,
     OBJECTS,
     REMOVED,
@@ -190,6 +192,23 @@ def _instance_change(
     if b_version == h_version and not objects.total and before.ok:
         return None
     notes = () if before.ok else (f"did not apply at the base ({before.reason})",)
+    builds = _build_changes(before, after)
+    if b_version == h_version and builds and before.ok and after.version is not None:
+        # a rebuild of the running version rolls out like a version change (SPEC 8)
+        return InstanceChange(
+            cluster,
+            name,
+            after.instance.app,
+            BUILDS,
+            b_version,
+            h_version,
+            via,
+            why=f"builds.yaml of {after.instance.app} moves the builds of {h_version}",
+            objects=objects,
+            rollout=_rollout(after.instance, after.version, after.objects, ()),
+            builds=builds,
+            notes=notes,
+        )
     if b_version == h_version:
         reason = "same version: parameters or settings only"
         return InstanceChange(
@@ -226,6 +245,32 @@ def _instance_change(
         error=error,
         notes=notes,
     )
+
+
+def _build_changes(before: InstancePlan, after: InstancePlan) -> tuple[tuple[str, str, str], ...]:
+    """(image, base tag, head tag) for each image whose pinned build differs."""
+    version = after.version
+    if version is None or before.images == after.images:
+        return ()
+    out = []
+    for image in sorted({*before.images, *after.images}):
+        old, new = before.images.get(image), after.images.get(image)
+        if old == new:
+            continue
+        named = _tag_of(version.images.get(image, ""))
+        old_tag = old.split("@", 1)[0] if old else named
+        new_tag = new.split("@", 1)[0] if new else named
+        if old_tag == new_tag and old and new:  # the same tag pushed again: the digests
+            old_tag, new_tag = old[: len(old_tag) + 20], new[: len(new_tag) + 20]
+        out.append((image, old_tag, new_tag))
+    return tuple(out)
+
+
+def _tag_of(ref: str) -> str:
+    try:
+        return parse_image(ref).tag or "latest"
+    except ImageRefError:
+        return ref
 
 
 def _added(cluster: str, plan: InstancePlan, side: Side, diff: bool) -> InstanceChange:

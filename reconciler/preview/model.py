@@ -16,6 +16,7 @@ ADDED = "added"
 REMOVED = "removed"
 VERSION = "version"  # the version that runs changes
 OBJECTS = "objects"  # same version, different objects (parameters, instance settings)
+BUILDS = "builds"  # same version, other pinned image builds (SPEC section 8): a rollout
 FAILING = "failing"  # the head cannot plan this instance (its reason says why)
 
 
@@ -148,7 +149,7 @@ class InstanceChange:
     cluster: str
     instance: str
     app: str
-    kind: str  # ADDED | REMOVED | VERSION | OBJECTS | FAILING
+    kind: str  # ADDED | REMOVED | VERSION | BUILDS | OBJECTS | FAILING
     from_version: str | None
     to_version: str | None
     via: str  # the selector at the head, e.g. "channel stable"
@@ -159,6 +160,13 @@ class InstanceChange:
     upgrade_path: tuple[str, ...] = ()
     error: str | None = None  # the head cannot apply it: "Reason: message"
     notes: tuple[str, ...] = ()
+    # BUILDS: (image, long tag at the base, long tag at the head) of each image whose
+    # build moves; an unpinned side is the tag the version names
+    builds: tuple[tuple[str, str, str], ...] = ()
+
+    def builds_text(self) -> str:
+        """``web 2.6.2-rev1-b5.1 -> 2.6.2-rev1-b6.1`` (comma-separated for several)."""
+        return ", ".join(f"{image} {old} -> {new}" for image, old, new in self.builds)
 
     def headline(self) -> str:
         """``web: 6.5.0 -> 6.6.0 via channel stable`` (SPEC section 7's wording)."""
@@ -171,10 +179,14 @@ class InstanceChange:
             return f"{name}: cannot be applied at the head"
         if self.kind == VERSION:
             return f"{name}: {self.from_version} -> {self.to_version} via {self.via}"
+        if self.kind == BUILDS:
+            return f"{name}: {self.to_version} builds {self.builds_text()}"
         return f"{name}: {self.from_version} (same version), objects change"
 
     def arrow(self) -> str:
         """``6.5.0 -> 6.6.0`` with a dash for the side that has none."""
+        if self.kind == BUILDS:
+            return f"{self.to_version} builds {self.builds_text()}"
         return f"{self.from_version or '-'} -> {self.to_version or '-'}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,6 +209,8 @@ class InstanceChange:
             out["error"] = self.error
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.builds:
+            out["builds"] = [{"image": i, "from": a, "to": b} for i, a, b in self.builds]
         return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from reconciler.model.problems import Problem
 from reconciler.preview.model import (
     ADDED,
+    BUILDS,
     FAILING,
     OBJECTS,
     REMOVED,
@@ -44,6 +45,8 @@ def _counts(preview: Preview) -> str:
         f"{kinds.count(ADDED)} added",
         f"{kinds.count(REMOVED)} removed",
     ]
+    if kinds.count(BUILDS):
+        parts.append(f"{kinds.count(BUILDS)} new build(s)")
     if kinds.count(OBJECTS):
         parts.append(f"{kinds.count(OBJECTS)} with new objects only")
     if kinds.count(FAILING):
@@ -99,6 +102,8 @@ def _text_instance(change: InstanceChange) -> list[str]:
         out.append(f"{pad}objects: {objects.summary()} ({objects.unchanged} unchanged)")
     for sign, refs in (("~", objects.changed), ("+", objects.created), ("-", objects.deleted)):
         out += [f"{pad}  {sign} {ref}" for ref in refs]
+    if change.builds:
+        out += [f"{pad}build {image}: {old} -> {new}" for image, old, new in change.builds]
     if change.rollout is not None:
         out.append(f"{pad}rollout: {change.rollout.describe()}")
         for w in change.rollout.workloads:
@@ -234,6 +239,7 @@ def _md_details(c: InstanceChange, *, diffs: bool) -> list[str]:
         ("-", "deleted", objects.deleted),
     ):
         body += [f"  - `{sign}` {label} `{ref}`" for ref in refs]
+    body += [f"- build `{image}`: `{old}` -> `{new}`" for image, old, new in c.builds]
     if c.rollout is not None:
         body.append(f"- rollout: {_md(c.rollout.describe())}")
         body += [f"  - `{_workload(w.ref, w.replicas, w.targets)}`" for w in c.rollout.workloads]

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.model.builds import ImageBuild, pinned_images
 from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance, Template
 from reconciler.model.names import is_dns_label, is_dns_subdomain
 from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
@@ -57,13 +58,28 @@ def object_ref(obj: Mapping[str, Any]) -> str:
     )
 
 
-def render_instance(catalog: Catalog, instance: Instance, version: AppVersion) -> RenderResult:
-    """Render ``version``'s manifests for ``instance``; objects come in apply order."""
+def render_instance(
+    catalog: Catalog,
+    instance: Instance,
+    version: AppVersion,
+    *,
+    builds: Mapping[str, ImageBuild] | None = None,
+) -> RenderResult:
+    """Render ``version``'s manifests for ``instance``; objects come in apply order.
+
+    ``${images.NAME}`` is ``repo:<long tag>@<digest>`` for every image the app's
+    ``builds.yaml`` pins for this version (SPEC section 8), else the reference the
+    version names. ``builds`` replaces the catalog's pins: a rollout renders the build
+    that runs (``from``) after ``builds.yaml`` has moved on.
+    """
     problems: list[Problem] = []
     params = _parameters(instance, version, problems)
     if any(p.is_error for p in problems):
         return RenderResult((), tuple(problems))
-    scope = _scope(instance, version, params)
+    if builds is None:
+        entry = catalog.apps.get(version.app)
+        builds = entry.builds_of(version.key) if entry is not None else {}
+    scope = _scope(instance, version, params, pinned_images(version.images, builds))
     objects = [_rendered(t, scope) for t in version.templates]
     problems.extend(_check_names(instance, version, objects))
     if any(p.is_error for p in problems):
@@ -159,27 +175,36 @@ def _name_problem(kind: str, name: Any) -> str | None:
 
 
 def render_template(
-    value: Any, instance: Instance, version: AppVersion
+    value: Any,
+    instance: Instance,
+    version: AppVersion,
+    *,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[Any, tuple[Problem, ...]]:
     """``value`` (a migration Job, a check's object reference) with placeholders replaced.
 
     The same placeholders and rules as manifests, so a migration names objects
     exactly the way the manifests that create them do. Labels and namespaces are
     the caller's business: a Job and a check reference are not applied objects.
+    ``images``: what ``${images.NAME}`` gives instead of the version's references (the
+    pinned builds of SPEC section 8, for a caller that knows them).
     """
     problems: list[Problem] = []
     params = _parameters(instance, version, problems)
     if any(p.is_error for p in problems):
         return None, tuple(problems)
-    return _substitute(value, _scope(instance, version, params)), ()
+    return _substitute(value, _scope(instance, version, params, images)), ()
 
 
 def _scope(
-    instance: Instance, version: AppVersion, params: dict[str, Any]
+    instance: Instance,
+    version: AppVersion,
+    params: dict[str, Any],
+    images: Mapping[str, str] | None = None,
 ) -> dict[str, Mapping[str, Any]]:
     return {
         "params": params,
-        "images": dict(version.images),
+        "images": dict(version.images if images is None else images),
         "instance": {"name": instance.name, "namespace": instance.namespace},
         "app": {"name": version.app, "version": version.key},
     }

@@ -24,6 +24,7 @@ starting another:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,13 @@ def render_analysis_job(
     run: AnalysisRun,
     *,
     timeout_seconds: int,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, tuple[Problem, ...]]:
-    """The Job to create for ``run``, or the problems that prevent it."""
+    """The Job to create for ``run``, or the problems that prevent it.
+
+    ``images``: the version's images with the builds ``to`` pins (SPEC section 8), so
+    ``${images.NAME}`` in the Job is the build the batch moved to.
+    """
     labels = {
         OWNER_LABEL: instance.name,
         ANALYSIS_LABEL: run.key,
@@ -85,7 +91,13 @@ def render_analysis_job(
         "RECONCILER_BATCHES": str(run.batches),
     }
     job, problems = render_job_with(
-        template, instance, version, labels=labels, env=env, timeout_seconds=timeout_seconds
+        template,
+        instance,
+        version,
+        labels=labels,
+        env=env,
+        timeout_seconds=timeout_seconds,
+        images=images,
     )
     if job is None:
         return None, problems

@@ -50,7 +50,9 @@ def drive_once(
     """One pass for one instance: observe, one transition, execute; never waits.
 
     ``record`` is the last rollout record (from memory, or from the status branch
-    after a restart); ``running`` is the version most replicas run. Returns the
+    after a restart); ``running`` is the version most replicas run. ``running`` and
+    ``desired`` are release keys (a version, plus its pinned image builds, see
+    ``reconciler.model.rollout.release_key``): a rebuild is a change too. Returns the
     step (the caller records ``step.record`` and looks again after
     ``step.next_look``), or ``None`` when there is nothing to roll (no rollout and
     ``running == desired``). Helpers left after success, a rollback or an abandon
@@ -62,10 +64,10 @@ def drive_once(
         not record.state.terminal
         or (
             obs.helpers_left
-            and (record.state is not RollingState.FAILED or desired == record.from_version)
+            and (record.state is not RollingState.FAILED or desired == record.from_key)
         )
         or not retry_allowed(record, obs)
-        or (record.state is RollingState.SUCCEEDED and record.to_version == desired)
+        or (record.state is RollingState.SUCCEEDED and record.to_key == desired)
     ):
         out = step(record, settings, obs)
     elif running == desired:

@@ -16,7 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
+from reconciler.model.rollout import (
+    BatchState,
+    Replicas,
+    RollingState,
+    RolloutRecord,
+    images_tuple,
+    release_label,
+    split_release,
+)
 from reconciler.rollout.plan import RolloutSettings
 
 # How soon to look again while something moves: pods become ready in seconds.
@@ -134,11 +142,20 @@ class Step:
 
 
 def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Observation) -> Step:
-    """A new rollout in ``initializing``; the next ``step`` prepares the workloads."""
+    """A new rollout in ``initializing``; the next ``step`` prepares the workloads.
+
+    ``from_version`` and ``to_version`` are release keys (``release_key``): a version,
+    plus the pinned image builds when there are any, so a rebuild of the same version
+    is a rollout too (SPEC section 8).
+    """
     stamp = _stamp(obs.now)
+    from_plain, from_images = split_release(from_version)
+    to_plain, to_images = split_release(to_version)
     record = RolloutRecord(
-        from_version=from_version,
-        to_version=to_version,
+        from_version=from_plain,
+        to_version=to_plain,
+        from_images=images_tuple(from_images),
+        to_images=images_tuple(to_images),
         state=RollingState.INITIALIZING,
         batches=len(settings.batches),
         replicas=obs.replicas,
@@ -165,10 +182,10 @@ def step(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> 
     record = replace(record, replicas=obs.replicas)
     if record.state.terminal:
         return _after_end(record, settings, obs)
-    if obs.desired_version == record.from_version:
+    if obs.desired_version == record.from_key:
         why = "desired version reverted"
         return _end(record, obs, RollingState.ROLLED_BACK, why, rollback=True)
-    if obs.desired_version != record.to_version:
+    if obs.desired_version != record.to_key:
         return _abandon(record, obs)
     gates = _gates(record, settings, obs)
     if gates is not None:
@@ -306,7 +323,10 @@ def _finalising(record: RolloutRecord, settings: RolloutSettings, obs: Observati
 
 def _abandon(record: RolloutRecord, obs: Observation) -> Step:
     keep = _majority(record, obs)
-    why = f"new desired version {obs.desired_version}; every replica returns to {keep}"
+    why = (
+        f"new desired version {release_label(obs.desired_version)}; "
+        f"every replica returns to {release_label(keep)}"
+    )
     step_ = _moved(record, obs, state=RollingState.ABANDONED, message=why)
     return replace(step_, actions=(Consolidate(keep),), next_look=0)
 
@@ -314,7 +334,7 @@ def _abandon(record: RolloutRecord, obs: Observation) -> Step:
 def _majority(record: RolloutRecord, obs: Observation) -> str:
     """The version most replicas run (``from`` on a tie: it is the one known to work)."""
     r = obs.replicas
-    return record.to_version if r.updated * 2 > r.desired else record.from_version
+    return record.to_key if r.updated * 2 > r.desired else record.from_key
 
 
 def _end(
@@ -346,13 +366,13 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
     if obs.helpers_left and record.state is RollingState.SUCCEEDED:
         # converge on the version that succeeded, named: the driver's ``to`` is the
         # desired version now, which may already be the next one
-        return Step(record, (Consolidate(record.to_version),), POLL_SECONDS)
+        return Step(record, (Consolidate(record.to_key),), POLL_SECONDS)
     if obs.helpers_left and record.state is RollingState.ROLLED_BACK:
         return Step(record, (Rollback(record.message),), POLL_SECONDS)
     if (
         obs.helpers_left
         and record.state is RollingState.FAILED
-        and obs.desired_version == record.from_version
+        and obs.desired_version == record.from_key
     ):
         # a held failure keeps both versions; reverting the desired version rolls it back
         return _end(
@@ -367,10 +387,7 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
 def retry_allowed(record: RolloutRecord, obs: Observation) -> bool:
     """Whether a new rollout may start over a finished ``record``."""
     if record.state in (RollingState.FAILED, RollingState.ROLLED_BACK):
-        return (
-            obs.desired_version != record.to_version
-            or obs.instance_digest != record.instance_digest
-        )
+        return obs.desired_version != record.to_key or obs.instance_digest != record.instance_digest
     return True
 
 

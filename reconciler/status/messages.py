@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.model.rollout import RolloutRecord, describe, noteworthy
+from reconciler.model.rollout import RolloutRecord, builds_label, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.model.version import VersionSyntaxError, parse_version
 
@@ -79,6 +79,10 @@ def trailers_for(
     rollout = _rollout_step(status, previous)
     if rollout is not None:
         out.update(rollout_trailers(rollout))
+    else:
+        rebuilt = build_change(status, previous)
+        if rebuilt is not None:  # a rebuild applied at once: named like a rollout
+            out[TRAILER_ROLLOUT] = _one_line(rebuilt)
     run = new_migration(status, previous)
     if run is not None:
         out[TRAILER_MIGRATION] = _one_line(f"{run.get('name', '?')} {run.get('outcome', '?')}")
@@ -130,6 +134,16 @@ def rollout_trailers(record: RolloutRecord) -> dict[str, str]:
     }
 
 
+def build_change(status: InstanceStatus, previous: InstanceStatus | None) -> str | None:
+    """``2.6.2-rev1-b5.1 -> 2.6.2-rev1-b6.1`` when this record runs other builds of the
+    same version than ``previous`` (SPEC section 8), else None."""
+    if previous is None or status.version is None or status.version != previous.version:
+        return None
+    if status.images == previous.images:
+        return None
+    return builds_label(previous.images, status.images)
+
+
 def _rollout_step(status: InstanceStatus, previous: InstanceStatus | None) -> RolloutRecord | None:
     """The rollout record when this commit is about a step of it (SPEC section 4)."""
     before = previous.rollout if previous is not None else None
@@ -161,6 +175,9 @@ def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> 
     if status.version != previous.version:
         verb = _direction(previous.version, status.version)
         return f"{verb} {app} {previous.version} -> {status.version or 'none'} {outcome}"
+    rebuilt = build_change(status, previous)
+    if rebuilt is not None:
+        return f"rebuilt {app} {status.version}: builds {rebuilt} {outcome}"
     if (
         status.desired_version != previous.desired_version
         and status.desired_version != status.version

@@ -74,12 +74,18 @@ def status_table(
 ) -> str:
     """INSTANCE APP VERSION DESIRED PHASE AGE MESSAGE, one row per instance, sorted.
 
-    ``wide`` (``-o wide``) adds SOURCE, COMMIT (the catalog commit) and OBJECTS
-    before MESSAGE, like kubectl's extra columns.
+    ``wide`` (``-o wide``) adds SOURCE, COMMIT (the catalog commit), OBJECTS and
+    BUILDS (the pinned image builds that run, SPEC section 8) before MESSAGE, like
+    kubectl's extra columns.
     """
     rows: list[tuple[str, ...]] = []
     for s in statuses:
-        extra = (s.source or "-", s.source_commit[:12] or "-", str(s.objects)) if wide else ()
+        builds = ",".join(f"{n}={b.split('@', 1)[0]}" for n, b in sorted(s.images.items()))
+        extra = (
+            (s.source or "-", s.source_commit[:12] or "-", str(s.objects), builds or "-")
+            if wide
+            else ()
+        )
         rows.append(
             (
                 s.instance,
@@ -93,10 +99,10 @@ def status_table(
             )
         )
     for u in unreadable:
-        rows.append((u.instance, "-", "-", "-", "Unknown", "-", *(("-",) * 3 * wide), u.error))
+        rows.append((u.instance, "-", "-", "-", "Unknown", "-", *(("-",) * 4 * wide), u.error))
     rows.sort(key=lambda r: r[0])
     header: tuple[str, ...] = ("INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE")
-    header += ("SOURCE", "COMMIT", "OBJECTS") * wide + ("MESSAGE",)
+    header += ("SOURCE", "COMMIT", "OBJECTS", "BUILDS") * wide + ("MESSAGE",)
     return format_table(header, rows, headers=headers, paint=paint)
 
 

@@ -205,3 +205,38 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "catalog is valid" in result.stdout
+
+
+def test_resolve_explain_and_render_show_the_pinned_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SPEC section 8: builds.yaml pins 6.5.0's image; ``render`` uses the pinned
+    reference and ``resolve --explain`` names the build each instance runs."""
+    digest = "sha256:" + "5" * 64
+    version = (
+        "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.5.0\n"
+        "images:\n  podinfo: ghcr.io/stefanprodan/podinfo:6.5.0-rev1\n"
+        "parameters:\n  replicas: {default: 2}\n  message: {default: hello}\n"
+    )
+    builds = (
+        "apiVersion: reconciler/v1\nkind: ImageBuilds\napp: podinfo\nbuilds:\n"
+        f"  6.5.0:\n    podinfo: {{tag: 6.5.0-rev1-b5.1, digest: '{digest}'}}\n"
+    )
+    root = write_catalog(
+        tmp_path,
+        {"apps/podinfo/versions/6.5.0/version.yaml": version, "apps/podinfo/builds.yaml": builds},
+    )
+    code, out, _ = run(capsys, "resolve", str(root), "--cluster", "prod", "--explain")
+    assert code == 0
+    assert (
+        f"pinned image builds (apps/<app>/builds.yaml):\n  web: 6.5.0 podinfo 6.5.0-rev1-b5.1@{digest}\n"
+        in out
+    )
+    code, out, _ = run(
+        capsys, "resolve", str(root), "--cluster", "prod", "--explain", "--output", "json"
+    )
+    data = {d["instance"]: d for d in json.loads(out)}
+    assert data["web"]["builds"] == {"podinfo": f"6.5.0-rev1-b5.1@{digest}"}
+    assert data["api"]["builds"] == {}  # 6.6.0 has no builds
+    code, out, _ = run(capsys, "render", str(root), "--cluster", "prod", "--instance", "web")
+    assert f"image: ghcr.io/stefanprodan/podinfo:6.5.0-rev1-b5.1@{digest}" in out

@@ -70,9 +70,9 @@ def test_wide_and_no_headers(capsys: pytest.CaptureFixture[str], repo: list[str]
     assert bare.splitlines() == plain.splitlines()[1:]
     _, wide, _ = run(capsys, "status", *repo, "-o", "wide")
     assert wide.splitlines()[0].split() == [
-        "INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE", "SOURCE", "COMMIT", "OBJECTS", "MESSAGE",
+        "INSTANCE", "APP", "VERSION", "DESIRED", "PHASE", "AGE", "SOURCE", "COMMIT", "OBJECTS", "BUILDS", "MESSAGE",
     ]  # fmt: skip
-    assert "channel:stable   aaaaaaaaaaaa   7" in wide
+    assert "channel:stable   aaaaaaaaaaaa   7         -" in wide
     _, wide, _ = run(capsys, "history", *repo, "-o", "wide", "--no-headers")
     assert not wide.startswith("TIME") and " prod " in wide
     assert len(max(wide.split(), key=len)) >= 40  # whole commit ids

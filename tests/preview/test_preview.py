@@ -462,3 +462,56 @@ def test_cluster_filter_keeps_other_clusters_out(
     assert [c["cluster"] for c in data["clusters"]] == ["staging"]
     _, data = as_json(capsys, root, "--cluster", "staging,prod")
     assert [c["cluster"] for c in data["clusters"]] == ["prod", "staging"]
+
+
+# ---------------------------------------------------------------- image builds (SPEC 8)
+
+D5, D6 = "sha256:" + "5" * 64, "sha256:" + "6" * 64
+PINNED_650 = {
+    "apps/podinfo/versions/6.5.0/version.yaml": (
+        "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.5.0\n"
+        "images:\n  podinfo: ghcr.io/stefanprodan/podinfo:6.5.0-rev1\n"
+        "parameters:\n  replicas: {default: 2}\n  message: {default: hello}\n"
+        "rollout:\n  batches: [1, 50%, 50%]\n"
+    ),
+    "apps/podinfo/builds.yaml": (
+        "apiVersion: reconciler/v1\nkind: ImageBuilds\napp: podinfo\nbuilds:\n"
+        f"  6.5.0:\n    podinfo: {{tag: 6.5.0-rev1-b5.1, digest: '{D5}'}}\n"
+    ),
+}
+
+
+def test_a_new_build_shows_per_instance_with_its_rollout_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path, dict(PINNED_650))
+    edit(root, "apps/podinfo/builds.yaml", "b5.1", "b6.1")
+    edit(root, "apps/podinfo/builds.yaml", D5, D6)
+    commit(root, "podinfo 6.5.0: rebuild b6.1")
+    code, out, _ = preview(capsys, root)
+    assert code == 0, out
+    assert "  web: 6.5.0 builds podinfo 6.5.0-rev1-b5.1 -> 6.5.0-rev1-b6.1\n" in out
+    assert "1 new build(s)" in out
+    assert "rollout: in batches [1, 50%, 50%] (plan from the version)" in out
+    assert "Deployment/web/web: 1, 3, 5 of 5 replicas" in out
+    assert "api:" not in out  # api runs 6.6.0, which has no builds
+    _, md = preview(capsys, root, "--output", "markdown")[:2]
+    assert "| prod | web | 6.5.0 builds podinfo 6.5.0-rev1-b5.1 -> 6.5.0-rev1-b6.1 | 1 |" in md
+    assert "- build `podinfo`: `6.5.0-rev1-b5.1` -> `6.5.0-rev1-b6.1`" in md
+    _, data = as_json(capsys, root)
+    web = instances(data)["web"]
+    assert web["change"] == "builds" and (web["from"], web["to"]) == ("6.5.0", "6.5.0")
+    assert web["builds"] == [
+        {"image": "podinfo", "from": "6.5.0-rev1-b5.1", "to": "6.5.0-rev1-b6.1"}
+    ]
+    assert web["rollout"]["batched"] and web["rollout"]["workloads"][0]["targets"] == [1, 3, 5]
+
+
+def test_a_first_pin_shows_the_intermediate_tag_it_replaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path, {**PINNED_650, "apps/podinfo/builds.yaml": None})
+    (root / "apps/podinfo/builds.yaml").write_text(PINNED_650["apps/podinfo/builds.yaml"])
+    commit(root, "pin podinfo 6.5.0")
+    code, out, _ = preview(capsys, root)
+    assert code == 0 and "  web: 6.5.0 builds podinfo 6.5.0-rev1 -> 6.5.0-rev1-b5.1\n" in out

@@ -203,6 +203,13 @@ def test_the_job_is_rendered_like_a_manifest_under_the_rollouts_name(tmp_path: P
     # another attempt at the same versions never takes the kept Job of this one for its own
     assert rollout_key("6.5.0", "6.6.0", "2026-01-02T00:00:00Z") != key
     assert len(analysis_job_name("x" * 63, 12, key)) <= 63
+    # with builds.yaml pins (SPEC section 8) the Job runs the build the batch moved to
+    pinned = {"podinfo": "ghcr.io/stefanprodan/podinfo:6.6.0-rev1-b2@sha256:" + "2" * 64}
+    job, _ = render_analysis_job(
+        template, instance, version, run, timeout_seconds=300, images=pinned
+    )
+    assert job is not None
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == pinned["podinfo"]
 
 
 def test_a_missing_or_wrong_analysis_file_is_an_error_with_file_and_line(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ KIND_SCHEMA = {
     "AppVersion": "appversion",
     "Cluster": "cluster",
     "Instance": "instance",
+    "ImageBuilds": "imagebuilds",
 }
 CHANNELS = {"stable", "fast", "experimental"}
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
