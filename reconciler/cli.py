@@ -192,6 +192,16 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         help="re-check the cluster this often even if Git did not move (default 5m)",
     )
     p.add_argument(
+        "--scan-images",
+        type=duration,
+        default=0.0,
+        metavar="INTERVAL",
+        help="ask the image registries for new builds this often (e.g. 1h) and commit "
+        "apps/<app>/builds.yaml to the catalog branch, as `images scan --push` does; a new "
+        "build then rolls out like a version (SPEC section 8). Off by default; needs push "
+        "access to the catalog branch",
+    )
+    p.add_argument(
         "--health-timeout",
         type=duration,
         default=120.0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sys
 
 from reconciler.commands.client import webhook_secret
 from reconciler.commands.connect import connect
@@ -49,6 +50,19 @@ def check_shards(args: argparse.Namespace) -> int:
     return check_shard_count(shards)
 
 
+def check_scan_images(args: argparse.Namespace) -> float:
+    """``--scan-images`` commits to the catalog branch: it needs a repository to push to."""
+    interval = float(getattr(args, "scan_images", 0.0) or 0.0)
+    if interval < 0:
+        raise UsageError("--scan-images must be a positive duration (e.g. 1h)")
+    if interval and args.watch:
+        raise UsageError(
+            "--scan-images commits to the catalog branch and pushes; with --watch the catalog "
+            "is a directory being edited: run `reconciler images scan` in it instead"
+        )
+    return interval
+
+
 def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
     secret = webhook_secret(args.webhook_secret_file)
     verify = SignaturePolicy.from_files(args.verify_signatures) if args.verify_signatures else None
@@ -83,6 +97,7 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         webhook_address=args.webhook_address,
         probe_address=args.probe_address,
         webhook_secret=secret,
+        scan_images=check_scan_images(args),
     )
 
 
@@ -91,6 +106,8 @@ def run_command(args: argparse.Namespace) -> int:
     with connect(args) as client:
         daemon = Daemon(settings, client)
         if args.once:
+            if settings.scan_images:
+                scan_before_the_pass(settings)
             outcome = daemon.run_pass()
             print_outcome(outcome, settings, args)
             if outcome.reason == UsageError.reason:
@@ -99,6 +116,17 @@ def run_command(args: argparse.Namespace) -> int:
         from reconciler.daemon.service import serve
 
         return serve(daemon)
+
+
+def scan_before_the_pass(settings: DaemonSettings) -> None:
+    """``run --once --scan-images``: one scan, then the pass reconciles what it committed."""
+    from reconciler.daemon.imagescans import ImageScanner
+    from reconciler.daemon.triggers import TriggerQueue
+    from reconciler.source import CatalogWorkClone
+
+    clone = CatalogWorkClone(settings.repo, branch=settings.branch, cache_dir=settings.cache_dir)
+    outcome = ImageScanner(clone, TriggerQueue(), settings.scan_images).scan_once()
+    print(outcome.describe(), file=sys.stderr)
 
 
 def print_outcome(outcome: PassOutcome, settings: DaemonSettings, args: argparse.Namespace) -> None:

@@ -82,6 +82,7 @@ class DaemonSettings:
     backoff_base: float = 10.0
     backoff_cap: float = 600.0
     max_look: float = 2.0  # a rollout in flight is looked at again at least this often
+    scan_images: float = 0.0  # --scan-images: seconds between image scans (0: off)
 
     @property
     def pass_settings(self) -> PassSettings:

@@ -159,6 +159,14 @@ class DaemonMetrics:
             ["provider", "result"],
             registry=self.registry,
         )
+        self.image_scans = Counter(
+            "reconciler_image_scans",
+            "Image scans of run --scan-images, by result (changed: builds.yaml commits "
+            "pushed; unchanged; failed: a registry or the catalog remote failed, nothing "
+            "pushed).",
+            ["result"],
+            registry=self.registry,
+        )
         self.rollouts = Counter(
             "reconciler_rollouts",
             "Batch rollouts that ended, by result (rolloutSucceed, rolloutFailed, rolledBack, "

@@ -6,6 +6,8 @@ webhooks, ``/metrics``, ``/healthz``, ``/readyz`` and the status page ``/ui``, a
 optionally leader election on a Lease so that only one replica acts. The loop
 itself is small: wait for a trigger, run one pass if this replica leads, schedule a retry when
 an instance backs off or an upgrade goes through intermediate versions.
+With ``--scan-images`` an ``ImageScanner`` (``imagescans.py``) commits new image
+builds to the catalog from its own thread and asks for a pass when it pushed.
 SIGTERM only enqueues a shutdown trigger, so the in-flight pass finishes and
 pushes its status before the process exits; the Lease is released only after
 that, so a standby never acts while this replica still writes. A pass is
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 from reconciler.daemon.http import METRICS, PROBES, WEBHOOKS, DaemonHealth, DaemonHttpServer
+from reconciler.daemon.imagescans import ImageScanner
 from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.status_site import StatusPages
@@ -43,6 +46,7 @@ from reconciler.kube import KubeClient, RetryPolicy
 from reconciler.kube.lease import LeaderElector
 from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.errors import UsageError
+from reconciler.source import CatalogWorkClone
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -104,6 +108,7 @@ class Service:
         self._install_signals = install_signals
         self._timers: list[PeriodicTrigger] = []
         self._watcher: DirectoryWatcher | None = None
+        self.scanner: ImageScanner | None = None  # --scan-images
         self.http: DaemonHttpServer | None = None  # the one serving /metrics, if any
         self.http_port = 0
         self.servers: list[DaemonHttpServer] = []
@@ -123,6 +128,13 @@ class Service:
         if self.shards is not None:
             return bool(self.shards.held)
         return self.elector is None or self.elector.is_leader
+
+    def _scans(self) -> bool:
+        """Whether this replica scans images: it acts, and with shards it holds shard 0
+        (like global migrations), so replicas of one cluster never race to commit."""
+        if self.shards is not None:
+            return 0 in self.shards.held
+        return self.leading
 
     def run(self) -> int:
         restore = (
@@ -210,6 +222,16 @@ class Service:
         if s.watch:
             self._watcher = DirectoryWatcher(self.queue, Path(s.repo))
             self._watcher.start()
+        if s.scan_images:
+            self.scanner = ImageScanner(
+                CatalogWorkClone(s.repo, branch=s.branch, cache_dir=s.cache_dir),
+                self.queue,
+                s.scan_images,
+                acting=self._scans,
+                observe=lambda result: self.daemon.metrics.image_scans.labels(result).inc(),
+                jitter=s.jitter,
+            )
+            self.scanner.start()
         listeners = http_listeners(s.metrics_address, s.webhook_address, s.probe_address)
         for (host, port), groups in listeners:
             server = DaemonHttpServer(
@@ -332,6 +354,8 @@ class Service:
             timer.stop()
         if self._watcher is not None:
             self._watcher.stop()
+        if self.scanner is not None:
+            self.scanner.stop()
         for server in self.servers:
             server.stop()
         self._release_lease.set()

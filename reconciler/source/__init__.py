@@ -24,11 +24,13 @@ from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, c
 from reconciler.source.runner import GitFailed, MissingRemoteBranch
 from reconciler.source.snapshots import export_paths, list_directory, resolve_commit
 from reconciler.source.verify import SignaturePolicy, SignatureRefused, Verdict
+from reconciler.source.workclone import CatalogWorkClone
 
 __all__ = [
     "BuildsCommit",
     "BuildsCommits",
     "CatalogSource",
+    "CatalogWorkClone",
     "ChannelMove",
     "ChannelMoveRefused",
     "CommitInfo",

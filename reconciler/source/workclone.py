@@ -1,0 +1,100 @@
+"""A working clone of the catalog branch that the daemon itself commits to.
+
+``run --scan-images`` turns a registry's new image build into a commit on the
+catalog (SPEC section 8), as a person running ``reconciler images scan --push``
+would. The daemon's own catalog clone (``checkout.py``) is a detached,
+verified checkout that must never carry local commits, so the scan gets a
+separate clone under the cache directory: before each scan it is reset to the
+remote branch's head (anything left by a failed attempt is discarded), then
+``commit_builds`` commits in it and pushes. A push that loses a race with
+someone else's commit is refused by Git (never forced); the next scan starts
+again from the new head, so no commit is lost or made twice.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import git
+
+from reconciler.model.errors import SourceError
+from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
+from reconciler.source.runner import GitFailed, locked, run, run_remote
+
+
+class CatalogWorkClone:
+    """``repo``'s ``branch`` (default: the remote's default branch) in a clone to commit in."""
+
+    def __init__(
+        self,
+        repo: str,
+        *,
+        branch: str | None = None,
+        cache_dir: Path | None = None,
+        credentials: Credentials | None = None,
+        policy: NetworkPolicy | None = None,
+    ) -> None:
+        self.access = RemoteAccess.parse(repo, credentials, policy)
+        self.credentials = credentials
+        self.policy = policy
+        self._branch = branch
+        self.path = (cache_dir or cache_root()) / "work" / self.access.cache_key
+
+    @property
+    def display(self) -> str:
+        return self.access.display
+
+    def refresh(self) -> Path:
+        """The clone at the remote branch's head, clean; raises ``SourceError`` if unreachable."""
+        with locked(self.path.with_name(self.path.name + ".lock")):
+            if not (self.path / ".git").is_dir():
+                self._clone()
+            repo = git.Repo(str(self.path))
+            # the daemon's own identity, as on its status commits; GIT_AUTHOR_* and
+            # GIT_COMMITTER_* in the environment still win, as they do for every commit
+            run(repo, ["config", "user.name", "reconciler"])
+            run(repo, ["config", "user.email", "reconciler@localhost"])
+            branch = self._branch or run(repo, ["symbolic-ref", "--short", "HEAD"])
+            run_remote(
+                repo,
+                [
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "origin",
+                    f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
+                ],
+                self.access,
+                what=f"fetch {branch} from {self.access.display}",
+            )
+            try:
+                run(repo, ["checkout", "--quiet", "--force", "-B", branch, f"origin/{branch}"])
+                run(repo, ["branch", "--quiet", f"--set-upstream-to=origin/{branch}", branch])
+                run(repo, ["clean", "-ffdxq"])
+            except GitFailed as e:
+                raise SourceError(
+                    f"{self.path}: cannot reset to origin/{branch}: {e.detail}"
+                ) from e
+        return self.path
+
+    def _clone(self) -> None:
+        """Clone next to the slot, then rename: a crash leaves no half clone behind."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+        args = ["clone", "--quiet", "--depth=1", "--no-tags"]
+        if self._branch:
+            args += ["--branch", self._branch]
+        try:
+            run_remote(
+                tmp.parent,
+                [*args, self.access.url, str(tmp)],
+                self.access,
+                what=f"clone {self.access.display}",
+            )
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(self.path, ignore_errors=True)
+        tmp.rename(self.path)
