@@ -165,7 +165,11 @@ def drive(
     target = instance_target(live.cluster, plan, source_commit)
 
     def apply_render(key: str, *, settled: bool = False) -> None:
-        """The plain render of ``version`` through the normal apply (inventory, prune).
+        """The plain render of release ``key`` through the normal apply (inventory, prune).
+
+        ``key`` is a version with the builds it ran or runs; a side other than ``to`` is
+        rendered from the catalog's version with exactly those builds, so a rollback
+        returns to the image that ran even after ``builds.yaml`` moved on.
 
         Finalizing applies ``to`` but the inventory keeps naming ``from`` until the
         rollout is recorded as succeeded (``settled``): the inventory's version is
