@@ -584,6 +584,8 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
+            # recorded before answering: a client that got its answer sees it in ``seen``
+            proxy.seen.append((self.command, self.path, status))
             self.send_response(status)
             for name, value in headers.items():
                 if name.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -592,7 +594,6 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
-            proxy.seen.append((self.command, self.path, status))
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
