@@ -26,6 +26,7 @@ def _root(args: argparse.Namespace) -> str:
 def images_scan_command(args: argparse.Namespace) -> int:
     """Pin the newest build of every intermediate tag; one commit per app that changed."""
     root = _root(args)
+    commit_builds(root, [])  # a checkout to commit to, before any registry is asked
     try:
         result = scan_catalog(root, app=args.app)
     except RegistryError as e:

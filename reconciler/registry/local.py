@@ -122,11 +122,13 @@ def running_registry(
     password: str = "reader-secret",
     binary: str = REGISTRY_BINARY,
     start_timeout: float = 30.0,
+    port: int | None = None,
 ) -> Iterator[LocalRegistry]:
     """Run the distribution registry on 127.0.0.1 until the block ends.
 
     ``token_auth`` puts it behind a ``TokenServer`` that grants tokens to
-    ``username``/``password`` only.
+    ``username``/``password`` only. ``port`` fixes the port (e.g. 5000, for image
+    names written in a catalog); by default a free one is taken.
     """
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
@@ -139,14 +141,15 @@ def running_registry(
     try:
         if token is not None:
             token.start()
-        for _attempt in range(3):  # a free port can be taken between probing and binding
-            port = _free_port()
-            with _serve_process(root, binary, token, port) as process:
-                if _wait_ready(process, port, root, start_timeout):
-                    yield LocalRegistry(f"127.0.0.1:{port}", root, token)
+        tries = 1 if port is not None else 3  # a free port can be taken before we bind it
+        for _attempt in range(tries):
+            chosen = port if port is not None else _free_port()
+            with _serve_process(root, binary, token, chosen) as process:
+                if _wait_ready(process, chosen, root, start_timeout):
+                    yield LocalRegistry(f"127.0.0.1:{chosen}", root, token)
                     return
         raise RegistryStartError(
-            f"{binary} exited before answering (3 tries); its log "
+            f"{binary} exited before answering ({tries} tries); its log "
             f"({root / 'registry.log'}):\n{_tail(root / 'registry.log')}"
         )
     finally:
@@ -584,6 +587,8 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
+            # recorded before answering: a client that got its answer sees it in ``seen``
+            proxy.seen.append((self.command, self.path, status))
             self.send_response(status)
             for name, value in headers.items():
                 if name.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -592,7 +597,6 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
-            proxy.seen.append((self.command, self.path, status))
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

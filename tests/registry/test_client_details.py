@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -199,3 +200,17 @@ def test_a_registry_that_cannot_start_is_an_error_not_a_skip(tmp_path: Path) -> 
         pass
     assert "exited before answering" in str(caught.value)
     assert "configuration error: bad storage" in str(caught.value)
+
+
+def test_a_fixed_port_that_is_taken_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with (
+            pytest.raises(RegistryStartError) as caught,
+            running_registry(tmp_path, port=port),
+        ):
+            pass
+    assert "exited before answering (1 tries)" in str(caught.value)
+    assert "address already in use" in str(caught.value)  # the registry's own words
