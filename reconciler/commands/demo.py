@@ -15,7 +15,10 @@ daemon's passes and tells what happens:
 5. moving ledger to 2.1.0 considers its migration hooks: the global one runs as a
    Job, the post one is skipped because the cluster is already in shape, and both
    land in the ledger (in the cluster and on the status branch);
-6. it prints the status branch's ``git log`` and the commands to explore.
+6. a rebuilt image (a CVE fix under a new long tag) is committed by the daemon's
+   image scan and rolls out in batches (``demo_builds``; needs Debian's
+   docker-registry, which ``make demo`` installs when it can);
+7. it prints the status branch's ``git log`` and the commands to explore.
 """
 
 from __future__ import annotations
@@ -30,12 +33,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reconciler.commands.demo_builds import (
+    NAMESPACE,
+    demo_registry,
+    image_build_chapter,
+    pin_first_builds,
+    point_catalog_at,
+)
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.migrations import ledger_rows, ledger_table
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
 from reconciler.model.status import InstanceStatus, Phase
+from reconciler.registry.local import LocalRegistry
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
@@ -110,22 +121,34 @@ def demo_command(args: argparse.Namespace) -> int:
     )
     kubeconfig = workdir / "kubeconfig"
     timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
-    with running_sandbox(
-        timing=timing, kubeconfig=kubeconfig, fail_images=("*:6.7.0-rc.1",)
-    ) as sandbox:
+    with (
+        running_sandbox(
+            timing=timing, kubeconfig=kubeconfig, fail_images=("*:6.7.0-rc.1",)
+        ) as sandbox,
+        demo_registry(workdir / "registry", story.line) as registry,
+    ):
         from reconciler.source.scaffold import create_catalog_repo
 
-        repo = create_catalog_repo(template, workdir)
-        story.line(f"API server  {sandbox.url}  (kubeconfig: {kubeconfig})")
-        story.line(f"catalog     {repo.work}  (remote: {repo.url})")
-        ok = _tell(story, repo, workdir, sandbox)
+        prepare = (lambda copy: point_catalog_at(copy, registry)) if registry else None
+        repo = create_catalog_repo(template, workdir, prepare=prepare)
+        story.line(f"API server   {sandbox.url}  (kubeconfig: {kubeconfig})")
+        story.line(f"catalog      {repo.work}  (remote: {repo.url})")
+        if registry is not None:
+            pin_first_builds(repo, registry, story.line)
+        ok = _tell(story, repo, workdir, sandbox, registry)
         _explore(repo, workdir, kubeconfig)
         if args.serve:
             _serve_until_interrupted(story)
     return 0 if ok else 1
 
 
-def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle) -> bool:
+def _tell(
+    story: Story,
+    repo: CatalogRepo,
+    workdir: Path,
+    sandbox: SandboxHandle,
+    registry: LocalRegistry | None,
+) -> bool:
     settings = DaemonSettings(
         repo=repo.url,
         cluster=CLUSTER,
@@ -208,12 +231,27 @@ def _tell(story: Story, repo: CatalogRepo, workdir: Path, sandbox: SandboxHandle
         _summarise(story, fixed)
 
         migrated = _migrations(story, repo, client, daemon)
+        rebuilt = None
+        if registry is not None:
+            rebuilt = image_build_chapter(
+                story.chapter,
+                story.line,
+                repo,
+                daemon,
+                registry,
+                workdir,
+                roll=lambda instance: _roll(story, daemon, instance),
+                image_of=lambda: _image(client, NAMESPACE, "shop"),
+            )
 
     story.chapter(f"What happened, as recorded on status/{CLUSTER} (git log --oneline)")
     for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
         story.line(line)
-    outcomes = (first, quiet, upgrade, candidate, broken, fixed, migrated)
+    outcomes: tuple[PassOutcome, ...] = (first, quiet, upgrade, candidate, broken, fixed, migrated)
     ready = _final(fixed, "web") is Phase.READY and _final(migrated, "ledger") is Phase.READY
+    if rebuilt is not None:
+        outcomes += (rebuilt,)
+        ready = ready and _final(rebuilt, "shop") is Phase.READY
     return all(o.error is None for o in outcomes) and ready
 
 

@@ -9,6 +9,7 @@ Git configuration at all.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +35,23 @@ class CatalogRepo:
         return self.remote.as_uri()
 
 
-def create_catalog_repo(template: Path, into: Path, *, branch: str = "main") -> CatalogRepo:
-    """Copy ``template`` into ``into/catalog`` as a Git repo pushed to ``into/catalog.git``."""
+def create_catalog_repo(
+    template: Path,
+    into: Path,
+    *,
+    branch: str = "main",
+    prepare: Callable[[Path], None] | None = None,
+) -> CatalogRepo:
+    """Copy ``template`` into ``into/catalog`` as a Git repo pushed to ``into/catalog.git``.
+
+    ``prepare`` may adjust the copy before its first commit (the demo points an
+    example app at the registry it started).
+    """
     work, remote = into / "catalog", into / "catalog.git"
     try:
         shutil.copytree(template, work)
+        if prepare is not None:
+            prepare(work)
         repo = git.Repo.init(str(work), initial_branch=branch)
         repo.git.add(A=True)
         with repo.git.custom_environment(**IDENTITY):
@@ -74,6 +87,14 @@ def log_oneline(repository: Path, ref: str, limit: int = 20) -> list[str]:
     except git.GitCommandError as e:
         raise SourceError(f"cannot read {ref} in {repository}: {e}") from e
     return [line for line in str(out).splitlines() if line]
+
+
+def commit_message(repository: Path, ref: str) -> str:
+    """The full message of ``ref``'s commit in ``repository`` (subject, body, trailers)."""
+    try:
+        return str(git.Repo(str(repository)).git.log("-1", "--format=%B", ref))
+    except git.GitCommandError as e:
+        raise SourceError(f"cannot read {ref} in {repository}: {e}") from e
 
 
 def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
