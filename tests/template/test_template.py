@@ -86,9 +86,7 @@ BUILDS_APP = "shop"
 
 def _apps() -> list[Path]:
     """The apps that show every release state (channels, yanked, deprecated, steps)."""
-    return sorted(
-        p for p in (TEMPLATE / "apps").iterdir() if p.is_dir() and p.name != BUILDS_APP
-    )
+    return sorted(p for p in (TEMPLATE / "apps").iterdir() if p.is_dir() and p.name != BUILDS_APP)
 
 
 def _versions(app_dir: Path) -> dict[str, dict[str, Any]]:
