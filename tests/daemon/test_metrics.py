@@ -38,6 +38,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_is_leader": "gauge",
         "reconciler_shards_held": "gauge",
         "reconciler_webhooks": "counter",
+        "reconciler_image_scans": "counter",
         "reconciler_rollouts": "counter",
         "reconciler_rollout_batch_duration_seconds": "histogram",
         "reconciler_instance_rollout_batch": "gauge",
