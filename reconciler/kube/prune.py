@@ -134,6 +134,11 @@ def remove_instance(
     """
     result = prune_stale(client, live, inventory.instance, inventory.objects, refuse_all=False)
     if result.reason is None:
+        jobs = _delete_leftover_jobs(client, inventory.namespace, inventory.instance)
+        failed = [e for e in jobs if e.action is Action.FAILED]
+        if failed:
+            return ChangeSet((*result.entries, *jobs)), "PruneFailed", failed[0].message
+        result = replace(result, entries=(*result.entries, *jobs))
         ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
         try:
             client.delete(ref)
@@ -143,6 +148,41 @@ def remove_instance(
     elif result.kept != inventory.objects:
         write_inventory(client, live, _with_objects(inventory, result.kept), inventory)
     return ChangeSet(result.entries), result.reason, result.message
+
+
+# Jobs the reconciler creates outside the inventory, for one instance: migration Jobs
+# (a failed one is kept for ``kubectl describe``) and rollout analysis Jobs. Both carry
+# the managed-by and instance labels of every rendered object, plus their own label.
+_LEFTOVER_JOB_LABELS = ("reconciler.dev/migration", "reconciler.dev/rollout-analysis")
+
+
+def _delete_leftover_jobs(
+    client: KubeClient, namespace: str, instance: str
+) -> list[ChangeSetEntry]:
+    """Delete the instance's kept migration and analysis Jobs when the instance goes.
+
+    A failed Job is kept while the instance lives so a person can look at it; once
+    the instance is uninstalled nothing will report or replace it, so it would stay
+    forever. Only Jobs with the reconciler's managed-by label, this instance's label
+    and a migration or analysis label are touched.
+    """
+    entries: list[ChangeSetEntry] = []
+    for label in _LEFTOVER_JOB_LABELS:
+        selector = f"{MANAGED_BY}={MANAGER_NAME},{INSTANCE_LABEL}={instance},{label}"
+        try:
+            jobs = client.list("batch/v1", "Job", namespace=namespace, label_selector=selector)
+        except KubeError as e:
+            ref = ObjectRef("batch/v1", "Job", namespace, f"*({label})")
+            return [*entries, ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))]
+        for job in jobs:
+            ref = ObjectRef.of(job)
+            try:
+                client.delete(ref, uid=str(job["metadata"].get("uid", "")))
+            except KubeError as e:
+                entries.append(ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e)))
+                continue
+            entries.append(ChangeSetEntry.for_ref(instance, ref, Action.DELETED))
+    return entries
 
 
 def _with_objects(inventory: Inventory, objects: Mapping[ObjectRef, str]) -> Inventory:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.kube import LiveState, remove_instance
 from reconciler.kube.inventory import read_inventories
 from reconciler.model.changeset import Action, ObjectRef
-from tests.kube.conftest import Backend, configmap, deployment
+from tests.kube.conftest import Backend, configmap, deployment, labels
 from tests.kube.test_apply import actions, run
 
 
@@ -124,3 +124,54 @@ def test_a_partial_uninstall_keeps_the_inventory_writer(backend: Backend) -> Non
     assert reason == "PruneFailed"
     left = read_inventories(backend.client, backend.cluster)["web"]
     assert set(left.objects) == {ref} and left.writer == "repo (main)"
+
+
+def _job(name: str, ns: str, instance: str, extra: dict[str, str]) -> dict[str, object]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": {**labels(instance), **extra}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox:1.36", "command": ["false"]}],
+                }
+            }
+        },
+    }
+
+
+def test_uninstall_deletes_the_instance_s_kept_migration_and_analysis_jobs(
+    backend: Backend,
+) -> None:
+    """A failed migration or analysis Job is kept while its instance lives (for
+    ``kubectl describe``); once the instance is uninstalled nothing would ever report
+    or replace it, so it goes too. Jobs of other instances, and Jobs without the
+    reconciler's labels, stay."""
+    ns = backend.namespace("web")
+    run(backend, "web", ns, [configmap("a", ns, "web")])
+    mine = [
+        _job("web-add-index", ns, "web", {"reconciler.dev/migration": "add-index"}),
+        _job("web-analysis-1", ns, "web", {"reconciler.dev/rollout-analysis": "k1"}),
+    ]
+    theirs = [
+        _job("api-add-index", ns, "api", {"reconciler.dev/migration": "add-index"}),
+        _job("web-nightly", ns, "web", {}),  # the instance's own CronJob-style Job
+    ]
+    for job in mine + theirs:
+        backend.client.apply(job)
+    live = LiveState(backend.client, backend.cluster)
+    inv = live.inventory("web")
+    assert inv is not None
+    changes, reason, _ = remove_instance(backend.client, live, inv)
+    assert reason is None
+    deleted = {e.name for e in changes.entries if e.action is Action.DELETED}
+    assert {"web-add-index", "web-analysis-1", "a"} <= deleted
+    for job in mine:
+        ref = ObjectRef.of(job)
+        gone = backend.client.get(ref)
+        # background deletion: gone, or at least being deleted
+        assert gone is None or gone["metadata"].get("deletionTimestamp"), ref
+    for job in theirs:
+        assert backend.client.get(ObjectRef.of(job)) is not None
