@@ -32,8 +32,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from reconciler.kube.client import KubeClient
+from reconciler.kube.client import JsonObject, KubeClient
 from reconciler.kube.lease import JITTER, LEASE_API_VERSION, LeaderElector, LeaseRecord
+from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError, UsageError
 from reconciler.model.shards import ShardScope, ShardView, decide
 
@@ -236,7 +237,47 @@ class ShardCoordinator:
                 holders[k] = record.holder
             elif (lease.get("metadata") or {}).get("labels", {}).get(ROLE_LABEL) == REPLICA_ROLE:
                 members.add(record.holder)
+        self._collect_presence(leases, now)
         return ShardView(self.count, self.identity, holders, frozenset(members))
+
+    def _collect_presence(self, leases: list[JsonObject], now: float) -> None:
+        """Delete presence Leases of replicas gone for ``PRESENCE_GC_FACTOR`` lease durations.
+
+        A replica of a Deployment has a new name (so a new presence Lease) after every
+        restart; without this its old Leases would stay forever. The delete carries
+        the Lease's uid and resourceVersion as preconditions, so a replica that came
+        back and renewed meanwhile keeps its Lease
+        (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/delete-options/).
+        Shard Leases are never deleted: their names are fixed and reused.
+        """
+        for lease in leases:
+            meta = lease.get("metadata") or {}
+            if (meta.get("labels") or {}).get(ROLE_LABEL) != REPLICA_ROLE:
+                continue
+            record = LeaseRecord.from_dict(lease.get("spec") or {})
+            renewed = record.expires_at()
+            if record.holder == self.identity or renewed is None:
+                continue
+            if now - renewed < PRESENCE_GC_FACTOR * max(record.lease_duration_seconds, 1):
+                continue
+            ref = ObjectRef(LEASE_API_VERSION, "Lease", self.namespace, str(meta.get("name")))
+            try:
+                self.client.delete(
+                    ref,
+                    uid=str(meta.get("uid") or ""),
+                    resource_version=str(meta.get("resourceVersion") or ""),
+                )
+                log.info(
+                    "%s: deleted the presence Lease of a replica gone since %s",
+                    self.identity,
+                    record.renew_time,
+                )
+            except KubeError as e:  # a race with its owner, or no delete right: harmless
+                log.debug("%s: presence Lease %s kept: %s", self.identity, ref.name, e)
+
+
+# a presence Lease expired this many lease durations ago belongs to a replica that is gone
+PRESENCE_GC_FACTOR = 10
 
 
 def _current(record: LeaseRecord, now: float) -> bool:

@@ -82,7 +82,13 @@ def test_the_arguments_shard_by_pod_name_and_match_the_replicas(
 
 def test_rbac_lets_shards_find_each_other(objects: list[dict[str, Any]]) -> None:
     rules = [rule for role in objects if role["kind"] == "Role" for rule in role["rules"]]
-    assert allowed(rules, "coordination.k8s.io", "leases") == {"get", "create", "update", "list"}
+    assert allowed(rules, "coordination.k8s.io", "leases") == {
+        "get",
+        "create",
+        "update",
+        "list",
+        "delete",  # delete: presence Leases of gone replicas
+    }
     binding = one(objects, "RoleBinding", "reconciler-shards")
     assert binding["roleRef"]["name"] == "reconciler-shards"
     assert binding["subjects"][0]["name"] == "reconciler"

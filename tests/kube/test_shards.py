@@ -28,6 +28,7 @@ from reconciler.kube.shards import (
     replica_lease_name,
     shard_lease_name,
 )
+from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
 from reconciler.model.shards import ShardDecision, ShardView, decide, fair_share, shard_of
 
@@ -191,6 +192,27 @@ def test_a_killed_replicas_shard_is_taken_over_after_its_lease_expires(
         settle([a, b], rounds=1)
     assert covered_once([a, b]), holdings([a, b])
     assert sorted([len(a.held), len(b.held)]) == [1, 2]
+
+
+def test_presence_leases_of_replicas_gone_long_ago_are_deleted(client: KubeClient) -> None:
+    """A Deployment's replica gets a new name after each restart, so a new presence
+    Lease: the old ones are deleted once expired for ten lease durations, never sooner,
+    and never a living replica's."""
+    clock = Clock()
+    a, b, c = (replica(client, clock, name) for name in ("a", "b", "c"))
+    settle([a, b, c])
+    gone = ObjectRef("coordination.k8s.io/v1", "Lease", NS, replica_lease_name(PREFIX, "c"))
+    assert client.get(gone) is not None
+    clock.advance(5.0)  # c died (never renews); expired, but only recently
+    settle([a, b], rounds=2)
+    assert client.get(gone) is not None
+    clock.advance(6.0)  # now more than ten lease durations (10 x 1 s) past its expiry
+    settle([a, b], rounds=2)
+    assert client.get(gone) is None
+    for alive in ("a", "b"):
+        lease = ObjectRef("coordination.k8s.io/v1", "Lease", NS, replica_lease_name(PREFIX, alive))
+        assert client.get(lease) is not None
+    assert covered_once([a, b])
 
 
 def test_a_newcomer_gets_its_share_only_between_passes(client: KubeClient) -> None:
