@@ -10,9 +10,7 @@ once, and a failing build with ``onFailure: rollback`` returns to the old pinned
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +27,7 @@ from tests.daemon.conftest import World, settle, world
 from tests.daemon.test_pass import CHANNELS
 from tests.factories import BASE_FILES
 from tests.lanes import MISSING_DIGEST
-from tests.rollout.test_kill9 import start
+from tests.rollout.test_kill9 import kill_after_every_step
 
 REPO = "ghcr.io/stefanprodan/podinfo"
 D5 = "sha256:" + "5" * 64
@@ -250,27 +248,7 @@ def test_kill_9_after_every_build_rollout_step_finishes_once(
     rollout of the rebuild finishes once, with no step lost or repeated."""
     world = installed
     world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
-    cache = tmp_path / "daemon-cache"
-    kills, seen = 0, 0
-    process = start(world, cache)
-    deadline = time.monotonic() + 90
-    try:
-        while time.monotonic() < deadline:
-            steps = _steps(world)
-            if steps and "succeeded" in steps[-1]:
-                break
-            if len(steps) > seen:
-                seen = len(steps)
-                process.send_signal(signal.SIGKILL)
-                process.wait()
-                kills += 1
-                process = start(world, cache)
-            elif process.poll() is not None:
-                raise AssertionError(f"the daemon exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
-            time.sleep(0.02)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    kills = kill_after_every_step(world, tmp_path / "daemon-cache", _steps)
     steps = _steps(world)
     label = "6.5.0-rev1-b5.1 -> 6.5.0-rev1-b6.1"
     assert steps and steps[-1] == f"prod/web: rollout podinfo {label}: succeeded (5/5 replicas)"

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,19 +67,17 @@ def rollout_steps(world: World) -> list[str]:
     return [s for s in subjects if s.startswith("prod/web: rollout")]
 
 
-@pytest.mark.slow
-def test_kill_9_after_every_transition_finishes_once(world: World, tmp_path: Path) -> None:
-    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
-    world.daemon.run_pass()  # installed at 6.5.0
-    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
-    cache = tmp_path / "daemon-cache"
-    kills = 0
-    seen = 0
+def kill_after_every_step(
+    world: World, cache: Path, steps_of: Callable[[World], list[str]], limit: float = 90
+) -> int:
+    """Run the real ``reconciler run`` and SIGKILL it as soon as each rollout step is
+    committed, starting it again each time, until a step says ``succeeded``; the kills."""
+    kills, seen = 0, 0
     process = start(world, cache)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + limit
     try:
         while time.monotonic() < deadline:
-            steps = rollout_steps(world)
+            steps = steps_of(world)
             if steps and "succeeded" in steps[-1]:
                 break
             if len(steps) > seen:  # a step was just committed: kill the daemon at once
@@ -93,6 +92,15 @@ def test_kill_9_after_every_transition_finishes_once(world: World, tmp_path: Pat
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
+    return kills
+
+
+@pytest.mark.slow
+def test_kill_9_after_every_transition_finishes_once(world: World, tmp_path: Path) -> None:
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
+    world.daemon.run_pass()  # installed at 6.5.0
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    kills = kill_after_every_step(world, tmp_path / "daemon-cache", rollout_steps)
     steps = rollout_steps(world)
     assert steps and "succeeded" in steps[-1], steps
     assert kills >= 4, (kills, steps)  # killed after started and after every batch
