@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.daemon.triggers import Trigger, TriggerQueue
+from reconciler.daemon.triggers import PeriodicTrigger, Trigger, TriggerQueue
 from reconciler.model.errors import ReconcilerError
 from reconciler.registry import RegistryClient, scan_catalog
 from reconciler.source import BuildsCommits, CatalogWorkClone, commit_builds
@@ -55,9 +54,11 @@ class ScanOutcome:
         return f"image scan committed {len(self.commits.commits)} app(s): {subjects}"
 
 
-class ImageScanner:
+class ImageScanner(PeriodicTrigger):
     """Scans every ``interval`` seconds (± jitter) while ``acting()`` says this replica acts.
 
+    The timer is ``PeriodicTrigger``'s; each tick is a scan instead of a trigger, and
+    the first one comes soon after start (a user who just turned it on sees it work).
     ``scan_once`` is the whole step and may be called directly (tests, ``--once``).
     """
 
@@ -73,18 +74,28 @@ class ImageScanner:
         jitter: float = 0.1,
         rng: random.Random | None = None,
     ) -> None:
-        if interval <= 0:
-            raise ValueError(f"--scan-images interval must be positive, got {interval}")
+        super().__init__(queue, interval, jitter=jitter, rng=rng)
         self.clone = clone
-        self.queue = queue
-        self.interval = interval
-        self.jitter = jitter
         self._acting = acting
         self._observe = observe
         self._client_factory = client_factory
-        self._rng = rng or random.Random()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+
+    @property
+    def thread_name(self) -> str:
+        return "reconciler-image-scan"
+
+    def first_delay(self) -> float:
+        return min(self.next_delay(), FIRST_SCAN_DELAY)
+
+    def tick(self) -> None:
+        if not self._acting():
+            log.debug("image scan skipped: this replica does not act")
+            return
+        try:
+            self.scan_once()
+        except Exception:  # a bug must not end the scanner; log it and go on
+            log.exception("image scan crashed")
+            self._observe("failed")
 
     def scan_once(self) -> ScanOutcome:
         """Refresh the clone, ask the registries, commit and push what changed."""
@@ -119,34 +130,3 @@ class ImageScanner:
         else:
             log.debug("%s", outcome.describe())
         return outcome
-
-    def next_delay(self) -> float:
-        if not self.jitter:
-            return self.interval
-        return self.interval * (1.0 + self._rng.uniform(-self.jitter, self.jitter))
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("image scanner already started")
-        self._thread = threading.Thread(target=self._run, name="reconciler-image-scan", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        # the first scan comes soon after start (a user who just turned it on sees it
-        # work), then one every interval
-        delay = min(self.next_delay(), FIRST_SCAN_DELAY)
-        while not self._stop.wait(delay):
-            delay = self.next_delay()
-            if not self._acting():
-                log.debug("image scan skipped: this replica does not act")
-                continue
-            try:
-                self.scan_once()
-            except Exception:  # a bug must not end the scanner; log it and go on
-                log.exception("image scan crashed")
-                self._observe("failed")

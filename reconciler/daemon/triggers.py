@@ -196,12 +196,22 @@ class PeriodicTrigger:
             return self.interval
         return self.interval * (1.0 + self._rng.uniform(-self.jitter, self.jitter))
 
+    def first_delay(self) -> float:
+        """How long after ``start`` the first tick comes (a subclass may come sooner)."""
+        return self.next_delay()
+
+    def tick(self) -> None:
+        """What happens every interval: put this timer's trigger."""
+        self.queue.put(Trigger(self.reason, f"every {self.interval:g}s"))
+
+    @property
+    def thread_name(self) -> str:
+        return f"reconciler-{self.reason}"
+
     def start(self) -> None:
         if self._thread is not None:
-            raise RuntimeError(f"{self.reason} timer already started")
-        self._thread = threading.Thread(
-            target=self._run, name=f"reconciler-{self.reason}", daemon=True
-        )
+            raise RuntimeError(f"{self.thread_name} already started")
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -210,11 +220,10 @@ class PeriodicTrigger:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while True:
+        delay = self.first_delay()
+        while not self._stop.wait(delay):
+            self.tick()
             delay = self.next_delay()
-            if self._stop.wait(delay):
-                return
-            self.queue.put(Trigger(self.reason, f"every {self.interval:g}s"))
 
 
 class PollTimer(PeriodicTrigger):
