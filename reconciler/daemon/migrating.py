@@ -71,11 +71,24 @@ from reconciler.migrations import (
     pending,
     plan_uninstall,
 )
+from reconciler.model.builds import pinned_images
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.migrations import FAILED, LedgerFormatError, MigrationLedger, MigrationRecord
 from reconciler.model.status import ConditionType, InstanceStatus, Phase, conditions_for
 from reconciler.status import describe_migration
+
+
+def pinned_images_of(catalog: Catalog, version: AppVersion) -> Mapping[str, str] | None:
+    """``version``'s images with the builds its app's builds.yaml pins (SPEC section 8).
+
+    A migration Job that names ``${images.app}`` must run the very build the version
+    runs, not whatever its intermediate tag points at today. None: nothing pinned.
+    """
+    entry = catalog.apps.get(version.app)
+    builds = entry.builds_of(version.key) if entry is not None else {}
+    return pinned_images(version.images, builds) if builds else None
+
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -182,6 +195,7 @@ class MigrationHooks:
             limits=limits or Limits(),
             ledger_namespace=ledger_namespace,
             job_grace=job_grace,
+            images=lambda version: pinned_images_of(catalog, version),
         )
         skip = set(held)
         changing = {

@@ -81,8 +81,10 @@ class MigrationSteps:
         limits: Limits,
         ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE,
         job_grace: float | None = None,
+        images: Callable[[AppVersion], Mapping[str, str] | None] = lambda version: None,
     ) -> None:
         self.client = client
+        self.images = images  # a version's images with its pinned builds (SPEC section 8)
         self.live = live
         self.cluster = cluster
         self.registry = registry
@@ -118,7 +120,7 @@ class MigrationSteps:
             self._context(migration, instance, phase, deployed, to),
             checksum=checksum,
             deployed_version=deployed,
-            runtime=Runtime(self.client, self.registry, self._jobs),
+            runtime=Runtime(self.client, self.registry, self._jobs, images=self.images),
             wait=self._jobs.wait(),
         )
         if isinstance(run, StillRunning):
@@ -149,7 +151,7 @@ class MigrationSteps:
             version,
             instance,
             self._context(migration, instance, UNDO, deployed, None),
-            runtime=Runtime(self.client, self.registry, self._jobs),
+            runtime=Runtime(self.client, self.registry, self._jobs, images=self.images),
             wait=self._jobs.wait(),
         )
         if isinstance(done, StillRunning):

@@ -75,6 +75,10 @@ class Runtime:
     job_runner: JobRunner | None = None  # None: Job migrations fail (Python ones still run)
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], str] = utc_now
+    # ``${images.NAME}`` of a version's Jobs: its images with the builds builds.yaml
+    # pins (SPEC section 8), so a migration runs the very build the version runs;
+    # None renders the references the version names
+    images: Callable[[AppVersion], Mapping[str, str] | None] = lambda version: None
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ def advance_migration(
             message=message,
         )
 
-    job, job_problem = _render(migration, version, instance, ctx)
+    job, job_problem = _render(migration, version, instance, ctx, runtime.images(version))
     if job is not None and runtime.job_runner is not None and _in_flight(runtime, job):
         out = _wait_job(runtime.job_runner, job, migration, wait)
         if out is None:
@@ -234,7 +238,11 @@ def _run_python(
 
 
 def _render(
-    migration: Migration, version: AppVersion, instance: Instance, ctx: MigrationContext
+    migration: Migration,
+    version: AppVersion,
+    instance: Instance,
+    ctx: MigrationContext,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """The Job of a Job migration, or why there is none ("" for a Python migration)."""
     if migration.python is not None:
@@ -242,7 +250,9 @@ def _render(
     template = version.migration_jobs.get(migration.name)
     if template is None:
         return None, f"migration job {migration.job} is missing from {version.directory}"
-    job, problems = render_job(template, instance, version, ctx, migration.timeout_seconds)
+    job, problems = render_job(
+        template, instance, version, ctx, migration.timeout_seconds, images=images
+    )
     if job is None:
         return None, f"job: {problems[0].message}"
     return job, ""
@@ -313,7 +323,14 @@ def advance_undo(
     """
     template = version.undo_jobs.get(migration.name)
     if template is not None:
-        job, problems = render_job(template, instance, version, ctx, migration.timeout_seconds)
+        job, problems = render_job(
+            template,
+            instance,
+            version,
+            ctx,
+            migration.timeout_seconds,
+            images=runtime.images(version),
+        )
         if job is None:
             return False, f"undo job: {problems[0].message}", 0.0, ""
         if runtime.job_runner is None:

@@ -146,8 +146,13 @@ def render_job(
     version: AppVersion,
     ctx: MigrationContext,
     timeout_seconds: int,
+    *,
+    images: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, tuple[Problem, ...]]:
-    """The Job to create for one migration run, or the problems that prevent it."""
+    """The Job to create for one migration run, or the problems that prevent it.
+
+    ``images``: the version's images with their pinned builds (SPEC section 8).
+    """
     labels = {MIGRATION_LABEL: ctx.migration, PHASE_LABEL: ctx.phase}
     return render_job_with(
         template,
@@ -156,6 +161,7 @@ def render_job(
         labels=labels,
         env=job_environment(ctx),
         timeout_seconds=timeout_seconds,
+        images=images,
     )
 
 

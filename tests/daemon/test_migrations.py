@@ -809,3 +809,31 @@ def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
         "prod/books: migration backfill (post, 2.0.0) succeeded"
     ]
     assert cluster.ledger()[-1] == ("backfill", "post", "2.0.0", "succeeded")
+
+
+def test_a_migration_job_runs_the_build_its_version_pins(make_cluster: Any) -> None:
+    """SPEC section 8: a version's ``${images.NAME}`` is its pinned build everywhere it is
+    rendered, its migration Jobs too; the intermediate tag would run whatever was pushed
+    under it last."""
+    files = ledger_files()
+    digest = "sha256:" + "3" * 64
+    files["apps/ledger/versions/1.5.0/version.yaml"] = str(
+        files["apps/ledger/versions/1.5.0/version.yaml"]
+    ).replace(
+        "parameters:", "images:\n  tool: registry.example/ledger/tool:1.5.0-rev1\nparameters:"
+    )
+    files["apps/ledger/versions/1.5.0/migrations/add-index.yaml"] = job("add-index").replace(
+        "image: busybox:1.36", "image: ${images.tool}"
+    )
+    files["apps/ledger/builds.yaml"] = (
+        "apiVersion: reconciler/v1\nkind: ImageBuilds\napp: ledger\nbuilds:\n"
+        f"  1.5.0:\n    tool: {{tag: 1.5.0-rev1-b3, digest: '{digest}'}}\n"
+    )
+    cluster: Cluster = make_cluster(files=files)
+    if cluster.sandbox is None:
+        pytest.skip("the pinned digest is made up: a real node could not pull it")
+    assert cluster.daemon.run_pass().ok
+    cluster.upgrade("1.5.0")
+    (created,) = [j for j in cluster.jobs.created if j["metadata"]["name"] == "books-add-index"]
+    image = created["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"registry.example/ledger/tool:1.5.0-rev1-b3@{digest}"
