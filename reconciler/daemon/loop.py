@@ -20,6 +20,7 @@ from reconciler.catalog.incremental import CatalogCache
 from reconciler.daemon.backoff import BackoffBook, BackoffPolicy
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HealthWatch
 from reconciler.daemon.logs import pass_scope
+from reconciler.daemon.memo import PassMemo
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
@@ -178,6 +179,7 @@ class Daemon:
         self.events = EventRecorder(client)
         # health waits across passes (daemon.healthwatch), timed for the metrics
         self.health = HealthWatch(on_end=self._health_wait_ended)
+        self.memo = PassMemo()  # settled instances' verdicts, reused while nothing changes
         self._pass_id = ""  # the pass running (for its Events' annotation)
 
     def sync(self) -> tuple[Checkout, bool]:
@@ -261,6 +263,7 @@ class Daemon:
                 registry=self.registry,
                 watch=self.health,
                 scope=scope,
+                memo=self.memo,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)

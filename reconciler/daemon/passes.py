@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
+from reconciler.daemon.memo import PassMemo, Reused
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.rolling import Rolled, after_rollout, drive, rollout_status, rolls
@@ -77,6 +78,7 @@ class PassReport:
     started: float = 0.0
     duration: float = 0.0
     next_look: float | None = None  # seconds until a rollout or a health wait wants a pass
+    reused: frozenset[str] = frozenset()  # instances whose last verdict stood (``PassMemo``)
 
     @property
     def all_ready(self) -> bool:
@@ -107,6 +109,7 @@ def reconcile_checkout(
     registry: Registry | None = None,
     watch: HealthWatch | None = None,
     scope: ShardScope | None = None,
+    memo: PassMemo | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -120,6 +123,9 @@ def reconcile_checkout(
     object rendered by two instances is refused whichever shards they are in, and
     the replica holding shard 0 runs the cluster's global migrations for all of
     them (``reconciler.model.shards`` says why each owner is what it is).
+    ``memo`` (the daemon's): an instance that nothing touched since its last pass
+    ended settled keeps that pass's verdict without being rendered or compared
+    again (``reconciler.daemon.memo``); anything else takes the full path.
     """
     watch = watch if watch is not None else HealthWatch()
     started = time.time()
@@ -128,7 +134,26 @@ def reconcile_checkout(
     live = LiveState(client, settings.cluster, entry.namespaces)
     deployed = live.deployed_versions(entry.instances)
     releases = live.deployed_releases(entry.instances)  # with the builds that run
-    every_plan = plan_cluster(catalog, settings.cluster, deployed)
+    previous = previous or {}
+    reused: dict[str, Reused] = {}
+    if memo is not None:
+        memo.begin(entry.cluster, settings)
+        for name, instance in entry.instances.items():
+            hit = memo.lookup(catalog, instance, deployed.get(name), previous.get(name), live)
+            if hit is not None:
+                reused[name] = hit
+    every_plan = plan_cluster(
+        catalog,
+        settings.cluster,
+        deployed,
+        reuse={name: (r.plan, r.keys) for name, r in reused.items()},
+    )
+    # a reused plan that the one-owner check refused is no longer the reused one
+    reused = {
+        p.name: reused[p.name]
+        for p in every_plan
+        if p.name in reused and p is reused[p.name].plan and (scope is None or scope.owns(p.name))
+    }
     plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]
     options = ApplyOptions(
         limits=Limits.of(entry.cluster),
@@ -152,7 +177,6 @@ def reconcile_checkout(
         job_grace=settings.health_grace,  # a migration Job never holds the pass longer
         runs_global=scope is None or scope.owns_global,
     )
-    previous = previous or {}
     rolled: dict[str, Rolled] = {}
     # when each rollout asked to be looked at again, on the clock of its observation: a
     # long pass (hundreds of rollouts) must not add its own length to every wait
@@ -163,6 +187,9 @@ def reconcile_checkout(
     decided: list[InstanceResult | None] = []  # None: a plain apply, done concurrently below
     plain: list[InstancePlan] = []
     for plan in plans:
+        if plan.name in reused:  # settled, and nothing changed: last pass's result stands
+            decided.append(reused[plan.name].result)
+            continue
         record = previous[plan.name].rollout if plan.name in previous else None
         batches = rolls(plan, releases.get(plan.name), record)
         if plan.name in held:
@@ -213,6 +240,8 @@ def reconcile_checkout(
         owns=None if scope is None else scope.owns,
     )
     for plan, result in zip(plans, results, strict=True):
+        if plan.name in reused:
+            continue
         if plan.name not in rolled and any(e.changed for e in result.changes.entries):
             watch.changed(plan, plan.version.key if plan.version is not None else None)
     healths = check_health(
@@ -221,9 +250,13 @@ def reconcile_checkout(
         plans,
         results,
         settings.health_grace,
-        skip=set(rolled),
+        skip=set(rolled) | set(reused),
         gated=gated,
     )
+    healths = [
+        reused[plan.name].health if plan.name in reused else health
+        for plan, health in zip(plans, healths, strict=True)
+    ]
     waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
@@ -242,8 +275,10 @@ def reconcile_checkout(
         )
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
-    statuses = tuple(
-        previous[o.plan.name]
+    built = tuple(
+        memo.reuse_status(reused[o.plan.name], commit)
+        if memo is not None and o.plan.name in reused
+        else previous[o.plan.name]
         if o.plan.name in held and o.plan.name in previous
         else rollout_status(
             settings.cluster, o.plan, rolled[o.plan.name], commit, o.plan.instance.app
@@ -256,13 +291,19 @@ def reconcile_checkout(
             over=o.plan.name in handed_back,
         )
         for o in outcomes
-    ) + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
+    )
+    statuses = built + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     now = time.monotonic()
     looks = [max(0.0, at - now) for at in look_at.values()]
     looks += [HEALTH_LOOK] if waiting else []
     looks += [hooks.next_look] if hooks.next_look is not None else []
     watch.forget_except(p.name for p in plans)
     statuses = hooks.recorded(statuses, held)
+    if memo is not None:
+        busy = {*rolled, *held, *gated, *handed_back}
+        _remember(memo, catalog, outcomes, built, statuses, live, set(reused), busy)
+        memo.forget_except(p.name for p in plans)
+        memo.mark_reused(reused)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         if result.ok and not any(e.changed for e in result.changes.entries):
@@ -289,7 +330,42 @@ def reconcile_checkout(
         duration=time.time() - started,
         next_look=min(looks) if looks else None,
         migrations=tuple(hooks.events),
+        reused=frozenset(reused),
     )
+
+
+def _remember(
+    memo: PassMemo,
+    catalog: Catalog,
+    outcomes: Sequence[InstanceOutcome],
+    built: Sequence[InstanceStatus],
+    finals: Sequence[InstanceStatus],
+    live: LiveState,
+    reused: set[str],
+    busy: set[str],
+) -> None:
+    """Keep each plainly applied instance's verdict for the next pass (``PassMemo``).
+
+    Rolled, held, gated and handed-back instances are in the middle of something:
+    they are forgotten (``PassMemo.remember`` also refuses anything not settled).
+    """
+    for outcome, status, final in zip(outcomes, built, finals, strict=False):
+        plan = outcome.plan
+        if plan.name in reused:
+            memo.still(plan.name, final)
+        elif plan.name in busy or outcome.result is None:
+            memo.forget(plan.name)
+        else:
+            memo.remember(
+                catalog,
+                plan,
+                outcome.deployed,
+                outcome.result,
+                outcome.health,
+                status,
+                final,
+                live,
+            )
 
 
 def _global_plans(

@@ -29,6 +29,8 @@ from reconciler.rollout import PlanError, merge_plans
 CATALOG_INVALID = "CatalogInvalid"
 RESOLVE_FAILED = "ResolveFailed"
 
+ObjectKey = tuple[str, str, str, str]  # ``render.object_key``: group, kind, namespace, name
+
 
 @dataclass(frozen=True)
 class InstancePlan:
@@ -99,8 +101,15 @@ def plan_cluster(
     deployed: Mapping[str, str] | None = None,
     *,
     render: bool = True,
+    reuse: Mapping[str, tuple[InstancePlan, tuple[ObjectKey, ...]]] | None = None,
 ) -> list[InstancePlan]:
-    """Plan every instance of ``cluster``, sorted by name (``render=False``: resolve only)."""
+    """Plan every instance of ``cluster``, sorted by name (``render=False``: resolve only).
+
+    ``reuse`` maps an instance to a plan made before (the daemon's ``PassMemo``: its
+    inputs did not change) and the keys of its objects, which that plan no longer
+    carries; such an instance is neither resolved nor rendered again, yet still
+    counts in the check that no two instances render the same object.
+    """
     require_cluster(catalog, cluster)
     deployed = deployed or {}
     entry = catalog.clusters[cluster]
@@ -112,23 +121,30 @@ def plan_cluster(
             _failed(instances[name], deployed.get(name), CATALOG_INVALID, message)
             for name in sorted(instances)
         ]
+    reuse = reuse or {}
     plans = [
-        plan_instance(catalog, instances[name], deployed.get(name), render=render)
+        reuse[name][0]
+        if name in reuse
+        else plan_instance(catalog, instances[name], deployed.get(name), render=render)
         for name in sorted(instances)
     ]
-    return _one_owner_per_object(plans)
+    return _one_owner_per_object(plans, {name: keys for name, (_, keys) in reuse.items()})
 
 
-def _one_owner_per_object(plans: list[InstancePlan]) -> list[InstancePlan]:
+def _one_owner_per_object(
+    plans: list[InstancePlan], keys: Mapping[str, tuple[ObjectKey, ...]] | None = None
+) -> list[InstancePlan]:
     """Refuse instances that render the same object: two owners would fight every pass.
 
     Caught offline (``validate``, ``render``), before apply: each instance involved
     becomes ``CatalogInvalid`` naming the object and the other instance.
     """
-    owners: dict[tuple[str, str, str, str], list[str]] = {}
+    keys = keys or {}
+    owners: dict[ObjectKey, list[str]] = {}
     for plan in plans:
-        for obj in plan.objects:
-            owners.setdefault(object_key(obj), []).append(plan.name)
+        of_plan = keys.get(plan.name)
+        for key in of_plan if of_plan is not None else map(object_key, plan.objects):
+            owners.setdefault(key, []).append(plan.name)
     shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
     if not shared:
         return plans

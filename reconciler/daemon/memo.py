@@ -1,0 +1,202 @@
+"""Reuse last pass's verdict for an instance that nothing touched since: the no-op pass.
+
+Most passes change nothing: a poll that sees the same commit, a drift check, a
+commit to another app. Rendering every instance and comparing every object with
+the cluster again then only proves what the last pass proved. An instance's
+outcome is a function of its inputs (the catalog's model objects it is planned
+from, the version its inventory says runs, the cluster's settings) and of its
+live objects; when none of them changed, the full path would produce exactly
+the same plan, result, health and record. So :class:`PassMemo` remembers, for
+each instance whose last pass ended settled (Ready, every object unchanged and
+healthy, nothing rolling, migrating, backing off or waiting), the inputs it was
+planned from and the ``resourceVersion`` of each of its objects and of its
+inventory as that pass's list showed them.
+
+The inputs are compared by identity: the incremental catalog
+(``catalog.incremental``) keeps the very same ``Instance`` and ``AppEntry``
+objects for files a commit did not touch and builds new ones for files it did,
+so "the same object" means "the same files". The live objects are compared by
+``resourceVersion``, which the API server changes on every write to an object,
+its status included, and never otherwise
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions).
+An object someone edited (``kubectl edit``, a label changed), deleted, or took
+our label off (it then leaves the pass's labelled list) is therefore seen as
+changed, and the instance takes the full path: render, compare, apply. The
+reuse never saves a request, only the work on the answers: every kind is still
+listed once per pass, which is what shows the drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from reconciler.daemon.plan import InstancePlan, ObjectKey
+from reconciler.kube import HealthReport, InstanceResult, LiveState
+from reconciler.kube.inventory import inventory_name
+from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
+from reconciler.model.changeset import Action, ObjectRef
+from reconciler.model.errors import KubeError
+from reconciler.model.status import InstanceStatus, Phase
+from reconciler.render import object_key
+
+
+@dataclass(frozen=True)
+class Reused:
+    """Last pass's verdict on one instance, to stand for this pass's.
+
+    ``plan`` carries no rendered objects (they are not kept between passes);
+    ``keys`` are the objects' identities, which the check that no two instances
+    render the same object still needs.
+    """
+
+    plan: InstancePlan
+    keys: tuple[ObjectKey, ...]
+    result: InstanceResult
+    health: HealthReport
+    built: InstanceStatus  # the record as built, before migration hooks saw it
+
+
+@dataclass(frozen=True)
+class _Entry:
+    instance: Instance
+    app: AppEntry | None
+    deployed: str
+    reused: Reused
+    final: InstanceStatus  # the record the pass returned (the daemon's ``previous``)
+    versions: tuple[tuple[ObjectRef, str], ...]  # each object's and the inventory's
+
+
+def _resource_version(live: LiveState, ref: ObjectRef) -> str | None:
+    try:
+        obj = live.get(ref)
+    except KubeError:
+        return None
+    if obj is None:
+        return None
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
+
+
+class PassMemo:
+    """The daemon's memory of settled instances across passes (see the module's doc).
+
+    ``reused`` names the instances the last pass took from memory: what tests and
+    the benchmark observe.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._context: tuple[Cluster, object] | None = None
+        self.reused: frozenset[str] = frozenset()
+
+    def begin(self, cluster: Cluster, settings: object) -> None:
+        """Start a pass; different cluster settings or pass settings forget everything."""
+        context = (cluster, settings)
+        if self._context is not None and self._context != context:
+            self._entries.clear()  # tuples compare items by identity first: cheap when same
+        self._context = context
+        self.reused = frozenset()
+
+    def lookup(
+        self,
+        catalog: Catalog,
+        instance: Instance,
+        deployed: str | None,
+        previous: InstanceStatus | None,
+        live: LiveState,
+    ) -> Reused | None:
+        """Last pass's verdict when nothing it depended on changed, else None."""
+        entry = self._entries.get(instance.name)
+        if entry is None:
+            return None
+        if (
+            entry.instance is not instance
+            or entry.app is not catalog.apps.get(instance.app)
+            or entry.deployed != deployed
+            or previous is None
+            or entry.final is not previous
+        ):
+            return None
+        for ref, version in entry.versions:
+            if _resource_version(live, ref) != version:
+                return None
+        return entry.reused
+
+    def mark_reused(self, names: Iterable[str]) -> None:
+        self.reused = frozenset(names)
+
+    def remember(
+        self,
+        catalog: Catalog,
+        plan: InstancePlan,
+        deployed: str | None,
+        result: InstanceResult,
+        health: HealthReport | None,
+        built: InstanceStatus,
+        final: InstanceStatus,
+        live: LiveState,
+    ) -> None:
+        """Keep ``plan``'s verdict if the pass ended settled for it, else forget it."""
+        name = plan.name
+        self._entries.pop(name, None)
+        version = plan.version
+        inventory = result.inventory
+        if (
+            version is None
+            or not plan.ok
+            or plan.instance.suspend
+            or deployed != version.key
+            or not result.ok
+            or result.other_writer
+            or inventory is None
+            or health is None
+            or not health.healthy
+            or built.phase is not Phase.READY
+            or built.rollout is not None
+            or final.phase is not Phase.READY
+            or not result.changes.entries
+            or any(e.action is not Action.UNCHANGED for e in result.changes.entries)
+        ):
+            return
+        refs = sorted(inventory.objects)
+        entries = result.changes.entries
+        if {ObjectRef(e.api_version, e.kind, e.namespace, e.name) for e in entries} != set(refs):
+            return
+        inventory_ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(name))
+        versions = []
+        for ref in (*refs, inventory_ref):
+            rv = _resource_version(live, ref)
+            if rv is None:
+                return
+            versions.append((ref, rv))
+        keys = tuple(object_key(obj) for obj in plan.objects)
+        reused = Reused(replace(plan, objects=()), keys, result, health, built)
+        self._entries[name] = _Entry(
+            plan.instance,
+            catalog.apps.get(plan.instance.app),
+            deployed,
+            reused,
+            final,
+            tuple(versions),
+        )
+
+    def still(self, name: str, final: InstanceStatus) -> None:
+        """An instance reused this pass, with the record the pass returned for it."""
+        entry = self._entries.get(name)
+        if entry is not None:
+            if final.phase is Phase.READY:
+                self._entries[name] = replace(entry, final=final)
+            else:
+                del self._entries[name]
+
+    def forget(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def forget_except(self, names: Iterable[str]) -> None:
+        keep = set(names)
+        for name in [n for n in self._entries if n not in keep]:
+            del self._entries[name]
+
+    def reuse_status(self, reused: Reused, commit: str) -> InstanceStatus:
+        """The record as the full path would build it now: only the commit seen differs."""
+        return replace(reused.built, source_commit=commit)

@@ -1,0 +1,184 @@
+"""The no-op pass: a settled instance that nothing touched keeps last pass's verdict.
+
+``reconciler.daemon.memo`` skips rendering and comparing an instance whose inputs
+(catalog objects, deployed version, cluster settings) and live objects (their
+``resourceVersion`` in the pass's list) are the same as when its last pass ended
+settled. These tests count renders (``render_instance`` calls) and check that
+drift made between passes (a ``kubectl edit`` of a field, a deleted object, a
+label changed by someone else) and a catalog commit still reach the cluster in
+the very next pass. The API server changes an object's ``resourceVersion`` on
+every write to it (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions),
+which is what makes such an edit visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reconciler.daemon import plan as plan_module
+from reconciler.daemon.loop import PassOutcome
+from reconciler.model.changeset import Action, ObjectRef
+from reconciler.model.status import Phase
+from tests.daemon.conftest import World, settle
+from tests.kube.conftest import edit_like_kubectl
+
+WEB_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "web", "web")
+API_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "team-api", "api")
+API_CONFIG = ObjectRef("v1", "ConfigMap", "team-api", "api-config")
+
+WEB = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: web
+app: podinfo
+channel: stable
+namespace: web
+parameters: {replicas: 3}
+"""
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The instances rendered since the test began, in order (one name per render)."""
+    seen: list[str] = []
+    real = plan_module.render_instance
+
+    def counting(catalog: Any, instance: Any, version: Any) -> Any:
+        seen.append(instance.name)
+        return real(catalog, instance, version)
+
+    monkeypatch.setattr(plan_module, "render_instance", counting)
+    yield seen
+
+
+def reused_pass(world: World) -> PassOutcome:
+    """Settle, then the pass that finds every object unchanged (it remembers them)."""
+    settle(world.daemon)
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert {e.action for e in outcome.report.changes.entries} == {Action.UNCHANGED}
+    return outcome
+
+
+def actions(outcome: PassOutcome, instance: str) -> set[Action]:
+    assert outcome.report is not None
+    return {e.action for e in outcome.report.changes.entries if e.instance == instance}
+
+
+def replicas(world: World, ref: ObjectRef) -> int:
+    obj = world.client.get(ref)
+    assert obj is not None
+    return int(obj["spec"]["replicas"])
+
+
+def test_a_settled_instance_is_neither_rendered_nor_compared_again(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    before = world.daemon.statuses.copy()
+    renders.clear()
+    assert world.sandbox is not None
+    world.sandbox.reset_request_log()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None and outcome.commits == []
+    assert outcome.report.reused == {"web", "api"}
+    assert renders == []
+    assert world.writes() == 0
+    # the verdict is last pass's: the same records, and every object unchanged
+    assert {s.instance: s for s in outcome.report.statuses} == before
+    assert actions(outcome, "web") == {Action.UNCHANGED}
+    assert all(s.phase is Phase.READY for s in outcome.report.statuses)
+
+
+def test_a_kubectl_edit_after_a_reused_pass_is_reverted_in_the_next(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()  # reuses both
+    renders.clear()
+    edit_like_kubectl(world.client, WEB_DEPLOYMENT, {"spec": {"replicas": 1}})
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert outcome.report.reused == {"api"}
+    assert renders == ["web"]
+    assert actions(outcome, "web") >= {Action.CONFIGURED}
+    assert replicas(world, WEB_DEPLOYMENT) == 5
+
+
+def test_a_deleted_object_after_a_reused_pass_is_created_again(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()
+    assert world.client.delete(API_CONFIG)
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert outcome.report.reused == {"web"}
+    assert renders == ["api"]
+    assert Action.CREATED in actions(outcome, "api")
+    assert world.client.get(API_CONFIG) is not None
+
+
+def test_a_label_changed_by_someone_else_is_put_back(world: World, renders: list[str]) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()
+    version = "app.kubernetes.io/version"
+    edit_like_kubectl(world.client, API_DEPLOYMENT, {"metadata": {"labels": {version: "x"}}})
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert "api" not in outcome.report.reused
+    assert Action.CONFIGURED in actions(outcome, "api")
+    live = world.client.get(API_DEPLOYMENT)
+    assert live is not None and live["metadata"]["labels"][version] == "6.6.0"
+    # settled again: the pass after that reuses it
+    world.daemon.run_pass()
+    assert world.daemon.run_pass().report.reused == {"web", "api"}  # type: ignore[union-attr]
+
+
+def test_our_label_taken_off_an_object_is_put_back(world: World) -> None:
+    """Without our managed-by label the object leaves the pass's labelled list: missing."""
+    reused_pass(world)
+    world.daemon.run_pass()
+    managed_by = "app.kubernetes.io/managed-by"
+    edit_like_kubectl(world.client, WEB_DEPLOYMENT, {"metadata": {"labels": {managed_by: None}}})
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert "web" not in outcome.report.reused
+    live = world.client.get(WEB_DEPLOYMENT)
+    assert live is not None and managed_by in live["metadata"]["labels"]
+
+
+def test_a_catalog_commit_reaches_an_instance_that_was_reused(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()
+    world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    assert outcome.report.reused == {"api"}  # the other instance's files did not change
+    assert renders == ["web"]
+    assert replicas(world, WEB_DEPLOYMENT) == 3
+
+
+def test_a_cluster_settings_change_plans_every_instance_again(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()
+    cluster = (
+        "apiVersion: reconciler/v1\nkind: Cluster\nname: prod\n"
+        "allowedNamespaces: [web]\nallowClusterScoped: false\n"
+    )
+    world.commit("clusters/prod/cluster.yaml", cluster, "prod: only namespace web")
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.report.reused == frozenset()
+    statuses = {s.instance: s for s in outcome.report.statuses}
+    assert statuses["web"].phase is Phase.READY
+    assert statuses["api"].phase is not Phase.READY  # team-api is no longer allowed
