@@ -11,8 +11,11 @@ passes on triggers (poll, webhook, file save, drift timer) until told to stop.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,29 @@ log = logging.getLogger("reconciler.daemon")
 
 # The annotation naming the pass that recorded (or last bumped) an Event.
 PASS_ANNOTATION = "reconciler.dev/pass"
+
+
+@contextmanager
+def young_collections_only() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a pass; collect what the pass made after.
+
+    A pass allocates hundreds of thousands of short-lived objects (decoded lists,
+    records); their bursts trigger collections, and about once a pass a full one
+    that walks every object the daemon holds (catalog, caches): measured at 500
+    instances, 40% of a no-op pass's CPU, and growing with the heap, so the cost
+    per instance grew with the instances. Reference counting frees almost all of
+    it anyway. After the pass the young generations alone are collected, which
+    frees the pass's cyclic garbage at a cost proportional to what the pass
+    allocated, not to the heap; full collections still run when enough survives.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+            gc.collect(1)
 
 
 @dataclass(frozen=True)
@@ -235,7 +261,7 @@ class Daemon:
         status commit (``Reconciler-Pass``) and Event (``reconciler.dev/pass``) it
         writes carries it.
         """
-        with pass_scope() as pass_id:
+        with pass_scope() as pass_id, young_collections_only():
             self._pass_id = pass_id
             try:
                 outcome = self._run_pass(scope)
