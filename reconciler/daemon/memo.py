@@ -69,12 +69,9 @@ class _Entry:
 
 def _resource_version(live: LiveState, ref: ObjectRef) -> str | None:
     try:
-        obj = live.get(ref)
+        return live.resource_version(ref) or None
     except KubeError:
         return None
-    if obj is None:
-        return None
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
 
 
 class PassMemo:

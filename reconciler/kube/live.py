@@ -13,6 +13,14 @@ The view holds every object the pass manages, so it keeps only what apply,
 health and prune read (:func:`slim`): ``managedFields`` shrink to who wrote with
 which operation, unless client-side ``kubectl apply`` fields are still to be
 taken over (then the whole list is needed to build the take-over patch).
+
+Each object is kept packed (:class:`Packed`: its compact JSON and its
+``resourceVersion``) and decoded when asked for, into a fresh dict each time.
+Decoded, a Deployment is several times its JSON size in Python objects, and
+most objects of a pass are never looked at whole: the daemon reuses a settled
+instance's last verdict on the word of its objects' ``resourceVersion`` alone
+(``daemon.memo``, :meth:`LiveState.resource_version`), so a no-op pass holds
+the cluster's objects at about their JSON size.
 """
 
 from __future__ import annotations
@@ -20,10 +28,17 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
 
 from reconciler.kube.csaupgrade import client_side_managers
-from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, trusted_inventories
+from reconciler.kube.inventory import (
+    MANAGED_SELECTOR,
+    NAME_PREFIX,
+    Inventory,
+    trusted_inventories,
+)
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -68,6 +83,25 @@ def _entries(said: tuple[tuple[str, ...], ...]) -> list[JsonObject]:
     return [dict(zip(_ENTRY_KEYS, pair, strict=True)) for pair in said]
 
 
+class Packed(NamedTuple):
+    """One live object as the pass keeps it: slimmed, as compact JSON."""
+
+    resource_version: str
+    data: bytes
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Packed:
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        return cls(version, orjson.dumps(slim(obj)))
+
+    def unpack(self) -> JsonObject:
+        obj: JsonObject = orjson.loads(self.data)
+        return obj
+
+
+_NOTHING: JsonObject = {}  # what the list keeps of each item: the pass packs it itself
+
+
 class LiveState:
     """Lazily filled, per-pass cache of our live objects, namespaces and inventories."""
 
@@ -78,7 +112,7 @@ class LiveState:
         self.client = client
         self.cluster = cluster
         self.expected_namespaces: Mapping[str, str] = namespaces or {}
-        self._objects: dict[tuple[str, str], dict[ObjectRef, JsonObject]] = {}
+        self._objects: dict[tuple[str, str], dict[ObjectRef, Packed]] = {}
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
         self._inventories: dict[str, Inventory] | None = None
@@ -87,20 +121,41 @@ class LiveState:
         self._lock = threading.RLock()
 
     def get(self, ref: ObjectRef) -> JsonObject | None:
-        """Our live object for ``ref`` (listing its kind on first use), else None."""
+        """Our live object for ``ref`` (listing its kind on first use), else None.
+
+        A fresh dict on every call: the caller may keep or change it.
+        """
+        packed = self._bucket(ref).get(ref)
+        return packed.unpack() if packed is not None else None
+
+    def resource_version(self, ref: ObjectRef) -> str | None:
+        """The ``resourceVersion`` of our live object for ``ref`` (None: not there).
+
+        Without decoding the object: what the daemon's ``PassMemo`` compares.
+        """
+        packed = self._bucket(ref).get(ref)
+        return packed.resource_version if packed is not None else None
+
+    def _bucket(self, ref: ObjectRef) -> dict[ObjectRef, Packed]:
         key = (ref.api_version, ref.kind)
         bucket = self._objects.get(key)
         if bucket is None:
             with self._lock:
                 bucket = self._objects.get(key)
                 if bucket is None:
-                    items = self.client.list(
-                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR, keep=slim
+                    bucket = {}
+
+                    def keep(item: JsonObject) -> JsonObject:
+                        # packed as each page arrives: the decoded page is dropped at once
+                        bucket[ObjectRef.of(item)] = Packed.of(item)
+                        return _NOTHING
+
+                    self.client.list(
+                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR, keep=keep
                     )
-                    bucket = {ObjectRef.of(o): o for o in items}
                     self._seen_namespaces.update(r.namespace for r in bucket)
                     self._objects[key] = bucket
-        return bucket.get(ref)
+        return bucket
 
     def fetch(self, ref: ObjectRef) -> JsonObject | None:
         """The object whatever its labels: from the cache, else one GET."""
@@ -112,7 +167,7 @@ class LiveState:
         with self._lock:
             bucket = self._objects.get((ref.api_version, ref.kind))
             if bucket is not None:
-                bucket[ref] = slim(obj)
+                bucket[ref] = Packed.of(obj)
             if ref.kind == "Namespace" and self._namespaces is not None:
                 self._namespaces.add(ref.name)
 
@@ -151,9 +206,10 @@ class LiveState:
         with self._lock:
             if self._inventories is None:
                 # inventories carry our managed-by label: reuse the ConfigMap list
-                self.get(ObjectRef("v1", "ConfigMap", "", ""))
+                bucket = self._bucket(ObjectRef("v1", "ConfigMap", "", ""))
                 self._inventories = trusted_inventories(
-                    self._objects[("v1", "ConfigMap")].values(),
+                    # an inventory is trusted only under its own name: decode only those
+                    (p.unpack() for r, p in bucket.items() if r.name.startswith(NAME_PREFIX)),
                     self.cluster,
                     self.expected_namespaces,
                 )
