@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from reconciler.daemon.plan import InstancePlan, ObjectKey
 from reconciler.kube import HealthReport, InstanceResult, LiveState
 from reconciler.kube.inventory import inventory_name
+from reconciler.kube.live import InventoryCache
 from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.errors import KubeError
@@ -85,6 +86,8 @@ class PassMemo:
         self._entries: dict[str, _Entry] = {}
         self._context: tuple[Cluster, object] | None = None
         self.reused: frozenset[str] = frozenset()
+        # inventories parsed by the last pass (``LiveState``'s ``inventory_cache``)
+        self.inventories: InventoryCache = {}
 
     def begin(self, cluster: Cluster, settings: object) -> None:
         """Start a pass; different cluster settings or pass settings forget everything."""

@@ -131,7 +131,12 @@ def reconcile_checkout(
     started = time.time()
     require_cluster(catalog, settings.cluster)
     entry = catalog.clusters[settings.cluster]
-    live = LiveState(client, settings.cluster, entry.namespaces)
+    live = LiveState(
+        client,
+        settings.cluster,
+        entry.namespaces,
+        inventory_cache=memo.inventories if memo is not None else None,
+    )
     deployed = live.deployed_versions(entry.instances)
     releases = live.deployed_releases(entry.instances)  # with the builds that run
     previous = previous or {}

@@ -210,11 +210,19 @@ def trusted_inventories(
     in different namespaces are ambiguous and neither is trusted (so nothing is
     pruned on their word).
     """
+    return trusted(map(from_configmap, configmaps), cluster, namespaces)
+
+
+def trusted(
+    inventories: Iterable[Inventory | None],
+    cluster: str,
+    namespaces: Mapping[str, str] | None = None,
+) -> dict[str, Inventory]:
+    """``trusted_inventories`` of ConfigMaps already read (``from_configmap``)."""
     namespaces = namespaces or {}
     found: dict[str, Inventory] = {}
     ambiguous: set[str] = set()
-    for cm in configmaps:
-        inv = from_configmap(cm)
+    for inv in inventories:
         if inv is None or inv.cluster != cluster:
             continue
         expected = namespaces.get(inv.instance)

@@ -37,7 +37,8 @@ from reconciler.kube.inventory import (
     MANAGED_SELECTOR,
     NAME_PREFIX,
     Inventory,
-    trusted_inventories,
+    from_configmap,
+    trusted,
 )
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
@@ -101,14 +102,27 @@ class Packed(NamedTuple):
 
 _NOTHING: JsonObject = {}  # what the list keeps of each item: the pass packs it itself
 
+# Inventories read by an earlier pass, by their ConfigMap and its resourceVersion
+InventoryCache = dict[tuple[ObjectRef, str], Inventory | None]
+
 
 class LiveState:
     """Lazily filled, per-pass cache of our live objects, namespaces and inventories."""
 
     def __init__(
-        self, client: KubeClient, cluster: str, namespaces: Mapping[str, str] | None = None
+        self,
+        client: KubeClient,
+        cluster: str,
+        namespaces: Mapping[str, str] | None = None,
+        inventory_cache: InventoryCache | None = None,
     ) -> None:
-        """``namespaces`` (instance -> namespace in Git) says where each inventory must be."""
+        """``namespaces`` (instance -> namespace in Git) says where each inventory must be.
+
+        ``inventory_cache`` (the daemon's, kept across passes): an inventory whose
+        ConfigMap has the same ``resourceVersion`` as when a pass read it is the same
+        inventory, so it is not parsed again; the cache is left holding this pass's.
+        """
+        self._inventory_cache = inventory_cache
         self.client = client
         self.cluster = cluster
         self.expected_namespaces: Mapping[str, str] = namespaces or {}
@@ -207,12 +221,20 @@ class LiveState:
             if self._inventories is None:
                 # inventories carry our managed-by label: reuse the ConfigMap list
                 bucket = self._bucket(ObjectRef("v1", "ConfigMap", "", ""))
-                self._inventories = trusted_inventories(
-                    # an inventory is trusted only under its own name: decode only those
-                    (p.unpack() for r, p in bucket.items() if r.name.startswith(NAME_PREFIX)),
-                    self.cluster,
-                    self.expected_namespaces,
-                )
+                cache = self._inventory_cache
+                read: InventoryCache = {}
+                for ref, packed in bucket.items():
+                    if not ref.name.startswith(NAME_PREFIX):
+                        continue  # an inventory is trusted only under its own name
+                    key = (ref, packed.resource_version)
+                    if cache is not None and packed.resource_version and key in cache:
+                        read[key] = cache[key]
+                    else:
+                        read[key] = from_configmap(packed.unpack())
+                if cache is not None:
+                    cache.clear()
+                    cache.update(read)
+                self._inventories = trusted(read.values(), self.cluster, self.expected_namespaces)
             return self._inventories
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:

@@ -6,7 +6,8 @@ import threading
 from typing import Any
 
 from reconciler.kube import LiveState
-from reconciler.kube.live import slim
+from reconciler.kube.inventory import Inventory, inventory_name, to_configmap
+from reconciler.kube.live import InventoryCache, slim
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap, edit_like_kubectl
 
@@ -101,3 +102,41 @@ def test_threads_asking_at_once_cause_one_list(backend: Backend) -> None:
     if log is not None:
         lists = [e for e in log if e.verb == "list" and e.path.endswith("/configmaps")]
         assert len(lists) == 1
+
+
+def test_each_get_decodes_a_fresh_copy_and_resource_versions_need_no_decoding(
+    backend: Backend,
+) -> None:
+    """Objects are kept packed: a caller changing what it got changes nothing held."""
+    ns = backend.namespace("packed")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    written = backend.client.apply(configmap("c", ns, "web")).body
+    ref = ObjectRef("v1", "ConfigMap", ns, "c")
+    live = LiveState(backend.client, backend.cluster)
+    first = live.get(ref)
+    assert first is not None
+    first["data"]["a"] = "changed by a caller"
+    again = live.get(ref)
+    assert again is not None and again["data"] != first["data"]
+    assert live.resource_version(ref) == written["metadata"]["resourceVersion"]
+    assert live.resource_version(ObjectRef("v1", "ConfigMap", ns, "absent")) is None
+
+
+def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: Backend) -> None:
+    """The daemon's cache of parsed inventories keys on the ConfigMap's resourceVersion,
+    which the API server changes on every write
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions)."""
+    ns = backend.namespace("inv-cache")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("one", "two"):
+        inv = Inventory(cluster=backend.cluster, instance=name, namespace=ns, version="1.0.0")
+        backend.client.apply(to_configmap(inv))
+    cache: InventoryCache = {}
+    first = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
+    assert first["one"].version == first["two"].version == "1.0.0"
+    ref = ObjectRef("v1", "ConfigMap", ns, inventory_name("two"))
+    edit_like_kubectl(backend.client, ref, {"data": {"version": "2.0.0"}})
+    second = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
+    assert second["two"].version == "2.0.0"  # read again: it changed
+    assert second["one"] is first["one"]  # the same ConfigMap: not parsed again
+    assert len(cache) == 2  # what the last pass read, nothing older
