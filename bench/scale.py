@@ -285,7 +285,9 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             daemon = Daemon(settings, client)
             first_outcome, first = timed_pass(daemon, url)
             settled = settle(daemon)
-            _, noop = timed_pass(daemon, url)
+            noop_outcome, noop = timed_pass(daemon, url)
+            assert noop_outcome.report is not None
+            reused = len(noop_outcome.report.reused)
             commit_file(repo, "README.md", "# bench catalog\n\nEdited.\n", "README only")
             _, readme = timed_pass(daemon, url)
             commit_file(repo, "apps/web/channels.yaml", CHANNELS.format(fast="1.1.0"), "fast")
@@ -299,6 +301,7 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             first=asdict(first),
             settle_passes=settled,
             noop=asdict(noop),
+            noop_reused=reused,
             readme=asdict(readme),
             move=asdict(move),
             moved=len(moved),
@@ -361,6 +364,11 @@ def print_size(r: dict[str, Any]) -> None:
         f"   goal <= 15 KiB per instance at 10,000"
     )
     print(f"  (first pass then {r['settle_passes']} passes until every instance was Ready)")
+    if "noop_reused" in r:
+        print(
+            f"  (no-op pass: {r['noop_reused']:,} of {n:,} instances kept their last verdict, "
+            "neither rendered nor compared)"
+        )
     latency = f", each answered after {r['latency'] * 1000:g} ms" if r.get("latency") else ""
     print(f"  (first pass: at most {first.in_flight} requests in flight at once{latency})")
 

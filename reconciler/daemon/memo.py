@@ -15,7 +15,11 @@ inventory as that pass's list showed them.
 The inputs are compared by identity: the incremental catalog
 (``catalog.incremental``) keeps the very same ``Instance`` and ``AppEntry``
 objects for files a commit did not touch and builds new ones for files it did,
-so "the same object" means "the same files". The live objects are compared by
+so "the same object" means "the same files". A commit to an app's files (a
+channel moved, a version added) gives all its instances a new ``AppEntry``: an
+instance is then resolved again (no rendering) and reused only if it selects the
+same version, equal field by field to the one it was rendered from, so a channel
+move costs the instances it moves. The live objects are compared by
 ``resourceVersion``, which the API server changes on every write to an object,
 its status included, and never otherwise
 (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions).
@@ -40,6 +44,7 @@ from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.errors import KubeError
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import object_key
+from reconciler.resolve import resolve_instance
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class PassMemo:
         self.reused: frozenset[str] = frozenset()
         # inventories parsed by the last pass (``LiveState``'s ``inventory_cache``)
         self.inventories: InventoryCache = {}
+        self._same_versions: dict[tuple[int, int], bool] = {}  # this pass's comparisons
 
     def begin(self, cluster: Cluster, settings: object) -> None:
         """Start a pass; different cluster settings or pass settings forget everything."""
@@ -96,6 +102,7 @@ class PassMemo:
             self._entries.clear()  # tuples compare items by identity first: cheap when same
         self._context = context
         self.reused = frozenset()
+        self._same_versions.clear()
 
     def lookup(
         self,
@@ -111,7 +118,6 @@ class PassMemo:
             return None
         if (
             entry.instance is not instance
-            or entry.app is not catalog.apps.get(instance.app)
             or entry.deployed != deployed
             or previous is None
             or entry.final is not previous
@@ -120,7 +126,39 @@ class PassMemo:
         for ref, version in entry.versions:
             if _resource_version(live, ref) != version:
                 return None
+        app = catalog.apps.get(instance.app)
+        if entry.app is not app:
+            # the app's files changed (a channel moved, a version was added): reused only
+            # if this instance resolves as before to a version whose content is the same
+            entry = self._same_plan(entry, app)
+            if entry is None:
+                return None
+            self._entries[instance.name] = entry
         return entry.reused
+
+    def _same_plan(self, entry: _Entry, app: AppEntry | None) -> _Entry | None:
+        """``entry`` moved to ``app``'s objects when its plan there is the same, else None.
+
+        The resolution is computed again (cheap, no rendering) and must be equal;
+        the version it selects must equal the one the plan was rendered from, field by
+        field (templates included), compared once per pair of versions in a pass.
+        """
+        if app is None:
+            return None
+        plan = entry.reused.plan
+        resolution = resolve_instance(entry.instance, app, deployed=entry.deployed)
+        if resolution != plan.resolution or plan.version is None:
+            return None
+        version = app.versions.get(resolution.next_version or "")
+        if version is None:
+            return None
+        pair = (id(plan.version), id(version))
+        if pair not in self._same_versions:  # both alive all pass: their ids stay theirs
+            self._same_versions[pair] = version == plan.version
+        if not self._same_versions[pair]:
+            return None
+        moved = replace(plan, resolution=resolution, version=version)
+        return replace(entry, app=app, reused=replace(entry.reused, plan=moved))
 
     def mark_reused(self, names: Iterable[str]) -> None:
         self.reused = frozenset(names)

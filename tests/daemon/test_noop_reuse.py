@@ -182,3 +182,44 @@ def test_a_cluster_settings_change_plans_every_instance_again(
     statuses = {s.instance: s for s in outcome.report.statuses}
     assert statuses["web"].phase is Phase.READY
     assert statuses["api"].phase is not Phase.READY  # team-api is no longer allowed
+
+
+CHANNELS = """\
+apiVersion: reconciler/v1
+kind: Channels
+app: podinfo
+channels:
+  stable: {stable}
+  fast: {fast}
+"""
+
+
+def test_a_commit_to_the_app_that_selects_the_same_versions_renders_nothing(
+    world: World, renders: list[str]
+) -> None:
+    """Every instance of the app gets new catalog objects, yet none selects another version."""
+    reused_pass(world)
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0", fast="6.5.0"))
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None and outcome.commits == []
+    assert outcome.report.reused == {"web", "api"}
+    assert renders == []
+
+
+def test_a_channel_move_reaches_the_instances_it_moves_and_only_those(
+    world: World, renders: list[str]
+) -> None:
+    reused_pass(world)
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0", fast="6.6.0"))
+    renders.clear()
+    outcome = world.daemon.run_pass()  # web's rollout starts: not Ready yet
+    assert outcome.report is not None and outcome.error is None
+    assert outcome.report.reused == {"api"}  # its range still selects 6.6.0
+    assert "web" in renders and "api" not in renders
+    settle(world.daemon)
+    obj = world.client.get(WEB_DEPLOYMENT)
+    assert obj is not None
+    assert obj["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":6.6.0")
