@@ -93,7 +93,9 @@ class Packed(NamedTuple):
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> Packed:
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        return cls(version, orjson.dumps(slim(obj)))
+        # a copy of exactly its size: orjson's answer keeps the capacity it wrote into
+        # (16 KiB for a 2 KiB object), which would make a packed object larger than a decoded one
+        return cls(version, bytes(memoryview(orjson.dumps(slim(obj)))))
 
     def unpack(self) -> JsonObject:
         obj: JsonObject = orjson.loads(self.data)
