@@ -35,9 +35,9 @@ The no-op pass keeps each settled instance's last verdict (``reconciler.daemon.m
 it still lists every kind once (what shows drift), but renders and compares nothing for an
 instance whose catalog inputs and objects' ``resourceVersion`` did not change; the line
 under the table says how many instances it reused. On the shared 2-core machine (other
-jobs running): at 1,000 instances 0.50 s wall, 0.20 s CPU against kubectl's re-apply in
-4.88 s, 0.10x (the same run before: 1.37 s wall, 0.73 s CPU, 0.25x; the README's earlier
-figure 0.40x); at 5,000 4.33 s wall, 1.31 s CPU (0.26 ms per instance, as at 1,000)
+jobs running): at 1,000 instances 0.34 s wall, 0.20 s CPU against kubectl's re-apply in
+4.70 s, 0.07x (0.10x in another run; before: 1.37 s wall, 0.73 s CPU, 0.25x; the README's
+earlier figure 0.40x); at 5,000 4.33 s wall, 1.31 s CPU (0.26 ms per instance, as at 1,000)
 against 22.13 s, 0.20x: most of that wall is the sandbox serving the 40 list pages. A
 channel move reuses the instances it does not move (1.09 s CPU for 100 of 1,000, from 2.1).
 
