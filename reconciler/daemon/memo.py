@@ -18,10 +18,10 @@ objects for files a commit did not touch and builds new ones for files it did,
 so "the same object" means "the same files". A commit to an app's files (a
 channel moved, a version added) gives all its instances a new ``AppEntry``: an
 instance is then resolved again (no rendering) and reused only if it selects the
-same version, equal field by field to the one it was rendered from, so a channel
-move costs the instances it moves. The live objects are compared by
-``resourceVersion``, which the API server changes on every write to an object,
-its status included, and never otherwise
+same version, equal field by field to the one it was rendered from, with the same
+image builds pinned (``builds.yaml``), so a channel move costs the instances it
+moves. The live objects are compared by ``resourceVersion``, which the API server
+changes on every write to an object, its status included, and never otherwise
 (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions).
 An object someone edited (``kubectl edit``, a label changed), deleted, or took
 our label off (it then leaves the pass's labelled list) is therefore seen as
@@ -156,6 +156,10 @@ class PassMemo:
         if pair not in self._same_versions:  # both alive all pass: their ids stay theirs
             self._same_versions[pair] = version == plan.version
         if not self._same_versions[pair]:
+            return None
+        # the image builds builds.yaml pins for the version are rendered too (SPEC section 8)
+        old = entry.app.builds_of(plan.version.key) if entry.app is not None else {}
+        if dict(app.builds_of(version.key)) != dict(old):
             return None
         moved = replace(plan, resolution=resolution, version=version)
         return replace(entry, app=app, reused=replace(entry.reused, plan=moved))

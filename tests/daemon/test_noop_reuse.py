@@ -223,3 +223,24 @@ def test_a_channel_move_reaches_the_instances_it_moves_and_only_those(
     obj = world.client.get(WEB_DEPLOYMENT)
     assert obj is not None
     assert obj["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":6.6.0")
+
+
+def test_a_new_build_pinned_for_a_reused_instance_reaches_it(
+    world: World, renders: list[str]
+) -> None:
+    """builds.yaml is part of the app's files but not of its versions: a new pin of the
+    same version is a new render (SPEC section 8)."""
+    from tests.rollout.test_build_rollout import B6, D5, D6, V650, builds
+
+    world.commit("apps/podinfo/versions/6.5.0/version.yaml", V650, "6.5.0: intermediate tag")
+    world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b5.1", D5), "pin b5.1")
+    reused_pass(world)
+    assert world.daemon.run_pass().report.reused == {"web", "api"}  # type: ignore[union-attr]
+    world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.error is None
+    assert "web" not in outcome.report.reused and "web" in renders
+    settle(world.daemon)
+    obj = world.client.get(WEB_DEPLOYMENT)
+    assert obj is not None and obj["spec"]["template"]["spec"]["containers"][0]["image"] == B6
