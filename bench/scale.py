@@ -37,9 +37,10 @@ instance whose catalog inputs and objects' ``resourceVersion`` did not change; t
 under the table says how many instances it reused. On the shared 2-core machine (other
 jobs running): at 1,000 instances 0.34 s wall, 0.20 s CPU against kubectl's re-apply in
 4.70 s, 0.07x (0.10x in another run; before: 1.37 s wall, 0.73 s CPU, 0.25x; the README's
-earlier figure 0.40x); at 5,000 4.33 s wall, 1.31 s CPU (0.26 ms per instance, as at 1,000)
-against 22.13 s, 0.20x: most of that wall is the sandbox serving the 40 list pages. A
-channel move reuses the instances it does not move (1.09 s CPU for 100 of 1,000, from 2.1).
+earlier figure 0.40x); at 5,000 3.75 s wall, 1.19 s CPU (0.24 ms per instance, as at 1,000)
+against 21.09 s, 0.18x: most of that wall is the sandbox serving the 40 list pages. A
+channel move reuses the instances it does not move (1.1 s CPU for 100 of 1,000, from 2.1).
+Max RSS: 62.9 KiB per instance at 1,000, 42.5 at 5,000 (the install pass's peak).
 
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
 [--request-latency S] [--max-requests-in-flight N]``.
@@ -47,8 +48,8 @@ The default is 300 instances: about 6 minutes on the 2-core machine while other
 jobs shared it (most of it the sandbox creating Deployments, ReplicaSets and
 Pods for our install and kubectl's: its cost per created Deployment grows with
 the cluster). The issue's sizes are passed with ``--sizes``: 1,000 takes about 4
-minutes, 5,000 about 15 (its install alone 290 s against kubectl's 124 s on the loaded
-machine); the full run (1,000 / 5,000 / 10,000) has not been timed yet.
+minutes, 5,000 about 10 (its install 137 s against kubectl's 103 s); the full run
+(1,000 / 5,000 / 10,000) has not been timed yet.
 """
 
 # ruff: noqa: E402  (imports must follow the sys.path guard below)
