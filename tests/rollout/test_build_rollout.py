@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +26,6 @@ from tests.daemon.conftest import World, settle, world
 from tests.daemon.test_pass import CHANNELS
 from tests.factories import BASE_FILES
 from tests.lanes import MISSING_DIGEST
-from tests.rollout.test_kill9 import kill_after_every_step
 
 REPO = "ghcr.io/stefanprodan/podinfo"
 D5 = "sha256:" + "5" * 64
@@ -237,25 +235,6 @@ def test_a_newer_build_abandons_and_a_restart_continues(installed: World) -> Non
     assert "-> 6.5.0-rev1-b8: succeeded" in steps[-1], steps
     assert len([s for s in steps if "b6.1: started" in s]) == 1  # the restarts began nothing
     assert set(_pods(world)) == {f"{REPO}:6.5.0-rev1-b8@{d8}"}
-
-
-@pytest.mark.slow
-def test_kill_9_after_every_build_rollout_step_finishes_once(
-    installed: World, tmp_path: Path
-) -> None:
-    """The real ``reconciler run`` process, SIGKILLed as soon as each step is committed:
-    the next one reads the builds that run from the inventory and the record, and the
-    rollout of the rebuild finishes once, with no step lost or repeated."""
-    world = installed
-    world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
-    kills = kill_after_every_step(world, tmp_path / "daemon-cache", _steps)
-    steps = _steps(world)
-    label = "6.5.0-rev1-b5.1 -> 6.5.0-rev1-b6.1"
-    assert steps and steps[-1] == f"prod/web: rollout podinfo {label}: succeeded (5/5 replicas)"
-    assert kills >= 4, (kills, steps)
-    assert len(steps) == len(set(steps)) and all(label in s for s in steps), steps
-    assert not any("rolled back" in s or "abandoned" in s for s in steps)
-    assert _pods(world) == Counter({B6: 5}) and world.client.get(COPY) is None
 
 
 def test_a_version_change_from_a_pinned_build_is_named_by_versions(installed: World) -> None:
