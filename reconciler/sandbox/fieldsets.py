@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from reconciler.sandbox import structural
@@ -122,11 +123,118 @@ def field_paths(
     return {prefix}
 
 
+@lru_cache(maxsize=4096)
+def _element_value(element: str) -> Any:
+    """The JSON after ``k:``/``v:``, decoded once: every write of a pod looks up its
+    containers and conditions by the same few elements (never mutate the result)."""
+    return json.loads(element[2:])
+
+
+def changed_paths(
+    old: Any,
+    old_found: bool,
+    new: Any,
+    prefix: Path = (),
+    field: str | None = None,
+    schema: Schema | None = None,
+) -> FieldSet:
+    """``field_paths(new, ...)`` less list-item markers and the paths whose value
+    (``get_path``) is the same in ``old``: what a write changed.
+
+    ``old`` is the value at ``prefix`` in the object before the write (``old_found``:
+    whether there is one). The same set as comparing every path of ``new`` with
+    ``get_path`` on both objects, without walking the subtrees a write leaves equal
+    (a pod's spec and metadata on each of the kubelet's status writes).
+    """
+    if old_found and old == new:
+        return set()
+    if isinstance(new, Mapping):
+        if not new:
+            return {prefix} if prefix else set()
+        paths: FieldSet = set()
+        old_map = old if old_found and isinstance(old, Mapping) else None
+        for name, child in new.items():
+            if child is None:
+                continue
+            found = old_map is not None and name in old_map
+            paths |= changed_paths(
+                old_map[name] if old_map is not None and found else None,
+                found,
+                child,
+                (*prefix, f"f:{name}"),
+                name,
+                child_schema(schema, name, prefix),
+            )
+        return paths
+    if isinstance(new, list) and new:
+        keys = () if is_set_list(field, new, schema) else list_keys(field, new, schema)
+        elements = [item_element(item, keys) for item in new] if keys else []
+        if not keys or len(set(elements)) != len(elements):
+            # set members, or items sharing a key: compare each path as ``get_path`` would
+            base = len(prefix)
+            missing: tuple[bool, Any] = (False, None)
+            return {
+                p
+                for p in field_paths(new, prefix, field, schema)
+                if p[-1] != "."
+                and (get_path(old, p[base:]) if old_found else missing) != get_path(new, p[base:])
+            }
+        old_list = old if old_found and isinstance(old, list) else None
+        items: FieldSet = set()
+        for item, element in zip(new, elements, strict=True):
+            index = _find_item(old_list, element) if old_list is not None else None
+            items |= changed_paths(
+                old_list[index] if old_list is not None and index is not None else None,
+                index is not None,
+                item,
+                (*prefix, element),
+                None,
+                item_schema(schema),
+            )
+        return items
+    return {prefix}
+
+
+def prune_fields_v1(
+    tree: Mapping[str, Any], obj: Any, drop: FieldSet, prefix: Path = ()
+) -> dict[str, Any]:
+    """``to_fields_v1`` of the leaf paths of ``tree`` that exist in ``obj`` and are not
+    in ``drop``, without taking the tree apart into paths and putting it back.
+
+    A path exists as ``get_path`` finds it. Like ``to_fields_v1``, keys come sorted at
+    each level and leaves are ``{}``.
+    """
+    out: dict[str, Any] = {}
+    for key in sorted(tree):
+        if key == ".":
+            node, found = obj, True
+        elif key.startswith("f:") and isinstance(obj, Mapping):
+            found = key[2:] in obj
+            node = obj[key[2:]] if found else None
+        elif key[:2] in ("k:", "v:") and isinstance(obj, list):
+            index = _find_item(obj, key)
+            found = index is not None
+            node = obj[index] if index is not None else None
+        else:
+            found = False
+        if not found:
+            continue
+        child = tree[key]
+        path = (*prefix, key)
+        if isinstance(child, Mapping) and child:
+            sub = prune_fields_v1(child, node, drop, path)
+            if sub:
+                out[key] = sub
+        elif path not in drop:
+            out[key] = {}
+    return out
+
+
 def _find_item(items: list[Any], element: str) -> int | None:
     if element.startswith("v:"):
-        wanted = json.loads(element[2:])
+        wanted = _element_value(element)
         return next((i for i, v in enumerate(items) if v == wanted), None)
-    want = json.loads(element[2:])
+    want = _element_value(element)
     for i, item in enumerate(items):
         if isinstance(item, Mapping) and all(item.get(k) == v for k, v in want.items()):
             return i
