@@ -577,7 +577,7 @@ class Lifecycle:
             if meta.get("deletionTimestamp"):
                 self._enqueue(("namespace", meta["name"]))
         elif event.namespace:
-            ns = self.api.store.get(_NAMESPACES, "", event.namespace)
+            ns = self.api.store.view_one(_NAMESPACES, "", event.namespace)
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
         self._drain()
