@@ -52,8 +52,8 @@ def revision(rs: dict[str, Any]) -> int:
 
 def without_hash(template: dict[str, Any]) -> dict[str, Any]:
     """A ReplicaSet's template as the Deployment wrote it (minus ``pod-template-hash``)."""
-    meta = template.get("metadata")
-    labels = (meta or {}).get("labels")
+    meta = template.get("metadata") or {}
+    labels = meta.get("labels")
     if not isinstance(labels, dict) or HASH_LABEL not in labels:
         return template
     # shallow: the template is only read (compared), never changed
