@@ -35,6 +35,7 @@ from reconciler.sandbox.copying import clone
 from reconciler.sandbox.fieldsets import (
     FieldSet,
     Path,
+    add_to_fields_v1,
     changed_paths,
     child_schema,
     dotted,
@@ -200,19 +201,22 @@ def track_update(
             ),
             None,
         )
-        mine: ManagedEntry | None = None
+        mine: dict[str, Any] | None = None
         if changed:
             if mine_at is None:
-                mine = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+                entry = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+                tree: dict[str, Any] = {}
             else:
-                mine = ManagedEntry.from_dict(stored[mine_at])
-                mine.fields = {p for p in mine.fields - changed if _exists(new, p)}
-            mine.fields |= changed | _item_markers(new, changed)
-            mine.time = now()
+                entry = ManagedEntry.from_dict({**stored[mine_at], "fieldsV1": {}})
+                kept = stored[mine_at].get("fieldsV1") or {}
+                tree = prune_fields_v1(kept, new, changed) if isinstance(kept, Mapping) else {}
+            entry.time = now()
+            added = add_to_fields_v1(tree, changed | _item_markers(new, changed))
+            mine = {**entry.to_dict(), "fieldsV1": added}
         out: list[dict[str, Any]] = []
         for i, data in enumerate(stored):
             if i == mine_at and mine is not None:
-                out.append(mine.to_dict())
+                out.append(mine)
                 continue
             entry = ManagedEntry.from_dict({**data, "fieldsV1": {}})
             tree = data.get("fieldsV1") or {}
@@ -220,7 +224,7 @@ def track_update(
             if pruned:
                 out.append({**entry.to_dict(), "fieldsV1": pruned})
         if mine is not None and mine_at is None:
-            out.append(mine.to_dict())
+            out.append(mine)
         if out:
             new["metadata"]["managedFields"] = out
         else:

@@ -230,6 +230,24 @@ def prune_fields_v1(
     return out
 
 
+def add_to_fields_v1(tree: dict[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
+    """``to_fields_v1(from_fields_v1(tree) | paths)`` for a tree ``to_fields_v1`` made
+    (keys sorted, leaves ``{}``), edited in place: only the maps that gain a key are
+    sorted again, instead of sorting every path of the tree."""
+    touched: dict[int, dict[str, Any]] = {}
+    for path in paths:
+        node = tree
+        for element in path:
+            if element not in node:
+                touched[id(node)] = node
+            node = node.setdefault(element, {})
+    for node in touched.values():
+        items = sorted(node.items())
+        node.clear()
+        node.update(items)
+    return tree
+
+
 def _find_item(items: list[Any], element: str) -> int | None:
     if element.startswith("v:"):
         wanted = _element_value(element)
