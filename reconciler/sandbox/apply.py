@@ -120,9 +120,20 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# ``_UNMANAGED`` by length, for a set lookup per path instead of a scan of the tuple
+_UNMANAGED_BY_LENGTH: dict[int, frozenset[Path]] = {
+    n: frozenset(u for u in _UNMANAGED if len(u) == n) for n in {len(u) for u in _UNMANAGED}
+}
+
+
+def _unmanaged(path: Path) -> bool:
+    """``path`` is, or is under, a field the server owns."""
+    return any(path[:n] in owned for n, owned in _UNMANAGED_BY_LENGTH.items())
+
+
 def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
     """Only the fields this endpoint may write: status for /status, the rest otherwise."""
-    kept = {p for p in paths if not any(p[: len(u)] == u for u in _UNMANAGED)}
+    kept = {p for p in paths if not _unmanaged(p)}
     if not has_status:
         return kept
     if subresource == "status":
