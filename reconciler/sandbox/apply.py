@@ -39,6 +39,7 @@ from reconciler.sandbox.fieldsets import (
     changed_paths,
     child_schema,
     dotted,
+    drop_prefixes,
     field_paths,
     from_fields_v1,
     get_path,
@@ -212,6 +213,7 @@ def track_update(
             ),
             None,
         )
+        under = drop_prefixes(changed)
         mine: dict[str, Any] | None = None
         if changed:
             if mine_at is None:
@@ -220,7 +222,11 @@ def track_update(
             else:
                 entry = ManagedEntry.from_dict({**stored[mine_at], "fieldsV1": {}})
                 kept = stored[mine_at].get("fieldsV1") or {}
-                tree = prune_fields_v1(kept, new, changed) if isinstance(kept, Mapping) else {}
+                tree = (
+                    prune_fields_v1(kept, new, changed, under=under)
+                    if isinstance(kept, Mapping)
+                    else {}
+                )
             entry.time = now()
             added = add_to_fields_v1(tree, changed | _item_markers(new, changed))
             mine = {**entry.to_dict(), "fieldsV1": added}
@@ -231,7 +237,11 @@ def track_update(
                 continue
             entry = ManagedEntry.from_dict({**data, "fieldsV1": {}})
             tree = data.get("fieldsV1") or {}
-            pruned = prune_fields_v1(tree, new, changed) if isinstance(tree, Mapping) else {}
+            pruned = (
+                prune_fields_v1(tree, new, changed, under=under)
+                if isinstance(tree, Mapping)
+                else {}
+            )
             if pruned:
                 out.append({**entry.to_dict(), "fieldsV1": pruned})
         if mine is not None and mine_at is None:

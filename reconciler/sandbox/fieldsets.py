@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import Any
 
@@ -196,38 +197,73 @@ def changed_paths(
 
 
 def prune_fields_v1(
-    tree: Mapping[str, Any], obj: Any, drop: FieldSet, prefix: Path = ()
+    tree: Mapping[str, Any],
+    obj: Any,
+    drop: FieldSet,
+    prefix: Path = (),
+    under: AbstractSet[Path] | None = None,
 ) -> dict[str, Any]:
     """``to_fields_v1`` of the leaf paths of ``tree`` that exist in ``obj`` and are not
     in ``drop``, without taking the tree apart into paths and putting it back.
 
     A path exists as ``get_path`` finds it. Like ``to_fields_v1``, keys come sorted at
-    each level and leaves are ``{}``.
+    each level and leaves are ``{}``. ``under``: the proper prefixes of ``drop``'s
+    paths (``drop_prefixes``), for a caller pruning many trees with one ``drop``; a
+    subtree no path of ``drop`` reaches only needs its paths to exist.
     """
+    if under is None:
+        under = drop_prefixes(drop)
+    if prefix not in under:
+        return _existing(tree, obj)
     out: dict[str, Any] = {}
     for key in sorted(tree):
-        if key == ".":
-            node, found = obj, True
-        elif key.startswith("f:") and isinstance(obj, Mapping):
-            found = key[2:] in obj
-            node = obj[key[2:]] if found else None
-        elif key[:2] in ("k:", "v:") and isinstance(obj, list):
-            index = _find_item(obj, key)
-            found = index is not None
-            node = obj[index] if index is not None else None
-        else:
-            found = False
+        found, node = _step(obj, key)
         if not found:
             continue
         child = tree[key]
         path = (*prefix, key)
         if isinstance(child, Mapping) and child:
-            sub = prune_fields_v1(child, node, drop, path)
+            sub = prune_fields_v1(child, node, drop, path, under)
             if sub:
                 out[key] = sub
         elif path not in drop:
             out[key] = {}
     return out
+
+
+def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
+    """Every proper prefix of ``paths`` (``()`` included when there are any)."""
+    return frozenset(p[:i] for p in paths for i in range(len(p)))
+
+
+def _existing(tree: Mapping[str, Any], obj: Any) -> dict[str, Any]:
+    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``."""
+    out: dict[str, Any] = {}
+    for key in sorted(tree):
+        found, node = _step(obj, key)
+        if not found:
+            continue
+        child = tree[key]
+        if isinstance(child, Mapping) and child:
+            sub = _existing(child, node)
+            if sub:
+                out[key] = sub
+        else:
+            out[key] = {}
+    return out
+
+
+def _step(obj: Any, element: str) -> tuple[bool, Any]:
+    """One element of ``get_path``: (found, the value it names)."""
+    if element == ".":
+        return True, obj
+    if element.startswith("f:") and isinstance(obj, Mapping):
+        name = element[2:]
+        return (True, obj[name]) if name in obj else (False, None)
+    if element[:2] in ("k:", "v:") and isinstance(obj, list):
+        index = _find_item(obj, element)
+        return (True, obj[index]) if index is not None else (False, None)
+    return False, None
 
 
 def add_to_fields_v1(tree: dict[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
