@@ -22,9 +22,11 @@ against its own sandbox process with the same settings:
     raised), batch 3 (partition removed).
 
 Run: ``.venv/bin/python bench/rollout.py [--instances 200] [--namespaces 10] [--verbose]``
-(``--verbose``: one line per daemon pass). At 200 instances it takes about 3 minutes on
-the 2-core machine (each pass of the 200 rollouts takes about 2.3 s; the README's
-benchmark table has the figures); ``--instances 20`` takes about a minute.
+(``--verbose``: one line per daemon pass). At 200 instances it takes about 2 minutes on
+the 2-core machine (a pass over the 200 rollouts takes about 1.4 s, the one creating
+their copies about 3 s; the README's benchmark table has the figures, which depend on
+what else the machine runs: compare ratios within one run); ``--instances 20`` takes
+about a minute.
 """
 
 # ruff: noqa: E402  (imports must follow the sys.path guard below)

@@ -2,9 +2,10 @@
 
 ``reconcile_checkout`` takes a catalog loaded from a known commit and:
 plan (with the versions the cluster's inventories say are deployed) ->
-apply every instance (one failure never stops the others; rollouts and migration
-hooks one after another, then plain applies concurrently within the client's
-request budget, ``applying.apply_concurrently``) -> prune instances
+apply every instance (one failure never stops the others; migration hooks one
+after another, then rollouts (``rolling.drive_concurrently``), then plain applies,
+each concurrently within the client's request budget,
+``applying.apply_concurrently``) -> prune instances
 deleted from Git -> look at health (a short grace shared by the pass; an instance
 not healthy yet is Progressing and looked at again, ``daemon.healthwatch``) ->
 build one status record per instance -> commit the records that changed to the
@@ -26,7 +27,14 @@ from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, Hea
 from reconciler.daemon.memo import PassMemo, Reused
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
-from reconciler.daemon.rolling import Rolled, after_rollout, drive, rollout_status, rolls
+from reconciler.daemon.rolling import (
+    Rolled,
+    RolloutJob,
+    after_rollout,
+    drive_concurrently,
+    rollout_status,
+    rolls,
+)
 from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
 from reconciler.kube import (
     ApplyOptions,
@@ -190,7 +198,7 @@ def reconcile_checkout(
     handed_back: set[str] = set()  # a rollout over and cleaned up: applied plainly again
     reads = PassReads(client)  # rollouts observe through one list per kind and namespace
     decided: list[InstanceResult | None] = []  # None: a plain apply, done concurrently below
-    plain: list[InstancePlan] = []
+    driving: dict[int, RolloutJob] = {}  # rollouts, by their place in ``decided``
     for plan in plans:
         if plan.name in reused:  # settled, and nothing changed: last pass's result stands
             decided.append(reused[plan.name].result)
@@ -209,30 +217,30 @@ def reconcile_checkout(
         if blocked is not None:
             decided.append(blocked)
         elif batches is not None:
-            step = drive(
-                client,
-                live,
-                catalog,
-                plan,
-                batches,
-                options,
-                deployed=releases[plan.name],
-                record=record,
-                source_commit=commit,
-                reads=reads,
-            )
-            if step.plain:
-                handed_back.add(plan.name)
-                decided.append(None)
-                plain.append(plan)
-            else:
-                rolled[plan.name] = step
-                if step.next_look is not None:
-                    look_at[plan.name] = time.monotonic() + step.next_look
-                decided.append(step.result)
+            driving[len(decided)] = RolloutJob(plan, batches, releases[plan.name], record)
+            decided.append(None)
         else:
             decided.append(None)
-            plain.append(plan)
+    driven = drive_concurrently(
+        client,
+        live,
+        catalog,
+        list(driving.values()),
+        options,
+        source_commit=commit,
+        reads=reads,
+        clock=time.monotonic,
+    )
+    for slot, (step, looked) in zip(driving, driven, strict=True):
+        name = plans[slot].name
+        if step.plain:
+            handed_back.add(name)
+        else:
+            rolled[name] = step
+            if step.next_look is not None:
+                look_at[name] = looked + step.next_look
+            decided[slot] = step.result
+    plain = [plan for plan, result in zip(plans, decided, strict=True) if result is None]
     applied = iter(apply_concurrently(client, live, plain, options, source_commit=commit))
     results = [result if result is not None else next(applied) for result in decided]
     removed = remove_deleted(

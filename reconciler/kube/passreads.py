@@ -10,7 +10,9 @@ pass, so the cost of a pass grows with the namespaces, not the instances.
 
 What the pass writes through it is folded in from the API server's answers (an
 applied object as returned, a deleted one gone or marked terminating), so the
-driver sees its own writes within the pass, as it would with fresh reads. What
+driver sees its own writes within the pass, as it would with fresh reads. The pass
+drives instances of different namespaces on several threads: the lists are kept
+under a lock, and a namespace's list is read once even when two threads want it. What
 controllers do in reaction (new ReplicaSets, pods) shows at the next pass, which is
 when the rollout looks again anyway: a rollout never relies on a controller having
 acted within the same pass. Objects are kept as ``live.slim`` keeps them (pods'
@@ -21,6 +23,7 @@ them). Create a new one for every pass.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -57,6 +60,8 @@ class PassReads(KubeClient):
         super().__init__(client._api, retry=client.retry, budget=client.budget)
         self.discovery = client.discovery  # one discovery cache for the process
         self._lists: dict[tuple[str, str, str], dict[str, JsonObject]] = {}
+        self._lock = threading.RLock()  # held while ``_lists`` changes or is read
+        self._listing: dict[tuple[str, str, str], threading.Lock] = {}
         self.lists_read = 0  # for tests and benchmarks: lists actually requested
 
     def list(
@@ -74,13 +79,16 @@ class PassReads(KubeClient):
                 api_version, kind, namespace=namespace, label_selector=label_selector, keep=keep
             )
         bucket = self._bucket(api_version, kind, namespace)
-        found = [obj for obj in bucket.values() if _matches(obj, pairs)]
+        with self._lock:
+            found = [obj for obj in bucket.values() if _matches(obj, pairs)]
         return [keep(obj) for obj in found] if keep is not None else found
 
     def get(self, ref: ObjectRef) -> JsonObject | None:
         if not ref.namespace or not self.resource(ref.api_version, ref.kind).namespaced:
             return super().get(ref)
-        return self._bucket(ref.api_version, ref.kind, ref.namespace).get(ref.name)
+        bucket = self._bucket(ref.api_version, ref.kind, ref.namespace)
+        with self._lock:
+            return bucket.get(ref.name)
 
     def request(
         self,
@@ -114,50 +122,64 @@ class PassReads(KubeClient):
         the pass would grow with the square of the instances per namespace.
         """
         for ref in refs:
-            bucket = self._lists.get((ref.api_version, ref.kind, ref.namespace))
+            with self._lock:
+                bucket = self._lists.get((ref.api_version, ref.kind, ref.namespace))
             if bucket is None:
                 continue  # never read this pass: the first read lists it fresh
             fresh = super().get(ref)
-            if fresh is None:
-                bucket.pop(ref.name, None)
-            else:
-                bucket[ref.name] = slim(fresh)
+            with self._lock:
+                if fresh is None:
+                    bucket.pop(ref.name, None)
+                else:
+                    bucket[ref.name] = slim(fresh)
 
     def forget(self, namespace: str) -> None:
         """Read ``namespace`` again on next use (something else wrote there this pass)."""
-        for key in [k for k in self._lists if k[2] == namespace]:
-            del self._lists[key]
+        with self._lock:
+            for key in [k for k in self._lists if k[2] == namespace]:
+                del self._lists[key]
 
     def _bucket(self, api_version: str, kind: str, namespace: str) -> dict[str, JsonObject]:
         key = (api_version, kind, namespace)
-        bucket = self._lists.get(key)
-        if bucket is None:
-            self.lists_read += 1
+        with self._lock:
+            bucket = self._lists.get(key)
+            if bucket is None:
+                lock = self._listing.setdefault(key, threading.Lock())
+        if bucket is not None:
+            return bucket
+        with lock:  # one list per namespace and kind, whichever thread asks first
+            with self._lock:
+                bucket = self._lists.get(key)
+            if bucket is not None:
+                return bucket
             listed = super().list(api_version, kind, namespace=namespace, keep=slim)
-            bucket = {str(o["metadata"]["name"]): o for o in listed}
-            self._lists[key] = bucket
-        return bucket
+            with self._lock:
+                self.lists_read += 1
+                bucket = {str(o["metadata"]["name"]): o for o in listed}
+                self._lists[key] = bucket
+                return bucket
 
     def _wrote(self, method: str, path: str, answer: Mapping[str, Any]) -> None:
         """Fold a write's answer in; when the answer is not the object, forget the namespace."""
-        meta = answer.get("metadata") or {}
-        kind, api_version = answer.get("kind"), answer.get("apiVersion")
-        name, namespace = meta.get("name"), meta.get("namespace")
-        if kind and kind != "Status" and api_version and name and namespace:
-            bucket = self._lists.get((str(api_version), str(kind), str(namespace)))
-            if bucket is None:
-                return
-            if method == "DELETE" and not meta.get("deletionTimestamp"):
-                bucket.pop(str(name), None)
-            else:
-                bucket[str(name)] = slim(answer)
-            return
-        if method == "DELETE":  # answered with a Status: the object is gone
-            for (api, kind, ns), bucket in self._lists.items():
-                name = path.rsplit("/", 1)[-1]
-                if name in bucket and self.resource(api, kind).path(ns, name) == path:
-                    del bucket[name]
+        with self._lock:
+            meta = answer.get("metadata") or {}
+            kind, api_version = answer.get("kind"), answer.get("apiVersion")
+            name, namespace = meta.get("name"), meta.get("namespace")
+            if kind and kind != "Status" and api_version and name and namespace:
+                bucket = self._lists.get((str(api_version), str(kind), str(namespace)))
+                if bucket is None:
                     return
-        found = _NAMESPACE_IN_PATH.search(path)
-        for key in [k for k in self._lists if found is None or k[2] == found.group(1)]:
-            del self._lists[key]
+                if method == "DELETE" and not meta.get("deletionTimestamp"):
+                    bucket.pop(str(name), None)
+                else:
+                    bucket[str(name)] = slim(answer)
+                return
+            if method == "DELETE":  # answered with a Status: the object is gone
+                for (api, kind, ns), bucket in self._lists.items():
+                    name = path.rsplit("/", 1)[-1]
+                    if name in bucket and self.resource(api, kind).path(ns, name) == path:
+                        del bucket[name]
+                        return
+            found = _NAMESPACE_IN_PATH.search(path)
+            for key in [k for k in self._lists if found is None or k[2] == found.group(1)]:
+                del self._lists[key]

@@ -190,7 +190,7 @@ class SandboxApi:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
         self._check_name(kind, meta.get("name"))
-        if self.store.get(kind.resource, meta.get("namespace", ""), meta["name"]) is not None:
+        if self.store.view_one(kind.resource, meta.get("namespace", ""), meta["name"]) is not None:
             raise already_exists(kind.group, kind.plural, meta["name"])
         for key in (*_SYSTEM_META, "resourceVersion"):
             meta.pop(key, None)

@@ -35,8 +35,11 @@ from reconciler.sandbox.copying import clone
 from reconciler.sandbox.fieldsets import (
     FieldSet,
     Path,
+    add_to_fields_v1,
+    changed_paths,
     child_schema,
     dotted,
+    drop_prefixes,
     field_paths,
     from_fields_v1,
     get_path,
@@ -44,6 +47,7 @@ from reconciler.sandbox.fieldsets import (
     item_schema,
     list_keys,
     prune_empty,
+    prune_fields_v1,
     remove_path,
     to_fields_v1,
 )
@@ -117,9 +121,20 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# ``_UNMANAGED`` by length, for a set lookup per path instead of a scan of the tuple
+_UNMANAGED_BY_LENGTH: dict[int, frozenset[Path]] = {
+    n: frozenset(u for u in _UNMANAGED if len(u) == n) for n in {len(u) for u in _UNMANAGED}
+}
+
+
+def _unmanaged(path: Path) -> bool:
+    """``path`` is, or is under, a field the server owns."""
+    return any(path[:n] in owned for n, owned in _UNMANAGED_BY_LENGTH.items())
+
+
 def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
     """Only the fields this endpoint may write: status for /status, the rest otherwise."""
-    kept = {p for p in paths if not any(p[: len(u)] == u for u in _UNMANAGED)}
+    kept = {p for p in paths if not _unmanaged(p)}
     if not has_status:
         return kept
     if subresource == "status":
@@ -176,41 +191,101 @@ def track_update(
     they replace the stored ones (never on a subresource), else the stored ones stay.
     """
     requested = None if subresource else _requested_entries(new)
-    entries = requested if requested is not None else _entries(old)
-    changed = {
-        p
-        for p in _scoped(
-            _written_paths(new, subresource, has_status, schema), subresource, has_status
+    if requested is not None and new["metadata"].get("managedFields") == (old or {}).get(
+        "metadata", {}
+    ).get("managedFields"):
+        requested = None  # the stored entries sent back as they are: the same result
+    changed = _scoped(
+        _changed_paths(old, new, subresource, has_status, schema), subresource, has_status
+    )
+    identity = (manager, "Update", subresource)
+    if requested is None:
+        # The stored entries: each one's fieldsV1 is pruned as a tree (the fields
+        # this write changed, or removed, are dropped); only the writer's own entry
+        # is taken apart into paths, to add what it changed.
+        raw = (old or {}).get("metadata", {}).get("managedFields") or []
+        stored = [e for e in raw if isinstance(e, Mapping)]
+        mine_at = next(
+            (
+                i
+                for i, e in enumerate(stored)
+                if changed and ManagedEntry.from_dict({**e, "fieldsV1": {}}).identity == identity
+            ),
+            None,
         )
-        if p[-1] != "." and get_path(old or {}, p) != get_path(new, p)
-    }
-    for entry in entries:
+        under = drop_prefixes(changed)
+        mine: dict[str, Any] | None = None
+        if changed:
+            if mine_at is None:
+                entry = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+                tree: dict[str, Any] = {}
+            else:
+                entry = ManagedEntry.from_dict({**stored[mine_at], "fieldsV1": {}})
+                kept = stored[mine_at].get("fieldsV1") or {}
+                tree = (
+                    prune_fields_v1(kept, new, changed, under=under)
+                    if isinstance(kept, Mapping)
+                    else {}
+                )
+            entry.time = now()
+            added = add_to_fields_v1(tree, changed | _item_markers(new, changed))
+            mine = {**entry.to_dict(), "fieldsV1": added}
+        out: list[dict[str, Any]] = []
+        for i, data in enumerate(stored):
+            if i == mine_at and mine is not None:
+                out.append(mine)
+                continue
+            entry = ManagedEntry.from_dict({**data, "fieldsV1": {}})
+            tree = data.get("fieldsV1") or {}
+            pruned = (
+                prune_fields_v1(tree, new, changed, under=under)
+                if isinstance(tree, Mapping)
+                else {}
+            )
+            if pruned:
+                out.append({**entry.to_dict(), "fieldsV1": pruned})
+        if mine is not None and mine_at is None:
+            out.append(mine)
+        if out:
+            new["metadata"]["managedFields"] = out
+        else:
+            new["metadata"].pop("managedFields", None)
+        return
+    for entry in requested:
         entry.fields = {p for p in entry.fields - changed if _exists(new, p)}
     if changed:
-        identity = (manager, "Update", subresource)
-        mine = next((e for e in entries if e.identity == identity), None)
-        if mine is None:
-            mine = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
-            entries.append(mine)
-        mine.fields |= changed | _item_markers(new, changed)
-        mine.time = now()
-    _store_entries(new, entries)
+        found = next((e for e in requested if e.identity == identity), None)
+        if found is None:
+            found = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+            requested.append(found)
+        found.fields |= changed | _item_markers(new, changed)
+        found.time = now()
+    _store_entries(new, requested)
 
 
-def _written_paths(
-    new: Mapping[str, Any], subresource: str, has_status: bool, schema: Schema | None
+def _changed_paths(
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    subresource: str,
+    has_status: bool,
+    schema: Schema | None,
 ) -> FieldSet:
-    """The leaf paths a write may own: only the status subtree's for /status.
-
-    The same set ``_scoped`` keeps of the whole object's paths, without walking
-    the spec and metadata of every pod on each of the kubelet's status writes.
-    """
+    """The leaf paths a write changed (no item markers): only the status subtree's for
+    /status, without walking the spec and metadata of every pod on each of the
+    kubelet's status writes."""
     if subresource == "status" and has_status:
-        status = new.get("status")
-        if status is None:
+        if new.get("status") is None:
             return set()
-        return field_paths(status, ("f:status",), "status", child_schema(schema, "status", ()))
-    return field_paths(new, schema=schema)
+        before = old or {}
+        return changed_paths(
+            before.get("status"),
+            "status" in before,
+            new["status"],
+            ("f:status",),
+            "status",
+            child_schema(schema, "status", ()),
+        )
+    return changed_paths(old or {}, True, new, schema=schema)
 
 
 def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:

@@ -56,6 +56,8 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("batch/v1", "Job"): JOBS,
 }
 
+_READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
+
 
 class Controller(Protocol):
     def reconcile(self, obj: dict[str, Any]) -> float | None: ...
@@ -132,9 +134,10 @@ class Controllers:
     def _run(self, key: Key) -> None:
         self._pending.pop(key, None)
         resource, namespace, name = key
-        # The kubelet only reads its pod (its writes build new bodies): it gets the
-        # stored object, not a copy; the workload controllers get copies they may edit.
-        read = self.api.store.view_one if resource == PODS else self.api.store.get
+        # The kubelet and the Deployment and ReplicaSet controllers only read their
+        # object (their writes build new bodies): they get the stored object, not a
+        # copy; the other workload controllers get copies they may edit.
+        read = self.api.store.view_one if resource in _READ_ONLY else self.api.store.get
         obj = read(resource, namespace, name)
         handler = self.handlers.get(resource)
         if obj is None or handler is None:

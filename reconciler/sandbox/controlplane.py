@@ -18,7 +18,6 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.owned import CONTROLLER_MANAGER
 from reconciler.sandbox.store import ListOfObjects, Resource
@@ -64,20 +63,20 @@ class ControlPlane:
         """The names of ``resource``'s objects (nodes for the scheduler), without copies."""
         return [o["metadata"]["name"] for o in self.api.store.view(resource, namespace)]
 
-    def owned(self, resource: Resource, namespace: str, owner: dict[str, Any]) -> ListOfObjects:
-        """``owned(list(resource, namespace), owner)`` without copying the others' objects."""
-        uid = str(owner["metadata"]["uid"])
-        return [clone(o) for o in self.api.store.owned_views(resource, namespace, uid)]
+    def owned(self, resource: Resource, owner: dict[str, Any]) -> ListOfObjects:
+        """The objects of ``resource`` that ``owner`` controls (in its namespace), as
+        stored: read them, never change them.
 
-    def pods_of(self, owner: dict[str, Any]) -> ListOfObjects:
-        """The pods ``owner`` controls, as stored: read them, never change them.
-
-        The controllers only read their pods (writes build new bodies, which
+        The controllers only read what they own (writes build new bodies, which
         ``update`` and ``write_status`` copy), and copying every pod of every
         workload on each sync was the sandbox's biggest cost during rollouts.
         """
         meta = owner["metadata"]
-        return self.api.store.owned_views(PODS, meta.get("namespace", ""), str(meta["uid"]))
+        return self.api.store.owned_views(resource, meta.get("namespace", ""), str(meta["uid"]))
+
+    def pods_of(self, owner: dict[str, Any]) -> ListOfObjects:
+        """The pods ``owner`` controls, as stored: read them, never change them."""
+        return self.owned(PODS, owner)
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         return self.api.store.get(resource, namespace, name)

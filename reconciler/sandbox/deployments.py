@@ -52,11 +52,13 @@ def revision(rs: dict[str, Any]) -> int:
 
 def without_hash(template: dict[str, Any]) -> dict[str, Any]:
     """A ReplicaSet's template as the Deployment wrote it (minus ``pod-template-hash``)."""
-    plain = clone(template)
-    labels = (plain.get("metadata") or {}).get("labels")
-    if isinstance(labels, dict):
-        labels.pop(HASH_LABEL, None)
-    return plain
+    meta = template.get("metadata") or {}
+    labels = meta.get("labels")
+    if not isinstance(labels, dict) or HASH_LABEL not in labels:
+        return template
+    # shallow: the template is only read (compared), never changed
+    plain = {k: v for k, v in labels.items() if k != HASH_LABEL}
+    return {**template, "metadata": {**meta, "labels": plain}}
 
 
 def rolling_bounds(spec: dict[str, Any], replicas: int) -> tuple[int, int]:
@@ -69,6 +71,13 @@ def rolling_bounds(spec: dict[str, Any], replicas: int) -> tuple[int, int]:
     if surge == 0 and unavailable == 0:
         unavailable = 1  # the API forbids both zero; the controller guards anyway
     return surge, unavailable
+
+
+def _local(rs: dict[str, Any]) -> dict[str, Any]:
+    """This sync's view of a stored ReplicaSet: ``_scale`` changes its ``spec.replicas``
+    for the rest of the sync, which must not reach the stored object (the rest is
+    only read, so it is shared rather than copied)."""
+    return {**rs, "spec": dict(rs["spec"])}
 
 
 def _count(rs: dict[str, Any], field: str) -> int:
@@ -87,8 +96,7 @@ class DeploymentController:
         if not alive(d):
             return None
         spec = d.get("spec") or {}
-        namespace = d["metadata"].get("namespace", "")
-        rss = [rs for rs in self.plane.owned(REPLICASETS, namespace, d) if alive(rs)]
+        rss = [_local(rs) for rs in self.plane.owned(REPLICASETS, d) if alive(rs)]
         template = spec.get("template") or {}
         wanted = semantic(template)
         new = next(
@@ -98,13 +106,14 @@ class DeploymentController:
         if not spec.get("paused"):
             if new is None:
                 new = self._create_replicaset(d, rss)
+                new = _local(new) if new is not None else None
                 created = new is not None
             elif revision(new) < max(revision(rs) for rs in rss):
                 new = self._bump_revision(new, rss)
             if new is not None:
                 self._mirror_revision(d, new)
                 self._roll(d, new, [rs for rs in rss if rs is not new])
-        rss = [rs for rs in self.plane.owned(REPLICASETS, namespace, d) if alive(rs)]
+        rss = [_local(rs) for rs in self.plane.owned(REPLICASETS, d) if alive(rs)]
         if new is not None:
             new = next((rs for rs in rss if rs["metadata"]["uid"] == new["metadata"]["uid"]), None)
         self._clean_history(d, [rs for rs in rss if rs is not new])

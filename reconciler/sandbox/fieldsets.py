@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from functools import lru_cache
 from typing import Any
 
 from reconciler.sandbox import structural
@@ -122,11 +124,171 @@ def field_paths(
     return {prefix}
 
 
+@lru_cache(maxsize=4096)
+def _element_value(element: str) -> Any:
+    """The JSON after ``k:``/``v:``, decoded once: every write of a pod looks up its
+    containers and conditions by the same few elements (never mutate the result)."""
+    return json.loads(element[2:])
+
+
+def changed_paths(
+    old: Any,
+    old_found: bool,
+    new: Any,
+    prefix: Path = (),
+    field: str | None = None,
+    schema: Schema | None = None,
+) -> FieldSet:
+    """``field_paths(new, ...)`` less list-item markers and the paths whose value
+    (``get_path``) is the same in ``old``: what a write changed.
+
+    ``old`` is the value at ``prefix`` in the object before the write (``old_found``:
+    whether there is one). The same set as comparing every path of ``new`` with
+    ``get_path`` on both objects, without walking the subtrees a write leaves equal
+    (a pod's spec and metadata on each of the kubelet's status writes).
+    """
+    if old_found and old == new:
+        return set()
+    if isinstance(new, Mapping):
+        if not new:
+            return {prefix} if prefix else set()
+        paths: FieldSet = set()
+        old_map = old if old_found and isinstance(old, Mapping) else None
+        for name, child in new.items():
+            if child is None:
+                continue
+            found = old_map is not None and name in old_map
+            paths |= changed_paths(
+                old_map[name] if old_map is not None and found else None,
+                found,
+                child,
+                (*prefix, f"f:{name}"),
+                name,
+                child_schema(schema, name, prefix),
+            )
+        return paths
+    if isinstance(new, list) and new:
+        keys = () if is_set_list(field, new, schema) else list_keys(field, new, schema)
+        elements = [item_element(item, keys) for item in new] if keys else []
+        if not keys or len(set(elements)) != len(elements):
+            # set members, or items sharing a key: compare each path as ``get_path`` would
+            base = len(prefix)
+            missing: tuple[bool, Any] = (False, None)
+            return {
+                p
+                for p in field_paths(new, prefix, field, schema)
+                if p[-1] != "."
+                and (get_path(old, p[base:]) if old_found else missing) != get_path(new, p[base:])
+            }
+        old_list = old if old_found and isinstance(old, list) else None
+        items: FieldSet = set()
+        for item, element in zip(new, elements, strict=True):
+            index = _find_item(old_list, element) if old_list is not None else None
+            items |= changed_paths(
+                old_list[index] if old_list is not None and index is not None else None,
+                index is not None,
+                item,
+                (*prefix, element),
+                None,
+                item_schema(schema),
+            )
+        return items
+    return {prefix}
+
+
+def prune_fields_v1(
+    tree: Mapping[str, Any],
+    obj: Any,
+    drop: FieldSet,
+    prefix: Path = (),
+    under: AbstractSet[Path] | None = None,
+) -> dict[str, Any]:
+    """``to_fields_v1`` of the leaf paths of ``tree`` that exist in ``obj`` and are not
+    in ``drop``, without taking the tree apart into paths and putting it back.
+
+    A path exists as ``get_path`` finds it. Like ``to_fields_v1``, keys come sorted at
+    each level and leaves are ``{}``. ``under``: the proper prefixes of ``drop``'s
+    paths (``drop_prefixes``), for a caller pruning many trees with one ``drop``; a
+    subtree no path of ``drop`` reaches only needs its paths to exist.
+    """
+    if under is None:
+        under = drop_prefixes(drop)
+    if prefix not in under:
+        return _existing(tree, obj)
+    out: dict[str, Any] = {}
+    for key in sorted(tree):
+        found, node = _step(obj, key)
+        if not found:
+            continue
+        child = tree[key]
+        path = (*prefix, key)
+        if isinstance(child, Mapping) and child:
+            sub = prune_fields_v1(child, node, drop, path, under)
+            if sub:
+                out[key] = sub
+        elif path not in drop:
+            out[key] = {}
+    return out
+
+
+def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
+    """Every proper prefix of ``paths`` (``()`` included when there are any)."""
+    return frozenset(p[:i] for p in paths for i in range(len(p)))
+
+
+def _existing(tree: Mapping[str, Any], obj: Any) -> dict[str, Any]:
+    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``."""
+    out: dict[str, Any] = {}
+    for key in sorted(tree):
+        found, node = _step(obj, key)
+        if not found:
+            continue
+        child = tree[key]
+        if isinstance(child, Mapping) and child:
+            sub = _existing(child, node)
+            if sub:
+                out[key] = sub
+        else:
+            out[key] = {}
+    return out
+
+
+def _step(obj: Any, element: str) -> tuple[bool, Any]:
+    """One element of ``get_path``: (found, the value it names)."""
+    if element == ".":
+        return True, obj
+    if element.startswith("f:") and isinstance(obj, Mapping):
+        name = element[2:]
+        return (True, obj[name]) if name in obj else (False, None)
+    if element[:2] in ("k:", "v:") and isinstance(obj, list):
+        index = _find_item(obj, element)
+        return (True, obj[index]) if index is not None else (False, None)
+    return False, None
+
+
+def add_to_fields_v1(tree: dict[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
+    """``to_fields_v1(from_fields_v1(tree) | paths)`` for a tree ``to_fields_v1`` made
+    (keys sorted, leaves ``{}``), edited in place: only the maps that gain a key are
+    sorted again, instead of sorting every path of the tree."""
+    touched: dict[int, dict[str, Any]] = {}
+    for path in paths:
+        node = tree
+        for element in path:
+            if element not in node:
+                touched[id(node)] = node
+            node = node.setdefault(element, {})
+    for node in touched.values():
+        items = sorted(node.items())
+        node.clear()
+        node.update(items)
+    return tree
+
+
 def _find_item(items: list[Any], element: str) -> int | None:
     if element.startswith("v:"):
-        wanted = json.loads(element[2:])
+        wanted = _element_value(element)
         return next((i for i, v in enumerate(items) if v == wanted), None)
-    want = json.loads(element[2:])
+    want = _element_value(element)
     for i, item in enumerate(items):
         if isinstance(item, Mapping) and all(item.get(k) == v for k, v in want.items()):
             return i

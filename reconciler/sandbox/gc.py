@@ -54,6 +54,8 @@ from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import Resource, StoredEvent
 
+ObjectKey = tuple[Resource, str, str]  # resource, namespace, name
+
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
 NAMESPACE_FINALIZER = "kubernetes"
@@ -207,10 +209,34 @@ class Lifecycle:
         # the store's events: the only owners ``_process_owner`` acts on, so every other
         # queued owner (each pod created or deleted queues its ReplicaSet) costs no scan
         self._finalizing: set[str] = set()
-        # how many stored objects name each uid in their ownerReferences: a uid nobody
-        # names has no dependents, so deleting a pod (or any leaf) costs no scan either
-        self._referenced: Counter[str] = Counter()
+        # the stored objects naming each uid in their ownerReferences (how many times),
+        # and where the object with each uid is: kept from the store's events, so the
+        # collector finds an owner's dependents and a dependent's owners without a scan
+        # of every object in the cluster (each ReplicaSet deleted cost two of them)
+        self._dependents_of: dict[str, Counter[ObjectKey]] = {}
+        self._where: dict[str, ObjectKey] = {}
+        for resource, obj in api.store.iter_all():
+            self._index(resource, obj, +1)
         api.store.listeners.append(self._on_event)
+
+    def _index(self, resource: Resource, obj: Mapping[str, Any] | None, step: int) -> None:
+        if obj is None:
+            return
+        meta = obj["metadata"]
+        key = (resource, str(meta.get("namespace", "")), str(meta["name"]))
+        uid = _uid(obj)
+        if step > 0:
+            self._where[uid] = key
+        elif self._where.get(uid) == key:
+            del self._where[uid]
+        for ref in _refs(obj):
+            owner = str(ref.get("uid"))
+            dependents = self._dependents_of.setdefault(owner, Counter())
+            dependents[key] += step
+            if dependents[key] <= 0:
+                del dependents[key]
+                if not dependents:
+                    del self._dependents_of[owner]
 
     # --- the API ----------------------------------------------------------------------
 
@@ -417,23 +443,29 @@ class Lifecycle:
 
     # --- the garbage collector ------------------------------------------------------------
 
-    def _objects_by_uid(self) -> dict[str, tuple[Resource, dict[str, Any]]]:
-        return {_uid(obj): (resource, obj) for resource, obj in self.api.store.iter_all()}
+    def _object(self, uid: str) -> tuple[Resource, dict[str, Any]] | None:
+        """The stored object with ``uid`` (never to be mutated), and its resource."""
+        key = self._where.get(uid)
+        if key is None:
+            return None
+        obj = self.api.store.view_one(*key)
+        return (key[0], obj) if obj is not None and _uid(obj) == uid else None
 
     def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
-        if not self._referenced[uid]:
-            return []
-        return [
-            (resource, obj)
-            for resource, obj in list(self.api.store.iter_all())
-            if any(r.get("uid") == uid for r in _refs(obj))
-        ]
+        """The stored objects naming ``uid`` in their ownerReferences (in no particular
+        order, as the garbage collector's graph gives them)."""
+        found = []
+        for resource, namespace, name in sorted(self._dependents_of.get(uid, ())):
+            obj = self.api.store.view_one(resource, namespace, name)
+            if obj is not None and any(r.get("uid") == uid for r in _refs(obj)):
+                found.append((resource, obj))
+        return found
 
     def _process_owner(self, uid: str) -> None:
         """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer."""
         if uid not in self._finalizing:
             return
-        found = self._objects_by_uid().get(uid)
+        found = self._object(uid)
         if found is None or not found[1]["metadata"].get("deletionTimestamp"):
             return
         resource, owner = found
@@ -455,13 +487,12 @@ class Lifecycle:
 
     def _attempt_dependent(self, resource: Resource, dep: dict[str, Any]) -> None:
         """``attemptToDeleteItem``: keep a dependent a live owner holds, else delete it."""
-        index = self._objects_by_uid()
         solid: set[str] = set()
         gone: set[str] = set()  # dangling, or waiting for its dependents' deletion
         waiting = False
         for ref in _refs(dep):
             ref_uid = str(ref.get("uid"))
-            owner = index.get(ref_uid)
+            owner = self._object(ref_uid)
             owner_meta = owner[1]["metadata"] if owner else {}
             if owner is None:
                 gone.add(ref_uid)
@@ -504,10 +535,10 @@ class Lifecycle:
 
     def _drop_finalizer(self, resource: Resource, uid: str, finalizer: str) -> None:
         """Remove one finalizer, and the object with it when it was the last."""
-        found = self._objects_by_uid().get(uid)
+        found = self._object(uid)
         if found is None:
             return
-        obj = found[1]
+        obj = clone(found[1])
         meta = obj["metadata"]
         left = [f for f in meta.get("finalizers") or [] if f != finalizer]
         if left == (meta.get("finalizers") or []):
@@ -525,9 +556,9 @@ class Lifecycle:
         if event.resource == _CRDS:
             self._sync_crd(event)
         meta = event.obj["metadata"]
-        self._referenced.subtract(str(r.get("uid")) for r in _refs(event.old))
+        self._index(event.resource, event.old, -1)
         if event.type != "DELETED":
-            self._referenced.update(str(r.get("uid")) for r in _refs(event.obj))
+            self._index(event.resource, event.obj, +1)
         if event.type == "DELETED":
             self._finalizing.discard(_uid(event.obj))
             self._enqueue(("removed", _uid(event.obj)))
@@ -546,7 +577,7 @@ class Lifecycle:
             if meta.get("deletionTimestamp"):
                 self._enqueue(("namespace", meta["name"]))
         elif event.namespace:
-            ns = self.api.store.get(_NAMESPACES, "", event.namespace)
+            ns = self.api.store.view_one(_NAMESPACES, "", event.namespace)
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
         self._drain()

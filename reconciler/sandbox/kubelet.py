@@ -157,7 +157,8 @@ class Kubelet:
         node = min(sorted(nodes), key=load.count)
         body = {**pod, "spec": {**pod["spec"], "nodeName": node}}
         if self.plane.update(PODS, pod, body, manager=SCHEDULER):
-            stored = self.plane.get(
+            # only read (``write_status`` builds the new body): no copy
+            stored = self.plane.api.store.view_one(
                 PODS, pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
             )
             if stored is not None:

@@ -7,7 +7,11 @@ so the cached filter must agree with the server's answer for the same selector.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 from reconciler.kube import KubeClient
+from reconciler.kube.client import JsonObject
 from reconciler.kube.passreads import PassReads
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap
@@ -92,3 +96,23 @@ def test_objects_written_around_it_are_read_again_without_listing_again(
     assert reads.lists_read == 1  # refreshed, never listed again
     reads.refresh([ObjectRef("v1", "ConfigMap", backend.namespace("never-read"), "x")])
     assert reads.lists_read == 1  # a namespace never read is read fresh when first used
+
+
+def test_threads_of_one_pass_share_one_list_per_namespace(backend: Backend) -> None:
+    """The pass drives instances of different namespaces on several threads: a namespace
+    wanted by many threads at once is still listed once, and every thread sees it."""
+    ns = backend.namespace("reads-threads")
+    namespace(backend.client, ns)
+    for i in range(3):
+        backend.client.apply(configmap(f"cm{i}", ns, "a"))
+    reads = PassReads(backend.client)
+    start = threading.Barrier(8)
+
+    def read(i: int) -> JsonObject | None:
+        start.wait()
+        return reads.get(ObjectRef("v1", "ConfigMap", ns, f"cm{i % 3}"))
+
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(read, range(8)))
+    assert [o["metadata"]["name"] if o else None for o in found] == [f"cm{i % 3}" for i in range(8)]
+    assert reads.lists_read == 1

@@ -388,3 +388,36 @@ def test_a_long_pass_does_not_add_its_length_to_the_next_look(
     long = world.daemon.run_pass()
     assert _web(long).rollout is not None
     assert long.report is not None and long.report.next_look == 0.0  # overdue: at once
+
+
+def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World) -> None:
+    """A pass drives instances of different namespaces at once, those of one namespace
+    in turn (they share the pass's list of it): each of three rollouts, two sharing a
+    namespace, takes the same steps and status commits as a rollout alone."""
+    names = {"web": "web", "web2": "web", "shop": "team-shop"}
+    for name, namespace in names.items():
+        text = WEB.format(extra="").replace("name: web\n", f"name: {name}\n")
+        text = text.replace("namespace: web\n", f"namespace: {namespace}\n")
+        world.commit(f"clusters/prod/instances/{name}.yaml", text, f"{name}: batches")
+    assert world.daemon.run_pass().ok
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
+    outcomes = settle(world.daemon)
+    assert outcomes[-1].report is not None
+    statuses = {s.instance: s for s in outcomes[-1].report.statuses}
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    for name, namespace in names.items():
+        status = statuses[name]
+        assert status.version == "6.6.0" and status.rollout is not None
+        assert str(status.rollout.state) == "rolloutSucceed"
+        deploy = ObjectRef("apps/v1", "Deployment", world.ns(namespace), name)
+        assert _image(world, deploy).endswith(":6.6.0")
+        copy = ObjectRef("apps/v1", "Deployment", world.ns(namespace), copy_name(name))
+        assert world.client.get(copy) is None
+        steps = [s for s in reversed(subjects) if s.startswith(f"prod/{name}: rollout")]
+        assert [s.split(": ", 2)[2] for s in steps] == [
+            "started, 3 batches",
+            "batch 1/3 ready (1/5 replicas)",
+            "batch 2/3 ready (3/5 replicas)",
+            "batch 3/3 ready (5/5 replicas)",
+            "succeeded (5/5 replicas)",
+        ]
