@@ -23,21 +23,12 @@ from reconciler.daemon.loop import PassOutcome
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.status import Phase
 from tests.daemon.conftest import World, settle
+from tests.daemon.test_pass import WEB
 from tests.kube.conftest import edit_like_kubectl
 
 WEB_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "web", "web")
 API_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "team-api", "api")
 API_CONFIG = ObjectRef("v1", "ConfigMap", "team-api", "api-config")
-
-WEB = """\
-apiVersion: reconciler/v1
-kind: Instance
-name: web
-app: podinfo
-channel: stable
-namespace: web
-parameters: {replicas: 3}
-"""
 
 
 @pytest.fixture
