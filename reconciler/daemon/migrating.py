@@ -85,8 +85,7 @@ def pinned_images_of(catalog: Catalog, version: AppVersion) -> Mapping[str, str]
     A migration Job that names ``${images.app}`` must run the very build the version
     runs, not whatever its intermediate tag points at today. None: nothing pinned.
     """
-    entry = catalog.apps.get(version.app)
-    builds = entry.builds_of(version.key) if entry is not None else {}
+    builds = catalog.builds_of(version)
     return pinned_images(version.images, builds) if builds else None
 
 

@@ -280,6 +280,11 @@ class Catalog:
     # commit (CatalogInvalid) apart from a selection that cannot be met (ResolveFailed)
     files_with_errors: set[str] = field(default_factory=set)
 
+    def builds_of(self, version: AppVersion) -> Mapping[str, ImageBuild]:
+        """The builds ``version``'s app's builds.yaml pins for it (SPEC section 8)."""
+        entry = self.apps.get(version.app)
+        return entry.builds_of(version.key) if entry is not None else {}
+
     def has_errors_in(self, *paths: str) -> bool:
         """True if any file equal to, or under the directory of, one of ``paths`` has errors."""
         for bad in self.files_with_errors:

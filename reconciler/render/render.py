@@ -77,8 +77,7 @@ def render_instance(
     if any(p.is_error for p in problems):
         return RenderResult((), tuple(problems))
     if builds is None:
-        entry = catalog.apps.get(version.app)
-        builds = entry.builds_of(version.key) if entry is not None else {}
+        builds = catalog.builds_of(version)
     scope = _scope(instance, version, params, pinned_images(version.images, builds))
     objects = [_rendered(t, scope) for t in version.templates]
     problems.extend(_check_names(instance, version, objects))
