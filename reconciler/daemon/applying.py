@@ -116,8 +116,8 @@ def apply_concurrently(
     def apply(plan: InstancePlan) -> InstanceResult:
         return apply_plan(client, live, plan, options, source_commit=source_commit)
 
-    first = [i for i, plan in enumerate(plans) if _creates_first_stage_kinds(plan)]
-    rest = [i for i, plan in enumerate(plans) if not _creates_first_stage_kinds(plan)]
+    first = [i for i, plan in enumerate(plans) if creates_first_stage_kinds(plan)]
+    rest = [i for i, plan in enumerate(plans) if not creates_first_stage_kinds(plan)]
     done = {i: apply(plans[i]) for i in first}
     others = [plans[i] for i in rest]
     applied = run_lanes(others, _lanes(live, others), apply, client.max_requests_in_flight)
@@ -125,7 +125,7 @@ def apply_concurrently(
     return [done[i] for i in range(len(plans))]
 
 
-def _creates_first_stage_kinds(plan: InstancePlan) -> bool:
+def creates_first_stage_kinds(plan: InstancePlan) -> bool:
     return plan.ok and any(o.get("kind") in FIRST_STAGE_KINDS for o in plan.objects)
 
 

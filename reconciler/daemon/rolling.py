@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.daemon.applying import _creates_first_stage_kinds, instance_target
+from reconciler.daemon.applying import creates_first_stage_kinds, instance_target
 from reconciler.daemon.lanes import run_lanes
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.kube import (
@@ -323,7 +323,7 @@ def drive_concurrently(
         )
         return rolled, clock()
 
-    first = [i for i, job in enumerate(jobs) if _creates_first_stage_kinds(job.plan)]
+    first = [i for i, job in enumerate(jobs) if creates_first_stage_kinds(job.plan)]
     done = {i: one(jobs[i]) for i in first}
     rest = [i for i in range(len(jobs)) if i not in done]
     driven = run_lanes(
