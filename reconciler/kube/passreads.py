@@ -133,12 +133,6 @@ class PassReads(KubeClient):
                 else:
                     bucket[ref.name] = slim(fresh)
 
-    def forget(self, namespace: str) -> None:
-        """Read ``namespace`` again on next use (something else wrote there this pass)."""
-        with self._lock:
-            for key in [k for k in self._lists if k[2] == namespace]:
-                del self._lists[key]
-
     def _bucket(self, api_version: str, kind: str, namespace: str) -> dict[str, JsonObject]:
         key = (api_version, kind, namespace)
         with self._lock:
@@ -160,7 +154,7 @@ class PassReads(KubeClient):
                 return bucket
 
     def _wrote(self, method: str, path: str, answer: Mapping[str, Any]) -> None:
-        """Fold a write's answer in; when the answer is not the object, forget the namespace."""
+        """Fold a write's answer in; a delete answered with a Status drops the object."""
         with self._lock:
             meta = answer.get("metadata") or {}
             kind, api_version = answer.get("kind"), answer.get("apiVersion")
