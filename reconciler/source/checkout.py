@@ -121,31 +121,17 @@ class CatalogSource:
         return self._clone()
 
     def _clone(self) -> git.Repo:
-        """Clone into a temp dir next to the slot, then rename: a crash leaves no half clone."""
-        self._slot.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self._slot.parent))
-        args = ["clone", "--quiet", "--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
+        args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
         if self._branch:
             args += ["--branch", self._branch]
         try:
-            run_remote(
-                tmp.parent,
-                [*args, self.access.url, str(tmp)],
-                self.access,
-                what=f"clone {self.access.display}",
-            )
+            clone_into(self._slot, self.access, args)
         except GitFailed as e:
-            shutil.rmtree(tmp, ignore_errors=True)
             if "remote branch" in e.detail and "not found" in e.detail:
                 raise MissingRemoteBranch(
                     f"clone {self.access.display}: no branch {self._branch!r}"
                 ) from e
             raise
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(self._slot, ignore_errors=True)
-        tmp.rename(self._slot)
         return git.Repo(str(self._slot))
 
     def _current_branch(self, repo: git.Repo) -> str:
@@ -193,6 +179,25 @@ class CatalogSource:
             run(repo, ["clean", "-ffdxq"])
         except GitFailed as e:
             raise SourceError(f"{self._slot}: cannot check out {commit[:12]}: {e.detail}") from e
+
+
+def clone_into(slot: Path, access: RemoteAccess, options: list[str]) -> None:
+    """Clone ``access``'s repository as ``slot``: into a temp dir next to it, then renamed,
+    so a crash never leaves a half clone where a later run would trust it."""
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=slot.parent))
+    try:
+        run_remote(
+            tmp.parent,
+            ["clone", "--quiet", *options, access.url, str(tmp)],
+            access,
+            what=f"clone {access.display}",
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(slot, ignore_errors=True)
+    tmp.rename(slot)
 
 
 def _slug(text: str) -> str:

@@ -13,13 +13,12 @@ again from the new head, so no commit is lost or made twice.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import git
 
 from reconciler.model.errors import SourceError
+from reconciler.source.checkout import clone_into
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import GitFailed, locked, run, run_remote
 
@@ -80,21 +79,7 @@ class CatalogWorkClone:
         return self.path
 
     def _clone(self) -> None:
-        """Clone next to the slot, then rename: a crash leaves no half clone behind."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
-        args = ["clone", "--quiet", "--depth=1", "--no-tags"]
+        args = ["--depth=1", "--no-tags"]
         if self._branch:
             args += ["--branch", self._branch]
-        try:
-            run_remote(
-                tmp.parent,
-                [*args, self.access.url, str(tmp)],
-                self.access,
-                what=f"clone {self.access.display}",
-            )
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(self.path, ignore_errors=True)
-        tmp.rename(self.path)
+        clone_into(self.path, self.access, args)
