@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import sys
+
 import pytest
 
 from reconciler.model.errors import NoUpgradePath, ResolveError
@@ -174,10 +177,22 @@ def test_invalid_deployed_version_warns_and_skips_guards() -> None:
 
 
 def test_long_chain_resolves_without_blowup() -> None:
-    texts = [f"1.{i}.0" for i in range(1100)]
+    """A chain longer than the stack may be deep: the search keeps its own stack.
+
+    The recursion limit is lowered to a little above this test's own depth, so a
+    search that recursed once per hop would fail here with 300 hops as it would
+    with 1,100 under the default limit; each hop scans the steps above it, so the
+    chain is kept short enough for that quadratic scan to stay cheap.
+    """
+    texts = [f"1.{i}.0" for i in range(300)]
     versions = [version(texts[0])] + [
         version(t, upgrade_from=f"^{texts[i]} <{t}") for i, t in enumerate(texts[1:])
     ]
     e = entry(*versions)
-    path = find_upgrade_path(e.versions.values(), "1.0.0", e.versions["1.1099.0"])
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 100)
+    try:
+        path = find_upgrade_path(e.versions.values(), "1.0.0", e.versions["1.299.0"])
+    finally:
+        sys.setrecursionlimit(limit)
     assert path == tuple(texts[1:])
