@@ -202,3 +202,22 @@ def test_stopping_the_daemon_ends_every_watch_thread(world: World) -> None:
     world.daemon.stop_watching()
     assert not any(t.is_alive() for t in threads)
     assert not [t for t in threading.enumerate() if t.name.startswith("watch-")]
+
+
+def test_reconciler_run_watches_while_it_runs_and_not_after(world: World) -> None:
+    from tests.daemon.test_service import running
+
+    daemon = world.new_daemon(interval=0.2, jitter=0.0, drift_interval=3600.0)
+    with running(daemon):
+        until(
+            lambda: (
+                daemon.live_cache is not None and daemon.live_cache.watched("apps/v1", "Deployment")
+            ),
+            "the first pass to start watching",
+        )
+        cache = daemon.live_cache
+        assert cache is not None
+        threads = cache.threads()
+    assert daemon.live_cache is None
+    assert not any(t.is_alive() for t in threads)
+    assert not [t for t in threading.enumerate() if t.name.startswith("watch-")]
