@@ -32,6 +32,7 @@ from reconciler.daemon.rolling import EVENT_REASONS
 from reconciler.kube import PRUNE_REFUSED, KubeClient
 from reconciler.kube.events import EventRecorder
 from reconciler.kube.inventory import inventory_name
+from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
@@ -206,7 +207,30 @@ class Daemon:
         # health waits across passes (daemon.healthwatch), timed for the metrics
         self.health = HealthWatch(on_end=self._health_wait_ended)
         self.memo = PassMemo()  # settled instances' verdicts, reused while nothing changes
+        # live objects kept current by watches (``start_watching``): long-running only
+        self.live_cache: WatchCache | None = None
         self._pass_id = ""  # the pass running (for its Events' annotation)
+
+    def start_watching(self) -> WatchCache:
+        """Keep live objects in a watch cache from now on (``reconciler run``).
+
+        Passes then list a kind only the first time they touch it, and watch it after
+        (``kube.watchcache``). ``run --once`` and the CLI commands do without: a
+        single pass would only pay for the threads. ``stop_watching`` ends it.
+        """
+        if self.live_cache is None:
+            cluster = self.settings.cluster
+            restarts = self.metrics.watch_restarts
+            self.live_cache = WatchCache(
+                self.client, on_restart=lambda reason: restarts.labels(cluster, reason).inc()
+            )
+        return self.live_cache
+
+    def stop_watching(self) -> None:
+        """End every watch and its thread (the daemon stops)."""
+        cache, self.live_cache = self.live_cache, None
+        if cache is not None:
+            cache.close()
 
     def sync(self) -> tuple[Checkout, bool]:
         """The checkout to reconcile and whether it moved; the last good one if Git is away."""
@@ -290,6 +314,7 @@ class Daemon:
                 watch=self.health,
                 scope=scope,
                 memo=self.memo,
+                cache=self.live_cache,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)

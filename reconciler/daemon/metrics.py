@@ -140,6 +140,15 @@ class DaemonMetrics:
             ["cluster"],
             registry=self.registry,
         )
+        self.watch_restarts = Counter(
+            "reconciler_watch_restarts",
+            "Watches of live objects started again, by reason (expired: the version was "
+            "too old, 410 Gone, and the kind was listed again; failed: the connection or "
+            "request failed, retried with backoff; ended: the server ended the stream at "
+            "its timeout, as it should).",
+            ["cluster", "reason"],
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "reconciler_is_leader",
             "1 when this replica acts: it holds the leader Lease, leader election is off "

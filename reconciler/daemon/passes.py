@@ -49,6 +49,7 @@ from reconciler.kube import (
     wait_healthy,
 )
 from reconciler.kube.passreads import PassReads
+from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
@@ -118,6 +119,7 @@ def reconcile_checkout(
     watch: HealthWatch | None = None,
     scope: ShardScope | None = None,
     memo: PassMemo | None = None,
+    cache: WatchCache | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -134,6 +136,8 @@ def reconcile_checkout(
     ``memo`` (the daemon's): an instance that nothing touched since its last pass
     ended settled keeps that pass's verdict without being rendered or compared
     again (``reconciler.daemon.memo``); anything else takes the full path.
+    ``cache`` (the long-running daemon's): live objects kept current by watches,
+    read instead of listed (``kube.watchcache``).
     """
     watch = watch if watch is not None else HealthWatch()
     started = time.time()
@@ -144,6 +148,7 @@ def reconcile_checkout(
         settings.cluster,
         entry.namespaces,
         inventory_cache=memo.inventories if memo is not None else None,
+        cache=cache,
     )
     deployed = live.deployed_versions(entry.instances)
     releases = live.deployed_releases(entry.instances)  # with the builds that run
@@ -418,6 +423,10 @@ def check_health(
     report is not a verdict: ``watch_health`` decides what it means). A ``gated``
     instance is looked at through the objects its inventory holds: the version
     that runs, whose health the next step of its upgrade path waits for.
+
+    With the daemon's watch cache, an object of a kind it watches is read from the
+    cache's store (what its watch saw last) at the same intervals, not with a GET:
+    a fresh install's health costs no request (``_read_health``).
     """
     deadline = time.monotonic() + grace
     reports: list[HealthReport | None] = []
@@ -446,7 +455,7 @@ def check_health(
     delay = 0.05
     while polled:
         for index, refs in list(polled.items()):
-            report = _merged(reports[index], wait_healthy(client, refs, 0.0))  # one read each
+            report = _merged(reports[index], _read_health(client, live, refs))
             reports[index] = report
             polled[index] = [o.ref for o in report.pending]
             if report.healthy or report.failed:
@@ -499,6 +508,27 @@ def _merged(before: HealthReport | None, read: HealthReport) -> HealthReport:
         return read
     fresh = {o.ref: o for o in read.objects}
     return HealthReport(tuple(fresh.get(o.ref, o) for o in before.objects), read.timed_out)
+
+
+def _read_health(client: KubeClient, live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
+    """Each object's health as it is now: from the watch cache where its kind is kept
+    current there, else one GET each (an object the cache lacks is read too)."""
+    found: dict[ObjectRef, ObjectHealth] = {}
+    asked: list[ObjectRef] = []
+    for ref in refs:
+        synced, obj = live.current(ref)
+        if not synced or obj is None:
+            asked.append(ref)
+            continue
+        health, message = evaluate(obj)
+        found[ref] = ObjectHealth(ref, health, message)
+    if asked:
+        found.update((o.ref, o) for o in wait_healthy(client, asked, 0.0).objects)
+    seen = tuple(found[r] for r in refs if r in found)
+    failed = any(o.health is Health.FAILED for o in seen)
+    # as ``wait_healthy`` with no time left: anything not Current yet timed out
+    waiting = any(o.health is not Health.CURRENT for o in seen)
+    return HealthReport(seen, timed_out=waiting and not failed)
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:

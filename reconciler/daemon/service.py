@@ -213,6 +213,7 @@ class Service:
 
     def _start(self) -> None:
         s = self.settings
+        self.daemon.start_watching()  # one watch cache for the daemon's life
         self._timers = [
             PollTimer(self.queue, s.interval, jitter=s.jitter),
             DriftTimer(self.queue, s.drift_interval),
@@ -361,6 +362,7 @@ class Service:
         self._release_lease.set()
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out
+        self.daemon.stop_watching()
 
 
 def serve(daemon: Daemon) -> int:

@@ -6,7 +6,9 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
   connects like kubectl; the client may be shared by threads, at most
   ``max_requests_in_flight`` requests in flight across all of them.
 - ``LiveState(client, cluster)`` is one pass's cached view (one list per kind);
-  share it across the instances of a pass.
+  share it across the instances of a pass. Given a ``WatchCache(client)``
+  (``watchcache.py``, kept across the long-running daemon's passes) it lists a
+  kind only the first time and reads a snapshot of the watched store after.
 - ``apply_instance(client, InstanceTarget(...), ApplyOptions(...), live) -> InstanceResult``
   applies, reverts drift, prunes and records the inventory; ``result.changes`` is
   the ``ChangeSet``.

@@ -16,6 +16,7 @@ prune, health, inventory) and, through them, the commands and the daemon use it.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import random
@@ -59,6 +60,7 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_MAX_REQUESTS_IN_FLIGHT = 8
 
 JsonObject = dict[str, Any]
+Items = list[JsonObject]
 
 # The official client is only partly annotated; we use it through Any at this boundary.
 k8s_client: Any = _k8s_client
@@ -379,6 +381,28 @@ class KubeClient:
     ) -> list[JsonObject]:
         """Every object of a kind (across all namespaces unless ``namespace``), paged.
 
+        As :meth:`list_snapshot`, without the list's ``resourceVersion``.
+        """
+        items, _ = self.list_snapshot(
+            api_version, kind, namespace=namespace, label_selector=label_selector, keep=keep
+        )
+        return items
+
+    def list_snapshot(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        keep: Callable[[JsonObject], JsonObject] | None = None,
+    ) -> tuple[Items, str]:
+        """Every object of a kind, paged, and the list's ``resourceVersion``.
+
+        The list's ``metadata.resourceVersion`` is where a watch continues from
+        without missing or repeating a change (``watchcache``):
+        https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes
+
         Pages of ``page_size`` keep each answer small; the server reads every page at
         the first one's resourceVersion, so the result is one consistent snapshot. A
         continue token can outlive the server's history (``410 Expired``); then, like
@@ -390,7 +414,7 @@ class KubeClient:
         path = info.path(namespace if info.namespaced else "")
         subject = f"{kind} ({api_version})"
         items: list[JsonObject] = []
-        token = ""
+        token = version = ""
         limit = self.page_size
         while True:
             query = [("limit", str(limit))] if limit else []
@@ -411,9 +435,46 @@ class KubeClient:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(keep(item) if keep is not None else item)
-            token = str((body.get("metadata") or {}).get("continue") or "")
+            meta = body.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            version = str(meta.get("resourceVersion") or version)
             if not token:
-                return items
+                return items, version
+
+    def streaming(self) -> KubeClient:
+        """A client for long-running requests (watches): same host, auth and TLS, its
+        own connection pool, outside the request budget.
+
+        A watch holds its connection for minutes; in the shared pool it would take a
+        connection the pass's requests count on, and in the budget a slot, while
+        kube-apiserver itself exempts long-running requests from max-in-flight
+        (https://kubernetes.io/docs/concepts/cluster-administration/flow-control/).
+        """
+        cfg = copy.copy(self._api.configuration)
+        cfg.connection_pool_maxsize = 32  # one connection per watched kind
+        streaming = KubeClient(k8s_client.ApiClient(cfg), retry=self.retry, budget=RequestBudget(1))
+        streaming.discovery = self.discovery
+        return streaming
+
+    def open_stream(self, path: str, query: Sequence[tuple[str, str]], read_timeout: float) -> Any:
+        """GET ``path`` and return the urllib3 response unread (a watch's event stream).
+
+        Not retried and not in the budget: the caller (``watchcache``) reconnects
+        with its own backoff. ``read_timeout`` bounds the silence between two reads.
+        """
+        _, url, hdrs, _, _ = self._api.param_serialize(
+            "GET",
+            path,
+            query_params=list(query) or None,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        connect = self.retry.timeout[0] if self.retry.timeout is not None else None
+        resp: Any = self._api.call_api(
+            "GET", url, header_params=hdrs, _request_timeout=(connect, read_timeout)
+        )
+        record_request("GET", int(resp.status))
+        return resp.response  # the official client leaves it unread (preload_content=False)
 
     def apply(
         self, obj: Mapping[str, Any], *, force: bool = False, dry_run: bool = False

@@ -1,13 +1,21 @@
-"""One pass's view of the cluster: one list per kind, not one GET per object.
+"""One pass's view of the cluster: one list per kind (or none), not one GET per object.
 
 ``LiveState`` lists each kind the pass touches once, across all namespaces,
 filtered to objects labelled ``app.kubernetes.io/managed-by=reconciler``, and
-answers per-object lookups from that. An object that is absent here either
-does not exist or is not ours; apply then simply applies it (the API answers
-201 or 200), diff and prune read it with a GET. Apply and prune keep the view
-current as they write, so a daemon may share one ``LiveState`` per pass across
-all instances of a cluster, and the threads applying them concurrently: each
-kind is listed once, under a lock, whichever thread needs it first.
+answers per-object lookups from that. Given the long-running daemon's
+``WatchCache`` (``kube.watchcache``), a kind the cache watches is not listed at
+all: the pass takes a snapshot of the cache's store (one consistent view, not
+one changing under the pass), and a kind it does not watch yet is listed once
+and then watched, so a no-op pass of a settled daemon sends no request. The
+pass's own writes (``remember``/``forget``) go into the cache too, so the next
+pass does not see them as drift before their watch events arrive.
+
+An object that is absent here either does not exist or is not ours; apply then
+simply applies it (the API answers 201 or 200), diff and prune read it with a
+GET. Apply and prune keep the view current as they write, so a daemon may share
+one ``LiveState`` per pass across all instances of a cluster, and the threads
+applying them concurrently: each kind is read once, under a lock, whichever
+thread needs it first.
 
 The view holds every object the pass manages, so it keeps only what apply,
 health and prune read (:func:`slim`): ``managedFields`` shrink to who wrote with
@@ -45,6 +53,7 @@ from reconciler.model.errors import KubeError
 
 if TYPE_CHECKING:
     from reconciler.kube.client import KubeClient
+    from reconciler.kube.watchcache import WatchCache
 
 JsonObject = dict[str, Any]
 
@@ -117,14 +126,19 @@ class LiveState:
         cluster: str,
         namespaces: Mapping[str, str] | None = None,
         inventory_cache: InventoryCache | None = None,
+        cache: WatchCache | None = None,
     ) -> None:
         """``namespaces`` (instance -> namespace in Git) says where each inventory must be.
+
+        ``cache`` (the daemon's, kept across passes): kinds it watches are read from
+        it instead of listed, and kinds it does not watch yet start being watched.
 
         ``inventory_cache`` (the daemon's, kept across passes): an inventory whose
         ConfigMap has the same ``resourceVersion`` as when a pass read it is the same
         inventory, so it is not parsed again; the cache is left holding this pass's.
         """
         self._inventory_cache = inventory_cache
+        self.cache = cache
         self.client = client
         self.cluster = cluster
         self.expected_namespaces: Mapping[str, str] = namespaces or {}
@@ -159,19 +173,43 @@ class LiveState:
             with self._lock:
                 bucket = self._objects.get(key)
                 if bucket is None:
-                    bucket = {}
-
-                    def keep(item: JsonObject) -> JsonObject:
-                        # packed as each page arrives: the decoded page is dropped at once
-                        bucket[ObjectRef.of(item)] = Packed.of(item)
-                        return _NOTHING
-
-                    self.client.list(
-                        ref.api_version, ref.kind, label_selector=MANAGED_SELECTOR, keep=keep
-                    )
+                    bucket = self._read(ref.api_version, ref.kind)
                     self._seen_namespaces.update(r.namespace for r in bucket)
                     self._objects[key] = bucket
         return bucket
+
+    def _read(self, api_version: str, kind: str) -> dict[ObjectRef, Packed]:
+        """The kind from the watch cache when it is synced, else one (paged) list."""
+        cache = self.cache
+        if cache is not None:
+            snapshot = cache.snapshot(api_version, kind)
+            if snapshot is not None:
+                return snapshot
+        bucket: dict[ObjectRef, Packed] = {}
+
+        def keep(item: JsonObject) -> JsonObject:
+            # packed as each page arrives: the decoded page is dropped at once
+            bucket[ObjectRef.of(item)] = Packed.of(item)
+            return _NOTHING
+
+        if cache is None:
+            self.client.list(api_version, kind, label_selector=MANAGED_SELECTOR, keep=keep)
+            return bucket
+        _, version = self.client.list_snapshot(
+            api_version, kind, label_selector=MANAGED_SELECTOR, keep=keep
+        )
+        cache.seed(api_version, kind, bucket, version)  # watched from this list on
+        return bucket
+
+    def current(self, ref: ObjectRef) -> tuple[bool, JsonObject | None]:
+        """(whether the watch cache keeps ``ref``'s kind current, the object as it is now).
+
+        Not the pass's snapshot: what the watch saw since, for health polling.
+        """
+        if self.cache is None:
+            return False, None
+        synced, packed = self.cache.current(ref)
+        return synced, packed.unpack() if packed is not None else None
 
     def fetch(self, ref: ObjectRef) -> JsonObject | None:
         """The object whatever its labels: from the cache, else one GET."""
@@ -180,18 +218,23 @@ class LiveState:
     def remember(self, obj: Mapping[str, Any]) -> None:
         """Record an object the pass just wrote (as the API returned it)."""
         ref = ObjectRef.of(obj)
+        packed = Packed.of(obj)
         with self._lock:
             bucket = self._objects.get((ref.api_version, ref.kind))
             if bucket is not None:
-                bucket[ref] = Packed.of(obj)
+                bucket[ref] = packed
             if ref.kind == "Namespace" and self._namespaces is not None:
                 self._namespaces.add(ref.name)
+        if self.cache is not None:
+            self.cache.wrote(obj, packed)
 
     def forget(self, ref: ObjectRef) -> None:
         with self._lock:
             bucket = self._objects.get((ref.api_version, ref.kind))
             if bucket is not None:
                 bucket.pop(ref, None)
+        if self.cache is not None:
+            self.cache.deleted(ref)
 
     def namespace_exists(self, name: str) -> bool:
         """True if ``name`` exists; a listed object living in it proves so without a request."""

@@ -18,6 +18,7 @@ from aiohttp import web
 from reconciler.sandbox.server import SandboxServer
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
 from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL
 
 # Open watch streams are cut after this long on shutdown instead of aiohttp's 60 s.
 SHUTDOWN_TIMEOUT = 0.5
@@ -45,6 +46,7 @@ async def start_server(
     timing: Timing | None = None,
     request_latency: float = 0.0,
     max_requests_in_flight: int = 0,
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> RunningServer:
     """Bind ``host:port`` (0: a free port) and serve; raises OSError when the port is taken."""
     server = SandboxServer(
@@ -54,6 +56,7 @@ async def start_server(
         timing=timing,
         request_latency=request_latency,
         max_requests_in_flight=max_requests_in_flight,
+        bookmark_interval=bookmark_interval,
     )
     runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()

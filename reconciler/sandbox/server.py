@@ -48,7 +48,7 @@ from reconciler.sandbox.selectors import parse_field_selector, parse_label_selec
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
 from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.timing import Timing
-from reconciler.sandbox.watch import serve_watch
+from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL, serve_watch
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -109,8 +109,10 @@ class SandboxServer:
         timing: Timing | None = None,
         request_latency: float = 0.0,
         max_requests_in_flight: int = 0,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ) -> None:
         self.request_latency = request_latency
+        self.bookmark_interval = bookmark_interval  # seconds between a watch's BOOKMARKs
         self.max_requests_in_flight = max_requests_in_flight  # 0: no limit
         self._in_flight = 0  # counted requests being served (only the loop touches it)
         self.api = SandboxApi(history_limit)
@@ -342,7 +344,13 @@ class SandboxServer:
         fields = parse_field_selector(request.query.get("fieldSelector"))
         if request.query.get("watch") in ("true", "1"):
             return await serve_watch(
-                request, self.api, target.kind, target.namespace, labels, fields
+                request,
+                self.api,
+                target.kind,
+                target.namespace,
+                labels,
+                fields,
+                bookmark_interval=self.bookmark_interval,
             )
         table = table_version(request.headers.get("Accept", ""))
         selective = bool(request.query.get("labelSelector") or request.query.get("fieldSelector"))

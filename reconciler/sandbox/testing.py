@@ -21,6 +21,7 @@ from reconciler.sandbox.requestlog import RequestLogEntry
 from reconciler.sandbox.runner import RunningServer, start_server, write_kubeconfig
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, StoredEvent
 from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL
 
 T = TypeVar("T")
 
@@ -68,6 +69,11 @@ class SandboxHandle:
         """Forget watch history: watches from any older resourceVersion now get 410 Gone."""
         self.call(self._running.server.api.store.compact)
 
+    def close_watches(self) -> None:
+        """End every open watch stream cleanly, as an API server does when a watch's
+        time is up or the server restarts; clients resume from their last resourceVersion."""
+        self.call(self._running.server.api.store.close_watches)
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return
@@ -89,6 +95,7 @@ def running_sandbox(
     timing: Timing | None = None,
     request_latency: float = 0.0,
     max_requests_in_flight: int = 0,
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> Iterator[SandboxHandle]:
     """A sandbox for the duration of the ``with`` block (stopped on exit)."""
     loop = asyncio.new_event_loop()
@@ -107,6 +114,7 @@ def running_sandbox(
                     timing=timing,
                     request_latency=request_latency,
                     max_requests_in_flight=max_requests_in_flight,
+                    bookmark_interval=bookmark_interval,
                 )
             )
         except BaseException as e:

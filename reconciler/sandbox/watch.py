@@ -4,7 +4,13 @@ Follows https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-d
 without a resourceVersion (or with ``0``) the stream starts with an ADDED event per
 existing object; with one it replays the history after it, and when that history
 was compacted it sends a single ERROR event holding a ``410 Expired`` Status.
-``timeoutSeconds`` ends the stream; so does the client going away. Only events of
+``timeoutSeconds`` ends the stream; so does the client going away. With
+``allowWatchBookmarks=true`` a stream that has sent everything up to the store's
+resourceVersion says so with a BOOKMARK event (an object holding only its kind and
+``metadata.resourceVersion``) every ``bookmark_interval`` seconds (a real server:
+about every minute, https://kubernetes.io/docs/reference/using-api/api-concepts/#watch-bookmarks),
+so a client that re-watches resumes from there rather than from an old version that
+may have been compacted meanwhile. Only events of
 objects that match the selectors are sent; as on a real API server, a change that
 makes an object start matching is sent as ADDED and one that makes it stop matching
 as DELETED (carrying the object as it was, at the event's resourceVersion).
@@ -26,6 +32,7 @@ from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import CLOSE, StoredEvent
 
 DEFAULT_TIMEOUT = 1800.0
+DEFAULT_BOOKMARK_INTERVAL = 60.0
 
 
 def _line(event_type: str, obj: Any) -> bytes:
@@ -57,8 +64,11 @@ async def serve_watch(
     namespace: str | None,
     labels: Matcher,
     fields: Matcher,
+    *,
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> web.StreamResponse:
     start, timeout = _start_rv(request), _timeout(request)
+    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
     watch_ns = namespace if kind.namespaced else None
     watcher = api.store.subscribe(kind.resource, watch_ns)
     try:
@@ -79,7 +89,8 @@ async def serve_watch(
     try:
         for event in backlog:
             await _send(response, kind, event, labels, fields)
-        await _follow(response, watcher.queue, kind, labels, fields, timeout)
+        every = bookmark_interval if bookmarks else None
+        await _follow(response, watcher.queue, kind, labels, fields, timeout, every, api)
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
@@ -119,15 +130,34 @@ async def _follow(
     labels: Matcher,
     fields: Matcher,
     timeout: float,
+    bookmark_every: float | None,
+    api: SandboxApi,
 ) -> None:
-    """Stream live events until the timeout."""
+    """Stream live events until the timeout, with a BOOKMARK every ``bookmark_every``
+    seconds (None: the client did not ask for them)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    bookmark_at = loop.time() + bookmark_every if bookmark_every is not None else deadline
     while (remaining := deadline - loop.time()) > 0:
         try:
-            event = await asyncio.wait_for(queue.get(), remaining)
+            wait = min(remaining, max(0.0, bookmark_at - loop.time()))
+            event = await asyncio.wait_for(queue.get(), wait)
         except TimeoutError:
-            return
+            if bookmark_every is None or loop.time() >= deadline:
+                return
+            if queue.empty():  # every event up to the store's version was sent
+                await response.write(_line("BOOKMARK", _bookmark(kind, api)))
+            bookmark_at = loop.time() + bookmark_every
+            continue
         if event.type == CLOSE:
             return
         await _send(response, kind, event, labels, fields)
+
+
+def _bookmark(kind: Kind, api: SandboxApi) -> dict[str, Any]:
+    """A BOOKMARK's object: the kind, and the resourceVersion the stream has reached."""
+    return {
+        "kind": kind.kind,
+        "apiVersion": kind.api_version,
+        "metadata": {"resourceVersion": str(api.store.resource_version)},
+    }

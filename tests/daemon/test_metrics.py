@@ -35,6 +35,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_git_fetch_errors": "counter",
         "reconciler_apply_actions": "counter",
         "reconciler_api_throttled": "counter",
+        "reconciler_watch_restarts": "counter",
         "reconciler_is_leader": "gauge",
         "reconciler_shards_held": "gauge",
         "reconciler_webhooks": "counter",

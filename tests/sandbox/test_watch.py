@@ -138,3 +138,23 @@ def test_selector_watch_reports_objects_entering_and_leaving_the_selection(
     deleted = events[-1]["object"]
     assert deleted["metadata"]["labels"] == {"x": "y"} and deleted["data"] == {"k": "v"}
     assert int(deleted["metadata"]["resourceVersion"]) < int(last.metadata.resource_version)
+
+
+def test_bookmarks_come_only_when_asked_and_carry_the_version_reached() -> None:
+    """https://kubernetes.io/docs/reference/using-api/api-concepts/#watch-bookmarks: with
+    ``allowWatchBookmarks=true`` the server sends BOOKMARK events (kind and
+    ``metadata.resourceVersion`` only) once it has sent every event up to that version;
+    a real server sends one about every minute, this sandbox as often as it is told."""
+    with running_sandbox(bookmark_interval=0.05) as sandbox:
+        api = client.CoreV1Api(_client(sandbox))
+        created = api.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+        rv = created.metadata.resource_version
+        plain = raw_watch(sandbox, f"resourceVersion={rv}&timeoutSeconds=0.3")
+        assert plain == []
+        events = raw_watch(
+            sandbox, f"resourceVersion={rv}&timeoutSeconds=0.3&allowWatchBookmarks=true"
+        )
+        assert events and {e["type"] for e in events} == {"BOOKMARK"}
+        mark = events[0]["object"]
+        assert mark["kind"] == "ConfigMap" and mark["apiVersion"] == "v1"
+        assert mark["metadata"] == {"resourceVersion": rv}  # nothing after ours yet

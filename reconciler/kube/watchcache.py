@@ -1,0 +1,417 @@
+"""The daemon's live objects kept current by watches: list once, then watch.
+
+A pass of the long-running daemon used to list every kind it touches, every
+pass (``live.LiveState``): at 5,000 instances most of a no-op pass was the API
+server serving those list pages. ``WatchCache`` does what client-go's informers
+(and controller-runtime's cache, Argo CD's cluster cache) do: the first list of
+a kind (the one ``LiveState`` makes anyway) seeds a store, and a thread per kind
+then WATCHes from that list's ``resourceVersion`` with the same label selector
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes),
+applying ADDED / MODIFIED / DELETED to the store, slimmed and packed as a list's
+items are (``live.Packed``). A later pass takes a snapshot of the store instead
+of listing: it sees one consistent view, not one that changes under it.
+
+The watch asks for BOOKMARK events (``allowWatchBookmarks=true``): they carry no
+object, only how far the stream has got, so a re-watch resumes from a recent
+version even when none of our objects changed for a long time
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#watch-bookmarks).
+It asks the server to end the stream after ``timeout_seconds`` and then watches
+again from the last version seen: nothing is lost in between, since a watch from
+a version replays every change after it. A version the server no longer has
+history for answers ``410 Gone`` (an ERROR event with a 410 ``Status``, or a
+410 answer): the kind is listed again
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#410-gone-responses).
+A connection that fails is retried with capped backoff; until a watch is
+established again the kind is not *synced*, and ``LiveState`` lists it as it
+always did, so the daemon is never worse off than without the cache.
+
+The pass's own writes (``LiveState.remember``/``forget``, as the API answered
+them) go into the store at once, so the next pass does not take our write for
+drift before its watch event arrives. Until that event arrives, the events for
+that object still in the stream are older than our write (a watch delivers one
+object's changes in order), so they are skipped; the write's own event (the
+same ``resourceVersion``, compared for equality only: versions are opaque,
+https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions)
+or a deletion ends the wait. A write whose event the store has already applied
+(the store holds that version, or it is among the last events applied: a watch
+can be faster than the pass that wrote) changes nothing. A relist forgets what
+it waited for.
+
+Watches do not count against the request budget: they run on a connection pool
+of their own (``KubeClient.streaming``), as kube-apiserver exempts long-running
+requests from its in-flight limits. ``close`` ends every stream and thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.kube.client import JsonObject, KubeClient
+from reconciler.kube.errors import api_error
+from reconciler.kube.inventory import MANAGED_SELECTOR
+from reconciler.kube.live import Packed
+from reconciler.model.changeset import ObjectRef
+from reconciler.model.errors import KubeError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (apiVersion, kind)
+Objects = dict[ObjectRef, Packed]
+
+# How long one watch request lasts before the server ends it and we watch again;
+# client-go's reflectors pick 5-10 minutes for the same reason (a stream that
+# lives forever never notices a silently dead connection).
+WATCH_TIMEOUT = 300
+RETRY_BASE = 0.5  # seconds before the first re-watch after a failure; doubled each time
+RETRY_CAP = 30.0
+_RECENT = 4096  # (object, version) of the last events applied per kind (see ``wrote``)
+_READ_SLACK = 30.0  # the server ends the stream at its timeout; silence beyond this is a fault
+
+# Why a watch was restarted (the label of ``reconciler_watch_restarts_total``).
+EXPIRED = "expired"  # 410: the version is too old; the kind is listed again
+FAILED = "failed"  # the connection or the request failed; re-watched with backoff
+ENDED = "ended"  # the server ended the stream (its timeout); re-watched at once
+
+_OURS_DELETED = ""  # pending marker: we deleted it, its DELETED event is on its way
+
+
+_FAULTS = (KubeError, ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+class _Expired(Exception):
+    """The server has no history back to our version (410)."""
+
+
+def _equality_labels(selector: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for part in selector.split(","):
+        key, _, value = part.partition("=")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+class KindWatch:
+    """One kind's store, the version it is current to, and the thread keeping it so."""
+
+    def __init__(self, cache: WatchCache, key: Key, objects: Objects, version: str) -> None:
+        self.cache = cache
+        self.key = key
+        self.objects = objects
+        self.version = version  # "" (or a 410): list again before watching
+        self.synced = bool(version)
+        # ref -> the resourceVersion of our write whose event has not arrived yet
+        # (``_OURS_DELETED`` for our delete)
+        self.pending: dict[ObjectRef, str] = {}
+        # the last events applied, oldest first: a write answered after its own event
+        # arrived must not be taken for one still to come
+        self.recent: dict[tuple[ObjectRef, str], None] = {}
+        self.lock = threading.Lock()
+        self.stream: Any = None  # the open watch response (``close`` shuts it down)
+        self.thread = threading.Thread(
+            target=self._run, name=f"watch-{key[1]}.{key[0]}", daemon=True
+        )
+
+    # -- read by passes -------------------------------------------------------------
+
+    def snapshot(self) -> Objects | None:
+        with self.lock:
+            return dict(self.objects) if self.synced else None
+
+    def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
+        with self.lock:
+            return self.synced, self.objects.get(ref)
+
+    def wrote(self, ref: ObjectRef, packed: Packed | None) -> None:
+        """Our write as answered (None: our delete); its watch event overwrites it later."""
+        with self.lock:
+            if packed is None:
+                if self.objects.pop(ref, None) is not None:  # else its DELETED came already
+                    self.pending[ref] = _OURS_DELETED
+                return
+            had = self.objects.get(ref)
+            version = packed.resource_version
+            if had is not None and had.resource_version == version:
+                return  # the store has this version (listed, or its event came)
+            if (ref, version) in self.recent:
+                return  # its event came, and maybe later ones: the store is newer
+            self.objects[ref] = packed
+            self.pending[ref] = version
+
+    # -- the thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        delay = RETRY_BASE
+        stop = self.cache.stopping
+        while not stop.is_set():
+            try:
+                if not self.version:
+                    self._relist()
+                self._watch()
+            except _Expired:
+                self._restart(EXPIRED, "resourceVersion too old; listing again")
+                with self.lock:
+                    self.version = ""
+                    self.synced = False
+                continue
+            except _FAULTS as e:
+                if stop.is_set():
+                    break
+                with self.lock:
+                    self.synced = False
+                self._restart(FAILED, f"{type(e).__name__}: {e}; retrying in {delay:.1f}s")
+                stop.wait(delay)
+                delay = min(delay * 2, RETRY_CAP)
+                continue
+            finally:
+                self.stream = None
+            delay = RETRY_BASE
+            if not stop.is_set():
+                self._restart(ENDED, "the server ended the watch; watching again")
+
+    def _restart(self, reason: str, why: str) -> None:
+        log.debug("watch of %s (%s): %s", self.key[1], self.key[0], why)
+        self.cache.count_restart(reason)
+
+    def _relist(self) -> None:
+        """List the kind afresh (after a 410): the store becomes the list."""
+        fresh: Objects = {}
+
+        def keep(item: JsonObject) -> JsonObject:
+            fresh[ObjectRef.of(item)] = Packed.of(item)
+            return {}
+
+        _, version = self.cache.client.list_snapshot(
+            self.key[0], self.key[1], label_selector=self.cache.selector, keep=keep
+        )
+        with self.lock:
+            self.objects = fresh
+            self.pending.clear()
+            self.recent.clear()
+            self.version = version
+            self.synced = True
+        self.cache.count_relist()
+
+    def _watch(self) -> None:
+        """One watch request from ``version``, until the server ends it; raises on faults."""
+        api_version, kind = self.key
+        streaming = self.cache.streaming
+        path = streaming.resource(api_version, kind).path("")
+        timeout = self.cache.timeout_seconds
+        query = [
+            ("watch", "true"),
+            ("labelSelector", self.cache.selector),
+            ("resourceVersion", self.version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout)),
+        ]
+        resp = streaming.open_stream(path, query, read_timeout=timeout + _READ_SLACK)
+        self.stream = resp
+        if self.cache.stopping.is_set():  # ``close`` may have missed this stream
+            resp.close()
+            return
+        try:
+            status = int(resp.status)
+            if status != 200:
+                body = resp.read() or b""
+                if status == 410:
+                    raise _Expired()
+                raise api_error(f"{kind} ({api_version})", "watch", status, resp.reason or "", body)
+            with self.lock:
+                self.synced = True  # resumed from our version: nothing was missed
+            for event in _events(resp):
+                self._apply(event)
+        except BaseException:
+            resp.close()  # unread data stays on a connection: it is never reused
+            raise
+        resp.release_conn()
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = str(event.get("type", ""))
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"a watch event without an object: {kind}")
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise _Expired()
+            raise api_error(
+                f"{self.key[1]} ({self.key[0]})",
+                "watch",
+                int(code) if isinstance(code, int) else 500,
+                str(obj.get("reason", "")),
+                orjson.dumps(obj),
+            )
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if kind == "BOOKMARK":
+            with self.lock:
+                self.version = version or self.version
+            return
+        obj.setdefault("apiVersion", self.key[0])
+        obj.setdefault("kind", self.key[1])
+        ref = ObjectRef.of(obj)
+        packed = Packed.of(obj) if kind in ("ADDED", "MODIFIED") else None
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            raise ValueError(f"unknown watch event type {kind!r}")
+        with self.lock:
+            self.version = version or self.version
+            self.recent[(ref, version)] = None
+            if len(self.recent) > _RECENT:
+                del self.recent[next(iter(self.recent))]
+            mine = self.pending.get(ref)
+            if mine is not None:
+                # our write's own event, or a deletion, ends the wait; anything before
+                # it in the stream is older than what we wrote
+                if packed is None or mine == packed.resource_version:
+                    del self.pending[ref]
+                else:
+                    return
+            if packed is None:
+                self.objects.pop(ref, None)
+            else:
+                self.objects[ref] = packed
+        self.cache.changed(ref)
+
+
+def _events(resp: Any) -> Iterator[dict[str, Any]]:
+    """The newline-delimited JSON events of a watch response, as they arrive."""
+    buffer = b""
+    for chunk in resp.stream(64 * 1024, decode_content=True):
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:end], buffer[end + 1 :]
+            if line.strip():
+                event = orjson.loads(line)
+                if isinstance(event, dict):
+                    yield event
+    if buffer.strip():
+        event = orjson.loads(buffer)
+        if isinstance(event, dict):
+            yield event
+
+
+class WatchCache:
+    """Live objects of the kinds the daemon touches, kept current by watches.
+
+    One per daemon (cluster), kept across passes, ``close``\\ d when it stops.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        selector: str = MANAGED_SELECTOR,
+        timeout_seconds: int = WATCH_TIMEOUT,
+        on_restart: Callable[[str], None] | None = None,
+        on_change: Callable[[ObjectRef], None] | None = None,
+    ) -> None:
+        self.client = client  # lists (after a 410) go through the pass's budget
+        self.streaming = client.streaming()
+        self.selector = selector
+        self._labels = _equality_labels(selector)
+        self.timeout_seconds = timeout_seconds
+        self.stopping = threading.Event()
+        self._on_restart = on_restart
+        self._on_change = on_change
+        self._kinds: dict[Key, KindWatch] = {}
+        self._lock = threading.Lock()
+        self._counts_lock = threading.Lock()
+        self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
+        self.relists = 0
+
+    def snapshot(self, api_version: str, kind: str) -> Objects | None:
+        """A copy of the kind's store, or None when it is not watched or not synced."""
+        watch = self._kinds.get((api_version, kind))
+        return watch.snapshot() if watch is not None else None
+
+    def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
+        """(whether the kind is watched and synced, the object as the store has it now)."""
+        watch = self._kinds.get((ref.api_version, ref.kind))
+        return watch.current(ref) if watch is not None else (False, None)
+
+    def watched(self, api_version: str, kind: str) -> bool:
+        return (api_version, kind) in self._kinds
+
+    def seed(self, api_version: str, kind: str, objects: Objects, version: str) -> None:
+        """Start watching a kind from a list of it (its items and ``resourceVersion``).
+
+        A kind already watched keeps its store: its thread relists by itself when it
+        has to. Without a version (a server that gave none) nothing is watched.
+        """
+        key = (api_version, kind)
+        if not version or self.stopping.is_set():
+            return
+        with self._lock:
+            if key in self._kinds or self.stopping.is_set():
+                return
+            watch = KindWatch(self, key, dict(objects), version)
+            self._kinds[key] = watch
+        log.debug("watching %s (%s) from resourceVersion %s", kind, api_version, version)
+        watch.thread.start()
+
+    def wrote(self, obj: Mapping[str, Any], packed: Packed | None = None) -> None:
+        """The pass wrote ``obj`` (as answered): the store has it before its event does.
+
+        An object that no longer carries our label leaves the watch (its event is a
+        DELETED), so it leaves the store as well.
+        """
+        ref = ObjectRef.of(obj)
+        watch = self._kinds.get((ref.api_version, ref.kind))
+        if watch is None:
+            return
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if all(labels.get(k) == v for k, v in self._labels.items()):
+            watch.wrote(ref, packed or Packed.of(obj))
+        else:
+            watch.wrote(ref, None)
+
+    def deleted(self, ref: ObjectRef) -> None:
+        watch = self._kinds.get((ref.api_version, ref.kind))
+        if watch is not None:
+            watch.wrote(ref, None)
+
+    def count_restart(self, reason: str) -> None:
+        with self._counts_lock:
+            self.restarts[reason] = self.restarts.get(reason, 0) + 1
+        if self._on_restart is not None:
+            self._on_restart(reason)
+
+    def count_relist(self) -> None:
+        with self._counts_lock:
+            self.relists += 1
+
+    def changed(self, ref: ObjectRef) -> None:
+        if self._on_change is not None:
+            self._on_change(ref)
+
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [w.thread for w in self._kinds.values()]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End every watch and wait for its thread; the cache is not used after this."""
+        self.stopping.set()
+        with self._lock:
+            watches = list(self._kinds.values())
+        for watch in watches:
+            stream = watch.stream
+            if stream is not None:
+                with contextlib.suppress(OSError, AttributeError):
+                    stream.shutdown()  # unblocks the thread's read at once
+        for watch in watches:
+            if watch.thread.is_alive():
+                watch.thread.join(timeout)
+        self.streaming.close()
+
+    def __enter__(self) -> WatchCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

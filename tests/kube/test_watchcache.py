@@ -1,0 +1,83 @@
+"""WatchCache: the store follows the watch, and the pass's own writes never roll it back.
+
+A watch delivers one object's changes in order, each with the ``resourceVersion``
+the write gave it (https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions);
+versions are compared for equality only, never as numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reconciler.kube import KubeClient
+from reconciler.kube.inventory import MANAGED_SELECTOR
+from reconciler.kube.live import LiveState
+from reconciler.kube.watchcache import WatchCache
+from reconciler.model.changeset import ObjectRef
+from reconciler.sandbox.testing import SandboxHandle
+from tests.kube.conftest import edit_like_kubectl
+
+REF = ObjectRef("v1", "ConfigMap", "default", "settings")
+LABEL, VALUE = MANAGED_SELECTOR.split("=")
+
+
+@pytest.fixture
+def client(sandbox: SandboxHandle) -> Iterator[KubeClient]:
+    with KubeClient.connect(sandbox.kubeconfig) as connected:
+        yield connected
+
+
+def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def version(cache: WatchCache) -> str | None:
+    _, packed = cache.current(REF)
+    return packed.resource_version if packed is not None else None
+
+
+def configmap(data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": REF.name, "namespace": REF.namespace, "labels": {LABEL: VALUE}},
+        "data": data,
+    }
+
+
+def test_a_write_answered_after_newer_events_does_not_roll_the_store_back(
+    client: KubeClient,
+) -> None:
+    with WatchCache(client) as cache:
+        LiveState(client, "test", cache=cache).get(REF)  # lists ConfigMaps, then watches
+        ours = client.apply(configmap({"a": "1"})).body
+        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
+        edit_like_kubectl(client, REF, {"data": {"a": "2"}})
+        newer = client.get(REF)
+        assert newer is not None
+        until(lambda: version(cache) == newer["metadata"]["resourceVersion"], "the edit's event")
+        cache.wrote(ours)  # a slow pass records its write only now
+        assert version(cache) == newer["metadata"]["resourceVersion"]
+
+
+def test_our_write_stands_until_its_own_event_arrives(client: KubeClient) -> None:
+    with WatchCache(client) as cache:
+        LiveState(client, "test", cache=cache).get(REF)
+        first = client.apply(configmap({"a": "1"})).body
+        until(lambda: version(cache) == first["metadata"]["resourceVersion"], "the create event")
+        second = client.apply(configmap({"a": "2"})).body
+        cache.wrote(second)  # at once: before (or after) its event, the store holds it
+        assert version(cache) == second["metadata"]["resourceVersion"]
+        client.delete(REF)
+        cache.deleted(REF)
+        assert version(cache) is None
+        # the watch went on: a new object shows up through it
+        third = client.apply(configmap({"a": "3"})).body
+        until(lambda: version(cache) == third["metadata"]["resourceVersion"], "the re-create")
