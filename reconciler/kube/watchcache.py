@@ -57,7 +57,7 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.kube.client import JsonObject, KubeClient
 from reconciler.kube.errors import api_error
 from reconciler.kube.inventory import MANAGED_SELECTOR
-from reconciler.kube.live import Packed
+from reconciler.kube.live import Packed, own_ref
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -185,7 +185,7 @@ class KindWatch:
         fresh: Objects = {}
 
         def keep(item: JsonObject) -> JsonObject:
-            fresh[ObjectRef.of(item)] = Packed.of(item)
+            fresh[own_ref(ObjectRef.of(item))] = Packed.of(item)
             return {}
 
         _, version = self.cache.client.list_snapshot(
@@ -256,7 +256,7 @@ class KindWatch:
             return
         obj.setdefault("apiVersion", self.key[0])
         obj.setdefault("kind", self.key[1])
-        ref = ObjectRef.of(obj)
+        ref = own_ref(ObjectRef.of(obj))  # kept by the store: nothing of the decoded event
         packed = Packed.of(obj) if kind in ("ADDED", "MODIFIED") else None
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise ValueError(f"unknown watch event type {kind!r}")
@@ -362,7 +362,7 @@ class WatchCache:
         An object that no longer carries our label leaves the watch (its event is a
         DELETED), so it leaves the store as well.
         """
-        ref = ObjectRef.of(obj)
+        ref = own_ref(ObjectRef.of(obj))
         watch = self._kinds.get((ref.api_version, ref.kind))
         if watch is None:
             return

@@ -26,7 +26,7 @@ class Action(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class ObjectRef:
     """The identity of a Kubernetes object; ``namespace`` is "" for cluster-scoped ones."""
 
@@ -73,7 +73,7 @@ class ObjectRef:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChangeSetEntry:
     """One object's outcome; ``message`` explains skipped and failed entries."""
 

@@ -140,3 +140,52 @@ def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: B
     assert second["two"].version == "2.0.0"  # read again: it changed
     assert second["one"] is first["one"]  # the same ConfigMap: not parsed again
     assert len(cache) == 2  # what the last pass read, nothing older
+
+
+def _strings(value: Any) -> set[int]:
+    """The ids of every string in a decoded JSON value, keys included."""
+    if isinstance(value, str):
+        return {id(value)}
+    if isinstance(value, dict):
+        return {i for k, v in value.items() for i in _strings(k) | _strings(v)}
+    if isinstance(value, list):
+        return {i for v in value for i in _strings(v)}
+    return set()
+
+
+def test_the_view_keeps_no_string_of_a_decoded_list_page(
+    backend: Backend, monkeypatch: Any
+) -> None:
+    """What the view keeps of a listed object is allocated on its own, not a piece of the page.
+
+    CPython frees an arena of small objects only once all of them are freed, so a
+    name or ``resourceVersion`` kept from each item would keep the whole decoded
+    page resident after it is dropped (``live._copy``): memory that grew with every
+    pass that lists. The items are held here, so their strings' ids stay theirs.
+    """
+    ns = backend.namespace("pages")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("a", "b"):
+        backend.client.apply(configmap(name, ns, "web"))
+    items: list[dict[str, Any]] = []
+    listing = backend.client.list
+
+    def spying(*args: Any, keep: Any = None, **kwargs: Any) -> Any:
+        def seen(item: dict[str, Any]) -> Any:
+            items.append(item)
+            return keep(item)
+
+        return listing(*args, keep=seen if keep is not None else None, **kwargs)
+
+    monkeypatch.setattr(backend.client, "list", spying)
+    live = LiveState(backend.client, backend.cluster)
+    refs = [ObjectRef("v1", "ConfigMap", ns, name) for name in ("a", "b")]
+    assert all(live.resource_version(ref) for ref in refs)
+    page = {i for item in items for i in _strings(item)}
+    assert len(items) >= 2 and page
+    kept = live._objects[("v1", "ConfigMap")]
+    held = [(key, packed) for key, packed in kept.items() if key in refs]
+    assert len(held) == 2
+    for key, packed in held:
+        fields = (key.api_version, key.kind, key.namespace, key.name, packed.resource_version)
+        assert not {id(s) for s in fields} & page
