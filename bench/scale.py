@@ -49,7 +49,16 @@ running), no-op pass: at 1,000 instances 0.34 s wall, 0.20 s CPU against kubectl
 earlier figure 0.40x); at 5,000 3.75 s wall, 1.19 s CPU (0.24 ms per instance, as at 1,000)
 against 21.09 s, 0.18x: most of that wall is the sandbox serving the 40 list pages. A
 channel move reuses the instances it does not move (1.1 s CPU for 100 of 1,000, from 2.1).
-Max RSS: 62.9 KiB per instance at 1,000, 42.5 at 5,000 (the install pass's peak).
+Max RSS: 60.2 KiB per instance at 1,000, 40.9 at 5,000 (before: 63.0 and 42.5; load 0.7
+and 0.7). Where it goes, per instance at 3,000 (RSS): the install pass reaches 24 KiB
+(catalog and rendered objects 11, every rendered object of the cluster held at once
+until the pass ends; then the live view, apply answers, change sets and inventories 10;
+the status commit 2.4), and every later pass that lists adds to it, since CPython keeps an
+arena of small objects resident while any object in it lives: 35 KiB after ten passes.
+A decoded 500-object list page is tens of MiB at once (a fixed part: 20 of the 60 KiB at
+1,000); kept strings no longer pin it (``kube.live._copy``), which took the second pass's
+growth from 20 KiB to 12 at 1,000. glibc's per-thread malloc arenas (8 apply threads)
+add about 4 KiB (``MALLOC_ARENA_MAX=1``: 42.8 KiB after two passes at 1,000, from 48.9).
 
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
 [--request-latency S] [--max-requests-in-flight N]``.
