@@ -436,39 +436,25 @@ def main() -> None:
         metavar="N",
         help="the daemon's request budget (default 8, as `reconciler run`; 1: serial)",
     )
-    parser.add_argument(
-        "--malloc-arena-max",
-        default=os.environ.get("MALLOC_ARENA_MAX", "2"),
-        metavar="N",
-        help="glibc's MALLOC_ARENA_MAX for the daemon's process (default 2, as deploy/Dockerfile "
-        "sets it; '' leaves glibc's default of 8 per core)",
-    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child run: one size
     args = parser.parse_args()
     if args.one:
         budget = args.max_requests_in_flight
         print(json.dumps(one_size(args.one, not args.no_kubectl, args.request_latency, budget)))
         return
-    arenas = args.malloc_arena_max or "glibc's default"
-    print(f"(the daemon's process runs with MALLOC_ARENA_MAX={arenas})")
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         argv = [sys.executable, __file__, "--one", str(n)]
         argv += ["--request-latency", str(args.request_latency)]
         argv += ["--max-requests-in-flight", str(args.max_requests_in_flight)]
-        env = {**os.environ, "MALLOC_ARENA_MAX": args.malloc_arena_max}
-        if not args.malloc_arena_max:
-            del env["MALLOC_ARENA_MAX"]
-        done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])], env=env)
+        done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])])
         results.append(json.loads(done.splitlines()[-1]))
         print_size(results[-1])
     print_summary(results)
 
 
-def run_child(
-    argv: list[str], show: Callable[[str], None] = print, env: dict[str, str] | None = None
-) -> str:
-    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
+def run_child(argv: list[str], show: Callable[[str], None] = print) -> str:
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         show(done.stdout)
         sys.exit(f"bench: {' '.join(argv[1:])} failed")
