@@ -58,16 +58,24 @@ arena of small objects resident while any object in it lives: 35 KiB after ten p
 A decoded 500-object list page is tens of MiB at once (a fixed part: 20 of the 60 KiB at
 1,000); kept strings no longer pin it (``kube.live._copy``), which took the second pass's
 growth from 20 KiB to 12 at 1,000. glibc's per-thread malloc arenas (8 apply threads)
-add about 4 KiB (``MALLOC_ARENA_MAX=1``: 42.8 KiB after two passes at 1,000, from 48.9).
+add about 4 KiB (``MALLOC_ARENA_MAX=1``: 42.8 KiB after two passes at 1,000, from 48.9;
+the whole bench at 1,000 with ``MALLOC_ARENA_MAX=2``: 43.0 KiB against 45.2, in a run
+that shared the machine, so its cost in time is not known and the image does not set it).
+
+All merged, on the idle machine (``--sizes 1000,10000``, 14 minutes in all): at 10,000
+instances the no-op pass sends 0 requests, 1.17 s wall, 1.12 s CPU, 0.02x kubectl's
+re-apply (49.96 s); a README commit 0 writes, 1.08x the no-op pass; the first install
+219.3 s, 73,784 requests against kubectl's 159.2 s and 30,063 requests, 1.38x (the dry
+runs of instances whose namespace exists are 3 requests each); a channel move of 1,000
+instances 1.29x; max RSS 40.2 KiB per instance (45.2 at 1,000); CPU per instance flat
+(install 8.5 -> 9.0 ms, no-op 0.13 -> 0.11 ms). Before the watch cache, at 10,000 and
+with other jobs running: the no-op pass 80 lists, 21.5 s wall, 0.42x; the install 2.79x.
 
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
 [--request-latency S] [--max-requests-in-flight N]``.
-The default is 300 instances: about 6 minutes on the 2-core machine while other
-jobs shared it (most of it the sandbox creating Deployments, ReplicaSets and
-Pods for our install and kubectl's: its cost per created Deployment grows with
-the cluster). The issue's sizes are passed with ``--sizes``: 1,000 takes about 4
-minutes, 5,000 about 10 (its install 137 s against kubectl's 103 s); the full run
-(1,000 / 5,000 / 10,000) has not been timed yet.
+The default is 300 instances. The issue's sizes are passed with ``--sizes``: 1,000 takes
+about 3 minutes, 10,000 about 12 on the idle 2-core machine (most of it the sandbox
+creating Deployments, ReplicaSets and Pods for our install and kubectl's).
 """
 
 # ruff: noqa: E402  (imports must follow the sys.path guard below)
