@@ -540,6 +540,28 @@ def label_selector(labels: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+_EQUALITY = re.compile(r"^[A-Za-z0-9._/-]+=[A-Za-z0-9._-]*$")
+
+
+def equality_selector(selector: str) -> dict[str, str] | None:
+    """``a=b,c=d`` as a dict; None for anything else (set-based or negated selectors)."""
+    if not selector:
+        return {}
+    pairs: dict[str, str] = {}
+    for part in selector.split(","):
+        if not _EQUALITY.match(part):
+            return None
+        key, _, value = part.partition("=")
+        pairs[key] = value
+    return pairs
+
+
+def has_labels(obj: Mapping[str, Any], pairs: Mapping[str, str]) -> bool:
+    """Whether ``obj`` carries every label of ``pairs`` (an ``equality_selector``)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in pairs.items())
+
+
 def _config_source(kubeconfig: str | Path | None) -> str | None:
     """The kubeconfig path(s) to load, or None for in-cluster; kubectl's precedence."""
     if kubeconfig:

@@ -139,6 +139,22 @@ def own_ref(ref: ObjectRef) -> ObjectRef:
 
 _NOTHING: JsonObject = {}  # what the list keeps of each item: the pass packs it itself
 
+
+def list_packed(
+    client: KubeClient, api_version: str, kind: str, selector: str
+) -> tuple[dict[ObjectRef, Packed], str]:
+    """A kind's objects matching ``selector``, packed as each page arrives (the decoded
+    page is dropped at once), and the list's ``resourceVersion`` (where a watch starts)."""
+    objects: dict[ObjectRef, Packed] = {}
+
+    def keep(item: JsonObject) -> JsonObject:
+        objects[own_ref(ObjectRef.of(item))] = Packed.of(item)
+        return _NOTHING
+
+    _, version = client.list_snapshot(api_version, kind, label_selector=selector, keep=keep)
+    return objects, version
+
+
 # Inventories read by an earlier pass, by their ConfigMap and its resourceVersion
 InventoryCache = dict[tuple[ObjectRef, str], Inventory | None]
 
@@ -211,20 +227,9 @@ class LiveState:
             snapshot = cache.snapshot(api_version, kind)
             if snapshot is not None:
                 return snapshot
-        bucket: dict[ObjectRef, Packed] = {}
-
-        def keep(item: JsonObject) -> JsonObject:
-            # packed as each page arrives: the decoded page is dropped at once
-            bucket[own_ref(ObjectRef.of(item))] = Packed.of(item)
-            return _NOTHING
-
-        if cache is None:
-            self.client.list(api_version, kind, label_selector=MANAGED_SELECTOR, keep=keep)
-            return bucket
-        _, version = self.client.list_snapshot(
-            api_version, kind, label_selector=MANAGED_SELECTOR, keep=keep
-        )
-        cache.seed(api_version, kind, bucket, version)  # watched from this list on
+        bucket, version = list_packed(self.client, api_version, kind, MANAGED_SELECTOR)
+        if cache is not None:
+            cache.seed(api_version, kind, bucket, version)  # watched from this list on
         return bucket
 
     def current(self, ref: ObjectRef) -> tuple[bool, JsonObject | None]:
@@ -244,11 +249,11 @@ class LiveState:
     def remember(self, obj: Mapping[str, Any]) -> None:
         """Record an object the pass just wrote (as the API returned it)."""
         ref = ObjectRef.of(obj)
-        packed = Packed.of(obj)
+        packed = None  # packed once, and only when the view or the watch cache keeps it
         with self._lock:
             bucket = self._objects.get((ref.api_version, ref.kind))
             if bucket is not None:
-                bucket[ref] = packed
+                packed = bucket[ref] = Packed.of(obj)
             if ref.kind == "Namespace" and self._namespaces is not None:
                 self._namespaces.add(ref.name)
         if self.cache is not None:

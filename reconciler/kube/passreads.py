@@ -27,30 +27,17 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from reconciler.kube.client import JsonObject, KubeClient, Response
+from reconciler.kube.client import (
+    JsonObject,
+    KubeClient,
+    Response,
+    equality_selector,
+    has_labels,
+)
 from reconciler.kube.live import slim
 from reconciler.model.changeset import ObjectRef
 
 _NAMESPACE_IN_PATH = re.compile(r"/namespaces/([^/]+)/")
-_EQUALITY = re.compile(r"^[A-Za-z0-9._/-]+=[A-Za-z0-9._-]*$")
-
-
-def _equality(selector: str) -> dict[str, str] | None:
-    """``a=b,c=d`` as a dict; None for anything else (set-based or negated selectors)."""
-    if not selector:
-        return {}
-    pairs: dict[str, str] = {}
-    for part in selector.split(","):
-        if not _EQUALITY.match(part):
-            return None
-        key, _, value = part.partition("=")
-        pairs[key] = value
-    return pairs
-
-
-def _matches(obj: Mapping[str, Any], pairs: Mapping[str, str]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in pairs.items())
 
 
 class PassReads(KubeClient):
@@ -73,14 +60,14 @@ class PassReads(KubeClient):
         label_selector: str = "",
         keep: Callable[[JsonObject], JsonObject] | None = None,
     ) -> list[JsonObject]:
-        pairs = _equality(label_selector)
+        pairs = equality_selector(label_selector)
         if not namespace or pairs is None:
             return super().list(
                 api_version, kind, namespace=namespace, label_selector=label_selector, keep=keep
             )
         bucket = self._bucket(api_version, kind, namespace)
         with self._lock:
-            found = [obj for obj in bucket.values() if _matches(obj, pairs)]
+            found = [obj for obj in bucket.values() if has_labels(obj, pairs)]
         return [keep(obj) for obj in found] if keep is not None else found
 
     def get(self, ref: ObjectRef) -> JsonObject | None:

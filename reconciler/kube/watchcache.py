@@ -54,10 +54,10 @@ import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.kube.client import JsonObject, KubeClient
+from reconciler.kube.client import KubeClient, equality_selector, has_labels
 from reconciler.kube.errors import api_error
 from reconciler.kube.inventory import MANAGED_SELECTOR
-from reconciler.kube.live import Packed, own_ref
+from reconciler.kube.live import Packed, list_packed, own_ref
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -88,14 +88,6 @@ _FAULTS = (KubeError, ApiException, urllib3.exceptions.HTTPError, OSError, Value
 
 class _Expired(Exception):
     """The server has no history back to our version (410)."""
-
-
-def _equality_labels(selector: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for part in selector.split(","):
-        key, _, value = part.partition("=")
-        pairs[key.strip()] = value.strip()
-    return pairs
 
 
 class KindWatch:
@@ -182,15 +174,7 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind afresh (after a 410): the store becomes the list."""
-        fresh: Objects = {}
-
-        def keep(item: JsonObject) -> JsonObject:
-            fresh[own_ref(ObjectRef.of(item))] = Packed.of(item)
-            return {}
-
-        _, version = self.cache.client.list_snapshot(
-            self.key[0], self.key[1], label_selector=self.cache.selector, keep=keep
-        )
+        fresh, version = list_packed(self.cache.client, *self.key, self.cache.selector)
         with self.lock:
             self.objects = fresh
             self.pending.clear()
@@ -315,7 +299,10 @@ class WatchCache:
         self.client = client  # lists (after a 410) go through the pass's budget
         self.streaming = client.streaming()
         self.selector = selector
-        self._labels = _equality_labels(selector)
+        labels = equality_selector(selector)
+        if labels is None:  # ``wrote`` must tell whether a written object still matches
+            raise ValueError(f"a watch cache needs an equality selector, not {selector!r}")
+        self._labels = labels
         self.timeout_seconds = timeout_seconds
         self.stopping = threading.Event()
         self._on_restart = on_restart
@@ -366,8 +353,7 @@ class WatchCache:
         watch = self._kinds.get((ref.api_version, ref.kind))
         if watch is None:
             return
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if all(labels.get(k) == v for k, v in self._labels.items()):
+        if has_labels(obj, self._labels):
             watch.wrote(ref, packed or Packed.of(obj))
         else:
             watch.wrote(ref, None)

@@ -168,7 +168,7 @@ def test_the_view_keeps_no_string_of_a_decoded_list_page(
     for name in ("a", "b"):
         backend.client.apply(configmap(name, ns, "web"))
     items: list[dict[str, Any]] = []
-    listing = backend.client.list
+    listing = backend.client.list_snapshot  # what the view lists with (``live.list_packed``)
 
     def spying(*args: Any, keep: Any = None, **kwargs: Any) -> Any:
         def seen(item: dict[str, Any]) -> Any:
@@ -177,7 +177,7 @@ def test_the_view_keeps_no_string_of_a_decoded_list_page(
 
         return listing(*args, keep=seen if keep is not None else None, **kwargs)
 
-    monkeypatch.setattr(backend.client, "list", spying)
+    monkeypatch.setattr(backend.client, "list_snapshot", spying)
     live = LiveState(backend.client, backend.cluster)
     refs = [ObjectRef("v1", "ConfigMap", ns, name) for name in ("a", "b")]
     assert all(live.resource_version(ref) for ref in refs)
