@@ -40,7 +40,7 @@ from reconciler.kube.inventory import INSTANCE_LABEL, MANAGED_BY, MANAGER_NAME, 
 from reconciler.kube.limits import Limits, violations
 from reconciler.kube.live import LiveState
 from reconciler.kube.order import FIRST_STAGE_KINDS, apply_order
-from reconciler.kube.prune import prune_stale, write_inventory
+from reconciler.kube.prune import prune_stale, undo_created, write_inventory
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -119,14 +119,25 @@ def apply_instance(
     old = live.inventory(target.instance)
     fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
     unchanged: set[ObjectRef] = set()
-    refused = _dry_run(
-        client, live, target.instance, objects, old, options, fingerprints, unchanged
-    )
-    if refused:
-        return _refused(target, objects, refused, by_dry_run=True)
+    fresh = _fresh_install(live, objects, old)
+    if not fresh:
+        refused = _dry_run(
+            client, live, target.instance, objects, old, options, fingerprints, unchanged
+        )
+        if refused:
+            return _refused(target, objects, refused, by_dry_run=True)
+    created: dict[ObjectRef, str] = {}
     entries = _ensure_namespaces(client, live, target, objects)
-    entries += _apply_objects(client, live, target, objects, old, options, fingerprints, unchanged)
+    entries += _apply_objects(
+        client, live, target, objects, old, options, fingerprints, unchanged, created
+    )
     applied_ok = not any(e.action is Action.FAILED for e in entries)
+    if fresh and not applied_ok:
+        entries = undo_created(client, live, target.instance, entries, created)
+        if not _kept_fingerprints(fingerprints, entries, None):  # nothing of it is left
+            return InstanceResult(
+                target.instance, ChangeSet.of(entries), "ApplyFailed", _first_failure(entries)
+            )
     kept: dict[ObjectRef, str] = _kept_fingerprints(fingerprints, entries, old)
     reason, message = (None, "") if applied_ok else ("ApplyFailed", _first_failure(entries))
 
@@ -194,6 +205,34 @@ def _stamped(inventory: Inventory, old: Inventory | None, commit: str) -> Invent
     return replace(inventory, source_commit=commit)
 
 
+def _fresh_install(live: LiveState, objects: list[JsonObject], old: Inventory | None) -> bool:
+    """True when nothing of the instance exists yet: no inventory, none of its objects.
+
+    A first install is applied without a dry run first, which took three requests
+    of seven per instance when a cluster of new instances was installed (issue 12:
+    a first install should cost no more than ``kubectl apply --server-side``). It is
+    still applied whole or not at all: if the API server refuses an object, what
+    this apply created is deleted again (:func:`reconciler.kube.prune.undo_created`),
+    which is possible only because nothing existed before. Namespaces and CRDs are
+    left to the dry run: deleting one deletes what others put in it. So is any
+    object the view cannot look up (an unknown kind): the dry run names it.
+    """
+    if old is not None:
+        return False
+    for obj in objects:
+        if obj.get("kind") in FIRST_STAGE_KINDS:
+            return False
+        ref = ObjectRef.of(obj)
+        if ref.namespace and not live.namespace_exists(ref.namespace):
+            continue  # nothing lives in a namespace that does not exist
+        try:
+            if live.get(ref) is not None:
+                return False
+        except KubeError:
+            return False
+    return True
+
+
 def _other_writer(old: Inventory | None, writer: str) -> str:
     """The writer recorded by someone else, when this pass found one.
 
@@ -217,12 +256,14 @@ def _apply_objects(
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
     unchanged: AbstractSet[ObjectRef] = frozenset(),
+    created: dict[ObjectRef, str] | None = None,
 ) -> list[ChangeSetEntry]:
+    """Apply in kind order; ``created`` collects the uid of every object this created."""
     ordered = apply_order(objects)
     first = [o for o in ordered if o.get("kind") in FIRST_STAGE_KINDS]
     rest = [o for o in ordered if o.get("kind") not in FIRST_STAGE_KINDS]
     entries = [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged)
+        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged, created)
         for o in first
     ]
     new_crds = [
@@ -233,7 +274,7 @@ def _apply_objects(
     for crd in new_crds:
         client.discovery.expect(crd_api_versions(crd))
     entries += [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged)
+        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged, created)
         for o in rest
     ]
     return entries
@@ -304,6 +345,7 @@ def _apply_one(
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
     unchanged: AbstractSet[ObjectRef] = frozenset(),
+    created: dict[ObjectRef, str] | None = None,
 ) -> ChangeSetEntry:
     ref = ObjectRef.of(obj)
     if ref in unchanged:  # the dry run compared it already, against the same live object
@@ -324,9 +366,10 @@ def _apply_one(
     except KubeError as e:
         return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))
     live.remember(response.body)
-    return ChangeSetEntry.for_ref(
-        instance, ref, _action(response, current), _with_warnings(note, response)
-    )
+    action = _action(response, current)
+    if action is Action.CREATED and created is not None:
+        created[ref] = str((response.body.get("metadata") or {}).get("uid") or "")
+    return ChangeSetEntry.for_ref(instance, ref, action, _with_warnings(note, response))
 
 
 def _with_warnings(note: str, response: Response) -> str:

@@ -8,7 +8,9 @@ we inspected. It walks reverse kind order, and refuses to remove every object
 of an instance in one pass (an empty render usually means a broken commit)
 unless the caller allows it. ``reconciler.kube.apply`` calls
 :func:`prune_stale` and :func:`write_inventory`; :func:`remove_instance`
-handles instances deleted from Git.
+handles instances deleted from Git. One more delete is not a prune:
+:func:`undo_created` takes back what a failed first install created a moment
+before (the objects' uids come from the answers that created them).
 """
 
 from __future__ import annotations
@@ -108,6 +110,41 @@ def _prune_one(
         return ChangeSetEntry.for_ref(instance, ref, Action.FAILED, str(e))
     live.forget(ref)
     return ChangeSetEntry.for_ref(instance, ref, Action.DELETED)
+
+
+UNDONE = (
+    "not applied: another object of the instance was refused; "
+    "this one was created and deleted again"
+)
+
+
+def undo_created(
+    client: KubeClient,
+    live: LiveState,
+    instance: str,
+    entries: list[ChangeSetEntry],
+    created: Mapping[ObjectRef, str],
+) -> list[ChangeSetEntry]:
+    """Delete, in reverse kind order, the objects a failed first install created.
+
+    ``created`` maps each object this apply created to the uid the API server gave
+    it, so a delete never reaches an object someone made since. An object that
+    cannot be deleted stays ``created`` (the inventory then lists it, and the next
+    pass prunes or re-applies it) with the reason in its message; the others are
+    reported ``skipped``, as when a dry run refuses an instance: nothing of it runs.
+    """
+    outcome: dict[ObjectRef, ChangeSetEntry] = {}
+    for ref in prune_order(created):
+        try:
+            client.delete(ref, uid=created[ref])
+        except KubeError as e:
+            outcome[ref] = ChangeSetEntry.for_ref(
+                instance, ref, Action.CREATED, f"created, and could not be deleted again: {e}"
+            )
+            continue
+        live.forget(ref)
+        outcome[ref] = ChangeSetEntry.for_ref(instance, ref, Action.SKIPPED, UNDONE)
+    return [outcome.get(e.ref, e) if e.action is Action.CREATED else e for e in entries]
 
 
 def write_inventory(

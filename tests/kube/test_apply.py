@@ -17,8 +17,10 @@ from reconciler.kube import (
 )
 from reconciler.kube.apply import InstanceResult
 from reconciler.kube.client import Response
+from reconciler.kube.prune import UNDONE
 from reconciler.model.changeset import Action, ObjectRef
-from tests.kube.conftest import Backend, configmap, deployment, edit_like_kubectl
+from reconciler.model.errors import KubeError
+from tests.kube.conftest import WRITE_VERBS, Backend, configmap, deployment, edit_like_kubectl
 
 
 def run(
@@ -206,6 +208,8 @@ def test_cluster_scoped_refused_when_not_allowed(backend: Backend) -> None:
 
 
 def test_unknown_kind_and_invalid_object_fail_with_names(backend: Backend) -> None:
+    """A first install is not dry-run first (issue 12); what it created is deleted again
+    when another object is refused, so nothing of the instance runs."""
     ns = backend.namespace("web")
     unknown = {
         "apiVersion": "nope.example.com/v1",
@@ -216,13 +220,78 @@ def test_unknown_kind_and_invalid_object_fail_with_names(backend: Backend) -> No
     good = configmap("good", ns, "web")
     result = run(backend, "web", ns, [unknown, bad, good])
     got = {str(e.ref): e for e in result.changes.entries}
-    assert got[f"ConfigMap/{ns}/good"].action is Action.CREATED
+    assert got[f"ConfigMap/{ns}/good"].action is Action.SKIPPED
+    assert got[f"ConfigMap/{ns}/good"].message == UNDONE
+    assert backend.client.get(ObjectRef.of(good)) is None
+    assert result.inventory is None
     assert got[f"Gadget/{ns}/g"].action is Action.FAILED
     assert "does not serve this kind" in got[f"Gadget/{ns}/g"].message
     assert got[f"ConfigMap/{ns}/Bad_Name"].action is Action.FAILED
     message = got[f"ConfigMap/{ns}/Bad_Name"].message
     assert message.startswith(f"ConfigMap/{ns}/Bad_Name: apply failed (Invalid): ")
     assert result.reason == "ApplyFailed"
+
+
+def test_first_install_is_not_dry_run_and_is_undone_when_an_object_is_refused(
+    backend: Backend,
+) -> None:
+    """A first install (no inventory, none of its objects live) skips the dry run, which
+    cost three requests of seven per new instance (issue 12). It stays whole or nothing:
+    a refused object (a typo: ``fieldValidation=Strict``) deletes what the apply created,
+    with the uid it was created with, and writes no inventory. The fixed commit installs.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    ns = backend.namespace("web")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    backend.reset_log()
+    assert run(backend, "web", ns, [configmap("cfg", ns, "web")]).ok
+    log = backend.log()
+    if log is not None:
+        assert not [e for e in log if "dryRun=" in e.query]
+    typo = deployment("api", ns, "api")
+    typo["spec"]["replicass"] = typo["spec"].pop("replicas")
+    backend.reset_log()
+    result = run(backend, "api", ns, [configmap("api-cfg", ns, "api"), typo])
+    assert result.reason == "ApplyFailed" and ".spec.replicass" in result.message
+    assert result.inventory is None
+    assert actions(result) == {
+        f"ConfigMap/{ns}/api-cfg": "skipped",
+        f"Deployment/{ns}/api": "failed",
+    }
+    assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "api-cfg")) is None
+    assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "reconciler-inventory-api")) is None
+    log = backend.log()
+    if log is not None:
+        assert [e.verb for e in log if e.verb in WRITE_VERBS] == ["patch", "patch", "delete"]
+    fixed = run(backend, "api", ns, [configmap("api-cfg", ns, "api"), deployment("api", ns, "api")])
+    assert fixed.ok, fixed.message
+    assert set(actions(fixed).values()) == {"created"}
+    assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg")) is not None  # untouched
+
+
+def test_a_created_object_that_cannot_be_deleted_again_stays_in_the_inventory(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When undoing a failed first install fails too, the object is reported created (with
+    why it is still there) and the inventory lists it, so the next pass owns it."""
+    ns = backend.namespace("web")
+
+    def refuse(ref: ObjectRef, **_: Any) -> bool:
+        raise KubeError(f"{ref}: delete failed (Forbidden)")
+
+    monkeypatch.setattr(backend.client, "delete", refuse)
+    bad = configmap("Bad_Name", ns, "web")
+    result = run(backend, "web", ns, [configmap("cfg", ns, "web"), bad])
+    entry = next(e for e in result.changes.entries if e.name == "cfg")
+    assert entry.action is Action.CREATED
+    assert entry.message == f"created, and could not be deleted again: ConfigMap/{ns}/cfg: " + (
+        "delete failed (Forbidden)"
+    )
+    assert result.reason == "ApplyFailed" and "Bad_Name" in result.message
+    assert result.inventory is not None
+    assert list(result.inventory.objects) == [ObjectRef("v1", "ConfigMap", ns, "cfg")]
+    assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg")) is not None
 
 
 def test_object_of_another_instance_is_not_taken(backend: Backend) -> None:
