@@ -3,7 +3,9 @@
 The engine behind ``reconciler apply`` and the daemon's pass. For one instance
 :func:`apply_instance`:
 
-1. refuses the whole instance if an object is outside the cluster's limits;
+1. refuses the whole instance if an object is outside the cluster's limits, or if
+   the API server refuses one in a dry run (``_dry_run``; a first install skips it and
+   deletes what it created instead, ``_fresh_install``);
 2. creates missing namespaces the limits allow;
 3. applies objects in kind order (CRDs and Namespaces first, then discovery is
    refreshed for the new kinds), as field manager ``reconciler``, skipping
