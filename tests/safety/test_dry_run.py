@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from tests.daemon.conftest import World
+from tests.daemon.conftest import World, settle
 from tests.factories import DEPLOYMENT_TEMPLATE
 
 WIDGET = (
@@ -48,3 +48,48 @@ def test_unknown_kind_applies_nothing_of_the_instance(world: World) -> None:
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     web = next(s for s in outcome.report.statuses if s.instance == "web")
     assert web.phase is Phase.READY  # the other instance is not held back
+
+
+BOOKS = """\
+apiVersion: reconciler/v1
+kind: Instance
+name: books
+app: podinfo
+version: 6.6.0
+namespace: team-books
+"""
+
+
+def test_a_new_instance_with_an_unknown_kind_leaves_nothing_behind(world: World) -> None:
+    """A first install is not dry-run (issue 12: it cost three requests of seven per new
+    instance); what it created is deleted again when an object is refused. The instance
+    that already runs the same version is refused by its dry run and keeps running; the
+    fixed commit installs the new one."""
+    assert world.daemon.run_pass().ok
+    world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", WIDGET, "add a widget")
+    world.commit("clusters/prod/instances/books.yaml", BOOKS, "add books")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None
+    books = next(s for s in outcome.report.statuses if s.instance == "books")
+    assert books.phase is Phase.FAILED and books.reason == "ApplyFailed"
+    assert "Widget" in books.message
+    for ref in (
+        ObjectRef("apps/v1", "Deployment", "team-books", "books"),
+        ObjectRef("v1", "ConfigMap", "team-books", "books-new-config"),
+        ObjectRef("v1", "ConfigMap", "team-books", "reconciler-inventory-books"),
+    ):
+        assert world.client.get(ref) is None, ref
+    skipped = [
+        e for e in outcome.report.changes.entries if e.instance == "books" and e.name == "books"
+    ]
+    assert [str(e.action) for e in skipped] == ["skipped"]
+    assert "created and deleted again" in skipped[0].message
+    api = next(s for s in outcome.report.statuses if s.instance == "api")
+    assert api.phase is Phase.FAILED  # refused by its dry run, still running 6.6.0
+    assert world.client.get(ObjectRef("apps/v1", "Deployment", "team-api", "api")) is not None
+    world.commit(
+        "apps/podinfo/versions/6.6.0/manifests/deployment.yaml", DEPLOYMENT_TEMPLATE, "fix"
+    )
+    last = settle(world.daemon)[-1]
+    assert last.report is not None
+    assert {s.instance: s.phase for s in last.report.statuses}["books"] is Phase.READY
