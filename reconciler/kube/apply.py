@@ -122,16 +122,17 @@ def apply_instance(
     fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
     unchanged: set[ObjectRef] = set()
     fresh = _fresh_install(live, objects, old)
+    gate: ObjectRef | None = None
     if not fresh:
-        refused = _dry_run(
-            client, live, target.instance, objects, old, options, fingerprints, unchanged
+        refused, gate = _dry_run(
+            client, live, target, objects, old, options, fingerprints, unchanged
         )
         if refused:
             return _refused(target, objects, refused, by_dry_run=True)
     created: dict[ObjectRef, str] = {}
     entries = _ensure_namespaces(client, live, target, objects)
     entries += _apply_objects(
-        client, live, target, objects, old, options, fingerprints, unchanged, created
+        client, live, target, objects, old, options, fingerprints, unchanged, created, gate
     )
     applied_ok = not any(e.action is Action.FAILED for e in entries)
     if fresh and not applied_ok:
@@ -259,15 +260,36 @@ def _apply_objects(
     fingerprints: Mapping[ObjectRef, str],
     unchanged: AbstractSet[ObjectRef] = frozenset(),
     created: dict[ObjectRef, str] | None = None,
+    gate: ObjectRef | None = None,
 ) -> list[ChangeSetEntry]:
-    """Apply in kind order; ``created`` collects the uid of every object this created."""
+    """Apply in kind order; ``created`` collects the uid of every object this created.
+
+    ``gate`` is the first object written, the one the dry run left out: if the API
+    server refuses it, nothing was written yet, and nothing else is (``_dry_run``).
+    """
     ordered = apply_order(objects)
     first = [o for o in ordered if o.get("kind") in FIRST_STAGE_KINDS]
     rest = [o for o in ordered if o.get("kind") not in FIRST_STAGE_KINDS]
-    entries = [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged, created)
-        for o in first
-    ]
+    entries: list[ChangeSetEntry] = []
+
+    def apply(group: list[Mapping[str, Any]]) -> bool:
+        """Apply ``group``; False when the gate was refused (the rest is then skipped)."""
+        for index, obj in enumerate(group):
+            entry = _apply_one(
+                client, live, target.instance, obj, old, options, fingerprints, unchanged, created
+            )
+            entries.append(entry)
+            if entry.ref == gate and entry.action is Action.FAILED:
+                left = group[index + 1 :] + (rest if group is first else [])
+                entries.extend(
+                    ChangeSetEntry.for_ref(target.instance, ObjectRef.of(o), Action.SKIPPED, GATED)
+                    for o in left
+                )
+                return False
+        return True
+
+    if not apply(first):
+        return entries
     new_crds = [
         o
         for o, e in zip(first, entries, strict=True)
@@ -275,24 +297,31 @@ def _apply_objects(
     ]
     for crd in new_crds:
         client.discovery.expect(crd_api_versions(crd))
-    entries += [
-        _apply_one(client, live, target.instance, o, old, options, fingerprints, unchanged, created)
-        for o in rest
-    ]
+    apply(rest)
     return entries
+
+
+GATED = "not applied: the first object of the instance to be written was refused"
 
 
 def _dry_run(
     client: KubeClient,
     live: LiveState,
-    instance: str,
+    target: InstanceTarget,
     objects: list[JsonObject],
     old: Inventory | None,
     options: ApplyOptions,
     fingerprints: Mapping[ObjectRef, str],
     unchanged: set[ObjectRef],
-) -> dict[ObjectRef, str]:
+) -> tuple[dict[ObjectRef, str], ObjectRef | None]:
     """Ask the API server to accept every object apply would write, before writing any.
+
+    Returns the refused objects, and the gate: the first object apply will write,
+    which is not sent here. Nothing is written before it, so its own apply is its
+    dry run: if it is refused, nothing else is written (``_apply_objects``). An
+    upgrade that changes one object then costs no dry run, one of three objects
+    two. Only when every namespace the instance needs exists, or creating one would
+    be a write before the gate.
 
     The objects found unchanged are added to ``unchanged``: apply then skips them
     without comparing them with the cluster a second time (the comparison was the
@@ -314,15 +343,20 @@ def _dry_run(
         for v in crd_api_versions(o)
     }
     refused: dict[ObjectRef, str] = {}
+    needed = {ObjectRef.of(o).namespace for o in objects} | {target.namespace}
+    gate: ObjectRef | None = None
+    gating = all(live.namespace_exists(n) for n in needed - {""})  # no gate chosen yet
     for obj in apply_order(objects):
         ref = ObjectRef.of(obj)
         if ref.api_version in served_here:
+            gating = False
             continue
         if (
             ref.namespace
             and obj.get("kind") != "Namespace"
             and not live.namespace_exists(ref.namespace)
         ):
+            gating = False
             continue
         try:
             current = live.get(ref)
@@ -330,12 +364,16 @@ def _dry_run(
             if recorded == fingerprints[ref] and matches(obj, current):
                 unchanged.add(ref)
                 continue
+            if gating:
+                gate, gating = ref, False
+                continue
             client.apply(obj, force=options.force_conflicts, dry_run=True)
         except ConflictError:
             continue
         except KubeError as e:
             refused[ref] = str(e)
-    return refused
+            gating = False
+    return refused, gate
 
 
 def _apply_one(

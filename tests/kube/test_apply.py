@@ -15,7 +15,7 @@ from reconciler.kube import (
     apply_instance,
     read_deployed_versions,
 )
-from reconciler.kube.apply import InstanceResult
+from reconciler.kube.apply import GATED, InstanceResult
 from reconciler.kube.client import Response
 from reconciler.kube.prune import UNDONE
 from reconciler.model.changeset import Action, ObjectRef
@@ -72,6 +72,51 @@ def test_changed_object_is_configured_alone(backend: Backend) -> None:
         ]
     live = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
     assert live is not None and live["data"] == {"a": "2"}
+
+
+def test_an_upgrade_of_one_object_sends_no_dry_run(backend: Backend) -> None:
+    """The first object to be written is not dry-run: nothing is written before it, so its
+    own apply tells as much. One changed object: one request, no dry run (issue 12)."""
+    ns = backend.namespace("web")
+    objects = [deployment("podinfo", ns, "web"), configmap("cfg", ns, "web")]
+    assert run(backend, "web", ns, objects).ok
+    backend.reset_log()
+    result = run(backend, "web", ns, [objects[0], configmap("cfg", ns, "web", a="2")])
+    assert result.ok, result.message
+    assert actions(result)[f"ConfigMap/{ns}/cfg"] == "configured"
+    log = backend.log()
+    if log is not None:
+        assert not [e for e in log if "dryRun=" in e.query]
+
+
+def test_a_refused_first_object_stops_the_upgrade_before_anything_is_written(
+    backend: Backend,
+) -> None:
+    """The dry run passes the Deployment; the ConfigMap, written first and not dry-run,
+    is refused (a typo, ``fieldValidation=Strict``): the Deployment is then not applied,
+    so the instance still runs as before, whole.
+
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    """
+    ns = backend.namespace("web")
+    objects = [deployment("podinfo", ns, "web"), configmap("cfg", ns, "web")]
+    assert run(backend, "web", ns, objects).ok
+    ref = ObjectRef("apps/v1", "Deployment", ns, "podinfo")
+    before = backend.client.get(ref)
+    typo = configmap("cfg", ns, "web", a="2")
+    typo["datta"] = typo.pop("data")
+    result = run(backend, "web", ns, [deployment("podinfo", ns, "web", replicas=3), typo])
+    assert result.reason == "ApplyFailed" and ".datta" in result.message
+    assert actions(result) == {
+        f"ConfigMap/{ns}/cfg": "failed",
+        f"Deployment/{ns}/podinfo": "skipped",
+    }
+    skipped = next(e for e in result.changes.entries if e.kind == "Deployment")
+    assert skipped.message == GATED
+    after = backend.client.get(ref)
+    assert before is not None and after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert run(backend, "web", ns, objects).ok  # the next commit goes through
 
 
 def test_removed_field_is_applied(backend: Backend) -> None:
@@ -336,7 +381,9 @@ def test_a_typo_in_a_manifest_fails_naming_the_object_and_the_field(backend: Bac
     log = backend.log()
     if log is not None:
         applies = [e for e in log if e.method == "PATCH"]
-        assert [e.path.rsplit("/", 1)[1] for e in applies] == ["cfg", "podinfo"]  # no retry
+        # the dry run of the Deployment, once (no retry); the ConfigMap, the first object
+        # to be written, is not dry-run: its own apply would have been its dry run
+        assert [e.path.rsplit("/", 1)[1] for e in applies] == ["podinfo"]
         assert all("fieldValidation=Strict" in e.query for e in applies)
 
 

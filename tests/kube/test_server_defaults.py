@@ -14,6 +14,7 @@ the cluster (with ``stringData`` sent as is, a real server keeps it: kubernetes#
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 from reconciler.kube import ApplyOptions, InstanceTarget, LiveState, apply_instance
@@ -181,5 +182,18 @@ def test_diff_compares_with_the_servers_dry_run_answer(backend: Backend) -> None
     backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for obj in objects:
         backend.client.apply(obj)
+    # The Deployment controller annotates a new Deployment with its revision; a diff read
+    # before and dry-run after that write would show it as a change (seen under load).
+    # https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#checking-rollout-history-of-a-deployment
+    web = ObjectRef("apps/v1", "Deployment", ns, "web")
+    deadline = time.monotonic() + 30
+    while "deployment.kubernetes.io/revision" not in _annotations(backend, web):
+        assert time.monotonic() < deadline, "the Deployment controller never saw web"
+        time.sleep(0.02)
     target = InstanceTarget(backend.cluster, "web", ns, tuple(objects), "demo", "1.0.0")
     assert diff_instance(backend.client, target) == []
+
+
+def _annotations(backend: Backend, ref: ObjectRef) -> dict[str, str]:
+    live = backend.client.get(ref) or {}
+    return dict((live.get("metadata") or {}).get("annotations") or {})
