@@ -339,6 +339,31 @@ def test_a_created_object_that_cannot_be_deleted_again_stays_in_the_inventory(
     assert backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg")) is not None
 
 
+def test_a_failed_first_install_keeps_the_unlabelled_object_it_adopted(backend: Backend) -> None:
+    """An object someone created by hand, with the name the instance renders, is not in the
+    view (it lacks our labels), so the install counts as a first one and adopts it. When
+    another object is then refused, the adopted one existed before and is not deleted:
+    the inventory lists it, so the next pass owns it."""
+    ns = backend.namespace("web")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    backend.client.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        subject="cfg",
+        verb="create",
+        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}},
+    )
+    result = run(
+        backend, "web", ns, [configmap("cfg", ns, "web"), configmap("Bad_Name", ns, "web")]
+    )
+    assert result.reason == "ApplyFailed" and "Bad_Name" in result.message
+    assert actions(result)[f"ConfigMap/{ns}/cfg"] == "configured"
+    assert result.inventory is not None
+    assert list(result.inventory.objects) == [ObjectRef("v1", "ConfigMap", ns, "cfg")]
+    live = backend.client.get(ObjectRef("v1", "ConfigMap", ns, "cfg"))
+    assert live is not None and live["metadata"]["labels"]["app.kubernetes.io/instance"] == "web"
+
+
 def test_object_of_another_instance_is_not_taken(backend: Backend) -> None:
     ns = backend.namespace("web")
     run(backend, "web", ns, [configmap("shared", ns, "web")])
