@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reconciler.daemon.rendered import RenderedObjects
 from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
@@ -39,13 +40,17 @@ class InstancePlan:
     instance: Instance
     resolution: Resolution
     version: AppVersion | None = None  # the version to deploy now (``resolution.next_version``)
-    objects: tuple[dict[str, Any], ...] = ()
+    # kept packed (``RenderedObjects``): a pass holds every instance's plan at once
+    objects: Sequence[dict[str, Any]] = ()
     problems: tuple[Problem, ...] = ()
     reason: str | None = None  # kstatus reason when the instance cannot proceed
     message: str | None = None
     # the image builds ``builds.yaml`` pins for ``version`` (image -> "tag@digest"),
     # which ``objects`` run (SPEC section 8); empty when none are pinned
     images: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objects", RenderedObjects.pack(self.objects))
 
     @property
     def ok(self) -> bool:
@@ -75,7 +80,7 @@ def plan_fingerprint(plan: InstancePlan) -> str:
         "version": plan.resolution.next_version,
         "reason": plan.reason,
         "message": plan.message,
-        "objects": plan.objects,
+        "objects": list(plan.objects),
         "suspend": plan.instance.suspend,
         "migrations": [migration_checksum(version, m) for m in version.migrations]
         if version is not None
