@@ -16,14 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.daemon.rendered import RenderedObjects
+from reconciler.daemon.rendered import RenderedObjects, keys_of
 from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
 from reconciler.model.rollout import release_key
-from reconciler.render import object_key, render_instance
+from reconciler.render import render_instance
 from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
 from reconciler.rollout import PlanError, merge_plans
 
@@ -148,7 +148,7 @@ def _one_owner_per_object(
     owners: dict[ObjectKey, list[str]] = {}
     for plan in plans:
         of_plan = keys.get(plan.name)
-        for key in of_plan if of_plan is not None else map(object_key, plan.objects):
+        for key in of_plan if of_plan is not None else keys_of(plan.objects):
             owners.setdefault(key, []).append(plan.name)
     shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
     if not shared:

@@ -24,8 +24,10 @@ from typing import Any, overload
 import orjson
 
 from reconciler.model.changeset import ObjectRef
+from reconciler.render import object_key
 
 JsonObject = dict[str, Any]
+ObjectKey = tuple[str, str, str, str]  # ``render.object_key``: group, kind, namespace, name
 
 
 class RenderedObjects(Sequence[JsonObject]):
@@ -59,8 +61,11 @@ class RenderedObjects(Sequence[JsonObject]):
             return tuple(items)
         if orjson.loads(data) != items:
             return tuple(items)
+        refs = tuple(_ref(obj) for obj in items)
+        if any(object_key(obj) != _key(ref) for obj, ref in zip(items, refs, strict=True)):
+            return tuple(items)  # no kind or name: ``keys_of`` must read the objects
         # a copy of exactly its size: orjson's answer keeps the capacity it wrote into
-        return cls(bytes(memoryview(data)), tuple(_ref(obj) for obj in items))
+        return cls(bytes(memoryview(data)), refs)
 
     def _decoded(self) -> list[JsonObject]:
         items: list[JsonObject] = orjson.loads(self._data)
@@ -109,6 +114,21 @@ def refs_of(objects: Sequence[JsonObject]) -> list[ObjectRef]:
     if isinstance(objects, RenderedObjects):
         return list(objects.refs)
     return [ObjectRef.of(obj) for obj in objects]
+
+
+def keys_of(objects: Sequence[JsonObject]) -> list[ObjectKey]:
+    """``render.object_key`` of each object, without decoding packed ones.
+
+    Made of the references' strings, so what the daemon's memo keeps of a settled
+    instance (its objects' keys, their health) holds one copy of each name.
+    """
+    if isinstance(objects, RenderedObjects):
+        return [_key(ref) for ref in objects.refs]
+    return [object_key(obj) for obj in objects]
+
+
+def _key(ref: ObjectRef) -> ObjectKey:
+    return (sys.intern(ref.group), ref.kind, ref.namespace, ref.name)
 
 
 def _ref(obj: JsonObject) -> ObjectRef:

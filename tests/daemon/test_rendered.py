@@ -14,9 +14,10 @@ from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.daemon.plan import plan_cluster, plan_fingerprint
-from reconciler.daemon.rendered import RenderedObjects, refs_of
+from reconciler.daemon.rendered import RenderedObjects, keys_of, refs_of
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
+from reconciler.render import object_key
 from tests.daemon.conftest import World
 from tests.factories import write_catalog
 
@@ -48,6 +49,9 @@ def test_packed_objects_read_back_equal_in_order_with_their_references() -> None
         ObjectRef("v1", "ConfigMap", "web", "settings"),
     ]
     assert refs_of(packed) == refs_of((DEPLOYMENT, CONFIGMAP))
+    # the one-owner check's keys, without decoding
+    assert keys_of(packed) == [object_key(DEPLOYMENT), object_key(CONFIGMAP)]
+    assert keys_of(packed) == keys_of((DEPLOYMENT, CONFIGMAP))
 
 
 def test_each_read_is_a_fresh_copy_so_a_caller_cannot_change_the_plan() -> None:
@@ -65,6 +69,10 @@ def test_objects_json_would_change_are_kept_as_they_are() -> None:
     kept = RenderedObjects.pack([listed])
     assert isinstance(kept, tuple) and kept[0]["data"]["items"] == ("a", "b")
     assert RenderedObjects.pack([]) == ()
+    # without a name its key is not what its reference says: kept, so keys stay exact
+    nameless = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+    assert isinstance(RenderedObjects.pack([nameless]), tuple)
+    assert keys_of(RenderedObjects.pack([nameless])) == [object_key(nameless)]
 
 
 def test_a_planned_instance_holds_packed_objects_and_its_fingerprint_is_unchanged(
