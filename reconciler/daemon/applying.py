@@ -22,6 +22,7 @@ from typing import Protocol
 
 from reconciler.daemon.lanes import run_lanes
 from reconciler.daemon.plan import InstancePlan
+from reconciler.daemon.rendered import refs_of
 from reconciler.kube import (
     PRUNE_REFUSED,
     ApplyOptions,
@@ -48,7 +49,7 @@ def instance_target(cluster: str, plan: InstancePlan, source_commit: str = "") -
         cluster=cluster,
         instance=inst.name,
         namespace=inst.namespace,
-        objects=plan.objects,
+        objects=tuple(plan.objects),  # decoded once, for this apply (``RenderedObjects``)
         app=inst.app,
         version=plan.version.key if plan.version is not None else "",
         source_commit=source_commit,
@@ -126,7 +127,7 @@ def apply_concurrently(
 
 
 def creates_first_stage_kinds(plan: InstancePlan) -> bool:
-    return plan.ok and any(o.get("kind") in FIRST_STAGE_KINDS for o in plan.objects)
+    return plan.ok and any(ref.kind in FIRST_STAGE_KINDS for ref in refs_of(plan.objects))
 
 
 def _lanes(live: LiveState, plans: Sequence[InstancePlan]) -> Callable[[InstancePlan], Hashable]:
@@ -149,7 +150,7 @@ def _lanes(live: LiveState, plans: Sequence[InstancePlan]) -> Callable[[Instance
         if plan.instance.suspend or not plan.ok:
             continue
         wanted = {plan.instance.namespace}
-        wanted |= {str((o.get("metadata") or {}).get("namespace") or "") for o in plan.objects}
+        wanted |= {ref.namespace for ref in refs_of(plan.objects)}
         for namespace in sorted(n for n in wanted if n and missing(n)):
             parent[root("instance/" + plan.name)] = root("namespace/" + namespace)
     return lambda plan: root("instance/" + plan.name)

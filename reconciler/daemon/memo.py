@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from reconciler.daemon.plan import InstancePlan, ObjectKey
+from reconciler.daemon.rendered import keys_of
 from reconciler.kube import HealthReport, InstanceResult, LiveState
 from reconciler.kube.inventory import inventory_name
 from reconciler.kube.live import InventoryCache
@@ -43,7 +44,6 @@ from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.errors import KubeError
 from reconciler.model.status import InstanceStatus, Phase
-from reconciler.render import object_key
 from reconciler.resolve import resolve_instance
 
 
@@ -211,7 +211,7 @@ class PassMemo:
             if rv is None:
                 return
             versions.append((ref, rv))
-        keys = tuple(object_key(obj) for obj in plan.objects)
+        keys = tuple(keys_of(plan.objects))
         reused = Reused(replace(plan, objects=()), keys, result, health, built)
         self._entries[name] = _Entry(
             plan.instance,

@@ -52,6 +52,7 @@ from typing import Any
 from reconciler.daemon.applying import INSTANCE_KIND, kept_as_is
 from reconciler.daemon.migration_steps import DEFAULT_LEDGER_NAMESPACE, MigrationSteps
 from reconciler.daemon.plan import InstancePlan
+from reconciler.daemon.rendered import refs_of
 from reconciler.kube import (
     HealthReport,
     InstanceResult,
@@ -587,7 +588,7 @@ class MigrationHooks:
         return True, next((v for v in reversed(started) if v), self.deployed.get(plan.name))
 
     def _wait(self, plan: InstancePlan) -> HealthReport:
-        refs = [ObjectRef.of(obj) for obj in plan.objects]
+        refs = refs_of(plan.objects)
         return wait_healthy(self.steps.client, refs, self.health_timeout, interval=0.5)
 
     # -- results ----------------------------------------------------------------------

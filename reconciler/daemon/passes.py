@@ -27,6 +27,7 @@ from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, Hea
 from reconciler.daemon.memo import PassMemo, Reused
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
+from reconciler.daemon.rendered import refs_of
 from reconciler.daemon.rolling import (
     Rolled,
     RolloutJob,
@@ -439,11 +440,7 @@ def check_health(
             reports.append(None)
             continue
         inventory = live.inventory(plan.name) if waits else None
-        refs = (
-            sorted(inventory.objects)
-            if inventory is not None
-            else [ObjectRef.of(obj) for obj in plan.objects]
-        )
+        refs = sorted(inventory.objects) if inventory is not None else refs_of(plan.objects)
         seen = _from_live(live, refs)
         reports.append(seen)
         if not seen.healthy:

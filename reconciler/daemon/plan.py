@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reconciler.daemon.rendered import RenderedObjects, keys_of
 from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
 from reconciler.model.rollout import release_key
-from reconciler.render import object_key, render_instance
+from reconciler.render import render_instance
 from reconciler.resolve import RangeSyntaxError, parse_range, resolve_instance, selector_source
 from reconciler.rollout import PlanError, merge_plans
 
@@ -39,13 +40,17 @@ class InstancePlan:
     instance: Instance
     resolution: Resolution
     version: AppVersion | None = None  # the version to deploy now (``resolution.next_version``)
-    objects: tuple[dict[str, Any], ...] = ()
+    # kept packed (``RenderedObjects``): a pass holds every instance's plan at once
+    objects: Sequence[dict[str, Any]] = ()
     problems: tuple[Problem, ...] = ()
     reason: str | None = None  # kstatus reason when the instance cannot proceed
     message: str | None = None
     # the image builds ``builds.yaml`` pins for ``version`` (image -> "tag@digest"),
     # which ``objects`` run (SPEC section 8); empty when none are pinned
     images: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objects", RenderedObjects.pack(self.objects))
 
     @property
     def ok(self) -> bool:
@@ -75,7 +80,7 @@ def plan_fingerprint(plan: InstancePlan) -> str:
         "version": plan.resolution.next_version,
         "reason": plan.reason,
         "message": plan.message,
-        "objects": plan.objects,
+        "objects": list(plan.objects),
         "suspend": plan.instance.suspend,
         "migrations": [migration_checksum(version, m) for m in version.migrations]
         if version is not None
@@ -143,7 +148,7 @@ def _one_owner_per_object(
     owners: dict[ObjectKey, list[str]] = {}
     for plan in plans:
         of_plan = keys.get(plan.name)
-        for key in of_plan if of_plan is not None else map(object_key, plan.objects):
+        for key in of_plan if of_plan is not None else keys_of(plan.objects):
             owners.setdefault(key, []).append(plan.name)
     shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
     if not shared:

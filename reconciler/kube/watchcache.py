@@ -217,6 +217,21 @@ class KindWatch:
             raise
         resp.release_conn()
 
+    def _packed(self, ref: ObjectRef, obj: Mapping[str, Any], version: str) -> Packed:
+        """``obj`` packed, or the store's copy when that is the same version of it.
+
+        The API server changes an object's ``resourceVersion`` on every write and
+        never otherwise, so an event with the version the store has (the event of
+        our own write, which ``wrote`` stored as the API answered it) is the object
+        the store holds: its copy is kept, shared with the pass that wrote it, not
+        packed again (at a first install, a second copy of every object the pass
+        writes until the pass ends, and the CPU of packing it).
+        """
+        had = self.objects.get(ref)  # unlocked: a stale answer only costs a new copy
+        if had is not None and version and had.resource_version == version:
+            return had
+        return Packed.of(obj)
+
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = str(event.get("type", ""))
         obj = event.get("object")
@@ -241,7 +256,7 @@ class KindWatch:
         obj.setdefault("apiVersion", self.key[0])
         obj.setdefault("kind", self.key[1])
         ref = own_ref(ObjectRef.of(obj))  # kept by the store: nothing of the decoded event
-        packed = Packed.of(obj) if kind in ("ADDED", "MODIFIED") else None
+        packed = self._packed(ref, obj, version) if kind in ("ADDED", "MODIFIED") else None
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise ValueError(f"unknown watch event type {kind!r}")
         with self.lock:

@@ -81,3 +81,23 @@ def test_our_write_stands_until_its_own_event_arrives(client: KubeClient) -> Non
         # the watch went on: a new object shows up through it
         third = client.apply(configmap({"a": "3"})).body
         until(lambda: version(cache) == third["metadata"]["resourceVersion"], "the re-create")
+
+
+def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: KubeClient) -> None:
+    """Same ``resourceVersion``, same object: the event of our own write is not packed
+    again, so the pass that wrote it and the store share one copy."""
+    with WatchCache(client) as cache:
+        LiveState(client, "test", cache=cache).get(REF)
+        ours = client.apply(configmap({"a": "1"})).body
+        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
+        _, stored = cache.current(REF)
+        assert stored is not None
+        watch = cache._kinds[("v1", "ConfigMap")]
+        watch._apply({"type": "MODIFIED", "object": dict(ours)})
+        assert cache.current(REF)[1] is stored
+        # another version is another object: packed from the event
+        newer = {**ours, "metadata": {**ours["metadata"], "resourceVersion": "999999"}}
+        watch._apply({"type": "MODIFIED", "object": {**newer, "data": {"a": "2"}}})
+        _, now = cache.current(REF)
+        assert now is not None and now is not stored
+        assert now.resource_version == "999999" and now.unpack()["data"] == {"a": "2"}
