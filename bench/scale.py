@@ -68,7 +68,18 @@ add about 4 KiB (``MALLOC_ARENA_MAX=1``: 42.8 KiB after two passes at 1,000, fro
 the whole bench at 1,000 with ``MALLOC_ARENA_MAX=2``: 43.0 KiB against 45.2, in a run
 that shared the machine, so its cost in time is not known and the image does not set it).
 
-All merged, on the idle machine (``--sizes 1000,10000``, 14 minutes in all): at 10,000
+With 5 ms per request (the default since), after a first install stopped sending dry
+runs and an upgrade stopped dry-running the first object it writes, and with plans
+keeping their rendered objects packed (``daemon.rendered``), on the idle machine
+(``--sizes 1000,10000``, 19 minutes in all): at 10,000 instances the first install
+238.5 s, 50,062 requests against kubectl's 305.5 s and 30,063 requests, 0.78x; the
+no-op pass 0 requests, 1.46 s wall, 0.01x kubectl's re-apply (234.8 s); a README commit
+0 writes, 1.20x the no-op pass; a channel move of 1,000 instances 7,000 requests,
+1.56x; max RSS 32.2 KiB per instance (36.6 at 1,000); CPU per instance flat (install
+6.5 -> 6.7 ms, no-op 0.13 -> 0.14 ms, move 1.04 -> 1.17 ms).
+
+Before, with the sandbox answering at once, on the idle machine (``--sizes 1000,10000``,
+14 minutes in all): at 10,000
 instances the no-op pass sends 0 requests, 1.17 s wall, 1.12 s CPU, 0.02x kubectl's
 re-apply (49.96 s); a README commit 0 writes, 1.08x the no-op pass; the first install
 219.3 s, 73,784 requests against kubectl's 159.2 s and 30,063 requests, 1.38x (the dry
@@ -80,8 +91,9 @@ with other jobs running: the no-op pass 80 lists, 21.5 s wall, 0.42x; the instal
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
 [--request-latency S] [--max-requests-in-flight N]``.
 The default is 300 instances. The issue's sizes are passed with ``--sizes``: 1,000 takes
-about 3 minutes, 10,000 about 12 on the idle 2-core machine (most of it the sandbox
-creating Deployments, ReplicaSets and Pods for our install and kubectl's).
+about 3 minutes, 10,000 about 16 on the idle 2-core machine at 5 ms per request (most of
+it the sandbox creating Deployments, ReplicaSets and Pods for our install and kubectl's,
+and kubectl's two serial passes).
 """
 
 # ruff: noqa: E402  (imports must follow the sys.path guard below)
