@@ -23,6 +23,7 @@ from typing import Any, overload
 
 import orjson
 
+from reconciler.kube.live import own_ref
 from reconciler.model.changeset import ObjectRef
 from reconciler.render import object_key
 
@@ -132,9 +133,7 @@ def _key(ref: ObjectRef) -> ObjectKey:
 
 
 def _ref(obj: JsonObject) -> ObjectRef:
-    """The object's reference; the few distinct API versions, kinds and namespaces are
-    interned, so the plans of thousands of instances share one string of each."""
-    ref = ObjectRef.of(obj)
-    return ObjectRef(
-        sys.intern(ref.api_version), sys.intern(ref.kind), sys.intern(ref.namespace), ref.name
-    )
+    """The object's reference (``live.own_ref``): the few distinct API versions, kinds and
+    namespaces are interned, so the plans of thousands of instances share one string of
+    each, and nothing of it keeps the dropped rendered dict's strings alive."""
+    return own_ref(ObjectRef.of(obj))

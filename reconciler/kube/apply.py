@@ -135,13 +135,14 @@ def apply_instance(
         client, live, target, objects, old, options, fingerprints, unchanged, created, gate
     )
     applied_ok = not any(e.action is Action.FAILED for e in entries)
-    if fresh and not applied_ok:
+    undone = fresh and not applied_ok
+    if undone:
         entries = undo_created(client, live, target.instance, entries, created)
-        if not _kept_fingerprints(fingerprints, entries, None):  # nothing of it is left
-            return InstanceResult(
-                target.instance, ChangeSet.of(entries), "ApplyFailed", _first_failure(entries)
-            )
     kept: dict[ObjectRef, str] = _kept_fingerprints(fingerprints, entries, old)
+    if undone and not kept:  # nothing of it is left: no inventory to write
+        return InstanceResult(
+            target.instance, ChangeSet.of(entries), "ApplyFailed", _first_failure(entries)
+        )
     reason, message = (None, "") if applied_ok else ("ApplyFailed", _first_failure(entries))
 
     if options.prune and applied_ok and old is not None:
@@ -343,9 +344,9 @@ def _dry_run(
         for v in crd_api_versions(o)
     }
     refused: dict[ObjectRef, str] = {}
-    needed = {ObjectRef.of(o).namespace for o in objects} | {target.namespace}
     gate: ObjectRef | None = None
-    gating = all(live.namespace_exists(n) for n in needed - {""})  # no gate chosen yet
+    # no gate chosen yet; none if creating a namespace would be a write before it
+    gating = all(live.namespace_exists(n) for n in _namespaces_needed(target, objects))
     for obj in apply_order(objects):
         ref = ObjectRef.of(obj)
         if ref.api_version in served_here:
@@ -512,9 +513,9 @@ def _ensure_namespaces(
 ) -> list[ChangeSetEntry]:
     """Create the namespaces the instance needs that neither exist nor are in its objects."""
     declared = {ObjectRef.of(o).name for o in objects if o.get("kind") == "Namespace"}
-    needed = {ObjectRef.of(o).namespace for o in objects} | {target.namespace}
+    needed = _namespaces_needed(target, objects) - declared
     live.prefetch(ObjectRef.of(o) for o in objects if o.get("kind") not in FIRST_STAGE_KINDS)
-    missing = sorted(n for n in needed - declared - {""} if not live.namespace_exists(n))
+    missing = sorted(n for n in needed if not live.namespace_exists(n))
     entries: list[ChangeSetEntry] = []
     for name in missing:
         ns: JsonObject = {
@@ -533,6 +534,11 @@ def _ensure_namespaces(
             ChangeSetEntry.for_ref(target.instance, ref, Action.CREATED, "namespace was missing")
         )
     return entries
+
+
+def _namespaces_needed(target: InstanceTarget, objects: list[JsonObject]) -> set[str]:
+    """The instance's namespace and every namespace its objects live in."""
+    return ({ObjectRef.of(o).namespace for o in objects} | {target.namespace}) - {""}
 
 
 def place_objects(client: KubeClient, target: InstanceTarget) -> list[JsonObject]:
