@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import orjson
+
 from reconciler.kube import LiveState
 from reconciler.kube.inventory import Inventory, inventory_name, to_configmap
-from reconciler.kube.live import InventoryCache, slim
+from reconciler.kube.live import InventoryCache, Packed, slim
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap, edit_like_kubectl
 
@@ -189,3 +191,65 @@ def test_the_view_keeps_no_string_of_a_decoded_list_page(
     for key, packed in held:
         fields = (key.api_version, key.kind, key.namespace, key.name, packed.resource_version)
         assert not {id(s) for s in fields} & page
+
+
+def deployment(name: str, image: str, replicas: int) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "reconciler"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "shop", "labels": labels, "resourceVersion": "7"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {"name": "web", "image": image, "ports": [{"containerPort": 80}]}
+                    ]
+                },
+            },
+        },
+        "status": {"replicas": replicas, "readyReplicas": replicas, "observedGeneration": 1},
+    }
+
+
+def test_a_packed_object_unpacks_to_what_was_packed_whatever_its_kind_or_size() -> None:
+    inventory = to_configmap(
+        Inventory(
+            cluster="dev",
+            instance="shop",
+            namespace="shop",
+            objects={ObjectRef("apps/v1", "Deployment", "shop", "web"): "fingerprint"},
+            source_commit="c0ffee",
+        )
+    )
+    big = configmap("big", "shop", "shop", **{f"key_{i}": f"value {i} " * 20 for i in range(400)})
+    objects = [
+        deployment("web", "nginx:1.25", 3),
+        deployment("api", "api:2", 1),
+        inventory,
+        big,
+        big,
+    ]
+    for obj in objects:
+        packed = Packed.of(obj)
+        assert packed.resource_version == str(obj["metadata"].get("resourceVersion") or "")
+        assert packed.unpack() == slim(obj)
+    assert len(orjson.dumps(big)) > 16 * 1024  # longer than a dictionary
+
+
+def test_objects_of_one_kind_pack_to_a_fraction_of_their_json() -> None:
+    """The second Deployment compresses against the first one's JSON: what the live view
+    keeps per object is its differences from that, not its whole JSON."""
+    Packed.of(deployment("first", "nginx:1.25", 3))
+    second = deployment("second-one", "registry.example/second:4.1.0", 2)
+    packed = Packed.of(second)
+    assert len(packed.data) * 5 < len(orjson.dumps(second))
+    # the dictionary is shared by every object of the kind, not copied into each
+    assert packed.dictionary is Packed.of(deployment("third", "x:1", 1)).dictionary
+    # the reconciler's own inventories do not share a dictionary with an app's ConfigMaps
+    inventory = to_configmap(Inventory(cluster="dev", instance="i", namespace="n"))
+    app_config = configmap("app-config", "n", "i")
+    assert Packed.of(inventory).dictionary is not Packed.of(app_config).dictionary
