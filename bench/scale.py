@@ -120,7 +120,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import yaml
+import orjson
 from benchkit import WEB_MANIFESTS, request_log, sandbox_process
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
@@ -254,22 +254,41 @@ def settle(daemon: Daemon, limit: int = 200) -> int:
     sys.exit(f"bench: still progressing after {limit} passes")
 
 
-def manifests(plans: Sequence[InstancePlan]) -> list[dict[str, Any]]:
-    """The rendered objects of a pass's plans, placed in their namespaces, namespaces first."""
-    docs: list[dict[str, Any]] = []
-    namespaces: set[str] = set()
-    for plan in plans:
-        ns = plan.instance.namespace
-        namespaces.add(ns)
-        for obj in plan.objects:
-            placed = dict(obj)
-            placed["metadata"] = {"namespace": ns, **dict(obj.get("metadata") or {})}
-            docs.append(placed)
-    ns_docs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
-        for n in sorted(namespaces)
-    ]
-    return ns_docs + docs
+def write_manifests(plans: Sequence[InstancePlan], path: Path) -> int:
+    """The rendered objects of a pass's plans, placed in their namespaces, namespaces
+    first, written to ``path`` as a stream of JSON objects, one per line (``kubectl
+    apply -f`` reads such a stream); returns how many objects were written.
+
+    Written as the plans are walked, not collected first: the list of every object
+    would be the bench's to hold, not the daemon's, yet it would count in max RSS.
+    """
+    namespaces = sorted({plan.instance.namespace for plan in plans})
+    count = 0
+    with path.open("wb") as out:
+        for name in namespaces:
+            out.write(
+                orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            )
+            out.write(SEPARATOR)
+        for plan in plans:
+            for obj in plan.objects:
+                placed = dict(obj)
+                placed["metadata"] = {
+                    "namespace": plan.instance.namespace,
+                    **dict(obj.get("metadata") or {}),
+                }
+                out.write(orjson.dumps(placed))
+                out.write(SEPARATOR)
+                count += 1
+    return count
+
+
+SEPARATOR = b"\n"
+
+
+def read_manifests(path: Path) -> list[dict[str, Any]]:
+    """What :func:`write_manifests` wrote, back as objects."""
+    return [orjson.loads(doc) for doc in path.read_bytes().split(SEPARATOR) if doc.strip()]
 
 
 def sandbox_options(latency: float) -> tuple[str, ...]:
@@ -277,13 +296,11 @@ def sandbox_options(latency: float) -> tuple[str, ...]:
     return (*SANDBOX, "--request-latency", str(latency)) if latency else SANDBOX
 
 
-def baseline(
-    work: Path, docs: list[dict[str, Any]], use_kubectl: bool, latency: float = 0.0
-) -> dict[str, Any]:
-    """First apply and re-apply of ``docs`` on a fresh sandbox, by kubectl or naively."""
+def baseline(work: Path, path: Path, use_kubectl: bool, latency: float = 0.0) -> dict[str, Any]:
+    """First apply and re-apply of the manifests in ``path`` on a fresh sandbox, by
+    kubectl or naively."""
     kubectl = shutil.which("kubectl") if use_kubectl else None
-    path = work / "manifests.yaml"
-    path.write_text(yaml.safe_dump_all(docs))
+    docs = [] if kubectl else read_manifests(path)
     out: dict[str, Any] = {"tool": "kubectl apply --server-side" if kubectl else "naive SSA"}
     with sandbox_process(work / "baseline", *sandbox_options(latency)) as (url, kubeconfig):
         for step in ("first", "again"):
@@ -341,9 +358,12 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             daemon.start_watching()  # as ``reconciler run`` does (kube.watchcache)
             try:
                 first_outcome, first = timed_pass(daemon, url)
-                # only the plans are needed (kubectl's manifests, below): the rest of the
-                # report is not the daemon's to hold, so it does not count in max RSS
-                first_plans = first_outcome.report.plans if first_outcome.report else ()
+                # the manifests kubectl applies (``baseline``) go to a file now: the
+                # report is not the daemon's to hold, so it must not count in max RSS
+                path = work / "manifests.yaml"
+                objects = write_manifests(
+                    first_outcome.report.plans if first_outcome.report else (), path
+                )
                 del first_outcome
                 settled = settle(daemon)
                 noop_outcome, noop = timed_pass(daemon, url)
@@ -356,7 +376,6 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
                 assert move_outcome.report is not None
                 moved = {e.instance for e in move_outcome.report.changes.entries if e.changed}
                 settle(daemon)
-                docs = manifests(first_plans)
             finally:
                 daemon.stop_watching()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -368,11 +387,11 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             readme=asdict(readme),
             move=asdict(move),
             moved=len(moved),
-            objects=len(docs),
+            objects=objects,
             kib_per_instance=(peak - rss0) / n,
             peak_mib=peak / 1024,
         )
-        result["baseline"] = baseline(work, docs, use_kubectl, latency)
+        result["baseline"] = baseline(work, path, use_kubectl, latency)
         result["latency"] = latency
     return result
 
