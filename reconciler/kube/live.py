@@ -49,6 +49,7 @@ from reconciler.kube.inventory import (
     NAME_PREFIX,
     Inventory,
     from_configmap,
+    inventory_name,
     trusted,
 )
 from reconciler.model.changeset import ObjectRef
@@ -376,9 +377,21 @@ class LiveState:
     def inventory(self, instance: str) -> Inventory | None:
         return self.inventories().get(instance)
 
-    def record_inventory(self, inv: Inventory) -> None:
+    def record_inventory(self, inv: Inventory, resource_version: str = "") -> None:
+        """``inv`` is the instance's inventory now; the pass wrote it as its ConfigMap,
+        which the API server answered with ``resource_version``.
+
+        The next pass would parse that ConfigMap back into an equal ``Inventory``
+        (``to_configmap`` and ``from_configmap`` round-trip); the cache across passes
+        gets ``inv`` itself under that version instead, so the next pass parses
+        nothing and the daemon holds one copy of it where the memo of settled
+        instances (``daemon.memo``, which keeps this pass's result) holds it too.
+        """
         with self._lock:
             self.inventories()[inv.instance] = inv
+            if self._inventory_cache is not None and resource_version:
+                ref = ObjectRef("v1", "ConfigMap", inv.namespace, inventory_name(inv.instance))
+                self._inventory_cache[(ref, resource_version)] = inv
 
     def drop_inventory(self, instance: str) -> None:
         with self._lock:

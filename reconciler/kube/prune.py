@@ -155,7 +155,9 @@ def write_inventory(
         return
     response = client.apply(to_configmap(inventory), force=True)
     live.remember(response.body)
-    live.record_inventory(inventory)
+    live.record_inventory(
+        inventory, str(response.body.get("metadata", {}).get("resourceVersion", ""))
+    )
     if old is not None and old.namespace != inventory.namespace:
         client.delete(ObjectRef("v1", "ConfigMap", old.namespace, inventory_name(old.instance)))
 

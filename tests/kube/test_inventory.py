@@ -33,6 +33,26 @@ def test_configmap_round_trip_and_labels() -> None:
     assert INV.same_as(from_configmap(cm))
 
 
+def test_every_field_round_trips_through_the_configmap() -> None:
+    """``LiveState.record_inventory`` lets the next pass use the inventory a pass wrote
+    instead of parsing its ConfigMap back: the two must be equal, field by field."""
+    full = Inventory(
+        cluster="prod",
+        instance="web",
+        namespace="web",
+        app="podinfo",
+        version="6.5.0",
+        source_commit="abc",
+        objects={
+            ObjectRef("apps/v1", "Deployment", "web", "podinfo"): "f1",
+            ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "", "reader"): "f2",
+        },
+        writer="https://git.example/catalog.git (main)",
+        images={"podinfo": "6.5.0-b2@sha256:" + "a" * 64},
+    )
+    assert from_configmap(to_configmap(full)) == full
+
+
 def test_checksum_follows_objects() -> None:
     other = Inventory(
         "prod", "web", "web", objects={**INV.objects, ObjectRef("v1", "Secret", "web", "s"): "x"}

@@ -8,8 +8,10 @@ from typing import Any
 import orjson
 
 from reconciler.kube import LiveState
+from reconciler.kube import live as live_module
 from reconciler.kube.inventory import Inventory, inventory_name, to_configmap
 from reconciler.kube.live import InventoryCache, Packed, slim
+from reconciler.kube.prune import write_inventory
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap, edit_like_kubectl
 
@@ -144,6 +146,31 @@ def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: B
     assert len(cache) == 2  # what the last pass read, nothing older
 
 
+def test_the_inventory_a_pass_writes_is_the_one_the_next_pass_reads(backend: Backend) -> None:
+    """The pass that writes an inventory hands it to the next pass under the version the
+    API server answered: the next pass parses nothing, and the daemon holds one copy."""
+    ns = backend.namespace("inv-written")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cache: InventoryCache = {}
+    live = LiveState(backend.client, backend.cluster, inventory_cache=cache)
+    assert live.inventories() == {}
+    inv = Inventory(
+        cluster=backend.cluster,
+        instance="web",
+        namespace=ns,
+        version="1.0.0",
+        objects={ObjectRef("v1", "ConfigMap", ns, "web-config"): "f1"},
+    )
+    write_inventory(backend.client, live, inv, None)
+    again = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
+    assert again["web"] is inv
+    # changed behind the pass's back: the version no longer matches, so it is read again
+    ref = ObjectRef("v1", "ConfigMap", ns, inventory_name("web"))
+    edit_like_kubectl(backend.client, ref, {"data": {"version": "2.0.0"}})
+    third = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
+    assert third["web"].version == "2.0.0"
+
+
 def _strings(value: Any) -> set[int]:
     """The ids of every string in a decoded JSON value, keys included."""
     if isinstance(value, str):
@@ -240,9 +267,10 @@ def test_a_packed_object_unpacks_to_what_was_packed_whatever_its_kind_or_size() 
     assert len(orjson.dumps(big)) > 16 * 1024  # longer than a dictionary
 
 
-def test_objects_of_one_kind_pack_to_a_fraction_of_their_json() -> None:
+def test_objects_of_one_kind_pack_to_a_fraction_of_their_json(monkeypatch: Any) -> None:
     """The second Deployment compresses against the first one's JSON: what the live view
     keeps per object is its differences from that, not its whole JSON."""
+    monkeypatch.setattr(live_module, "_dictionaries", {})  # as in a process just started
     Packed.of(deployment("first", "nginx:1.25", 3))
     second = deployment("second-one", "registry.example/second:4.1.0", 2)
     packed = Packed.of(second)
