@@ -178,7 +178,7 @@ def apply_instance(
         target.source_commit if applied_ok or old is None else "",
     )
     try:
-        write_inventory(client, live, inventory, old)
+        inventory = write_inventory(client, live, inventory, old)
     except KubeError as e:
         reason, message = reason or "ApplyFailed", message or str(e)
     return InstanceResult(

@@ -149,10 +149,15 @@ def undo_created(
 
 def write_inventory(
     client: KubeClient, live: LiveState, inventory: Inventory, old: Inventory | None
-) -> None:
-    """Store ``inventory`` unless it equals ``old``; move it if the namespace changed."""
-    if inventory.same_as(old):
-        return
+) -> Inventory:
+    """Store ``inventory`` unless it equals ``old``; move it if the namespace changed.
+
+    Returns the inventory that now stands: ``old`` itself when nothing changed, so a
+    daemon keeps one copy of an unchanged inventory (its cache of parsed inventories
+    and its memo of settled instances hold the same object), not one per pass.
+    """
+    if old is not None and inventory.same_as(old):
+        return old
     response = client.apply(to_configmap(inventory), force=True)
     live.remember(response.body)
     live.record_inventory(
@@ -160,6 +165,7 @@ def write_inventory(
     )
     if old is not None and old.namespace != inventory.namespace:
         client.delete(ObjectRef("v1", "ConfigMap", old.namespace, inventory_name(old.instance)))
+    return inventory
 
 
 def remove_instance(

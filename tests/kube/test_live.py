@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -161,9 +162,13 @@ def test_the_inventory_a_pass_writes_is_the_one_the_next_pass_reads(backend: Bac
         version="1.0.0",
         objects={ObjectRef("v1", "ConfigMap", ns, "web-config"): "f1"},
     )
-    write_inventory(backend.client, live, inv, None)
+    assert write_inventory(backend.client, live, inv, None) is inv
     again = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
     assert again["web"] is inv
+    # the next pass's apply builds an equal inventory: nothing is written, and the one
+    # that stands is the one already held, not a second copy
+    equal = dataclasses.replace(inv, objects=dict(inv.objects))
+    assert write_inventory(backend.client, live, equal, again["web"]) is inv
     # changed behind the pass's back: the version no longer matches, so it is read again
     ref = ObjectRef("v1", "ConfigMap", ns, inventory_name("web"))
     edit_like_kubectl(backend.client, ref, {"data": {"version": "2.0.0"}})
