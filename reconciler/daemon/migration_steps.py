@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -91,7 +92,7 @@ class MigrationSteps:
         self.limits = limits
         self.ledger_namespace = ledger_namespace
         self.components: tuple[Component, ...] = ()  # RECONCILER_COMPONENTS of this pass
-        self._jobs = _WithinLimits(job_runner, self.prepare, job_grace)
+        self._jobs = _WithinLimits(job_runner, _weakly(self.prepare), job_grace)
         self._ledgers: dict[str, MigrationLedger] = {}
         self._global: MigrationLedger | None = None
         self._global_namespace = ""
@@ -289,6 +290,25 @@ class MigrationSteps:
             return f"namespace {namespace} cannot be created for a migration: {e}"
         self._ready.add(namespace)
         return ""
+
+
+def _weakly(method: Callable[[str], str]) -> Callable[[str], str]:
+    """``method``, without keeping its object alive.
+
+    ``MigrationSteps`` keeps its Job runner, which calls back ``prepare``: a bound
+    method held there would make a reference cycle, which only the cyclic garbage
+    collector frees, and the daemon holds that collector off while a pass runs
+    (``daemon.loop``), so the pass's steps, every instance's ledger and the pass's
+    view of the cluster would stay allocated until the pass ended instead of when
+    the pass lets go of them.
+    """
+    ref = weakref.WeakMethod(method)
+
+    def call(namespace: str) -> str:
+        bound = ref()
+        return bound(namespace) if bound is not None else "the pass that ran it has ended"
+
+    return call
 
 
 class _WithinLimits:
