@@ -15,7 +15,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -281,23 +281,28 @@ class StatusLedger:
     ) -> tuple[list[CommitInfo], str]:
         """A chain of commits on ``base``, one per changed record, in instance order."""
         entries = self._instance_entries(base)
-        changes: list[tuple[str, objects.Change]] = []
-        for name in sorted(wanted):
-            previous, note = self._previous(entries, name)
-            for status in wanted[name]:
-                prepared = prepare_record(status, previous, now=now)
-                if not prepared.changed:
-                    continue
-                message = commit_message(prepared.status, previous, note=note, pass_id=pass_id)
-                data = dump_record(prepared.status)
-                changes.append((name, objects.Change(status_path(name), data, message)))
-                previous, note = prepared.status, ""
-                # what the next pass compares with: no need to parse back what was written
-                self._remember(objects.blob_id(data), prepared.status)
-        shas = objects.write_chain(self._store.repo, base, [c for _, c in changes])
+        made: list[tuple[str, str]] = []  # each commit's instance and subject, in order
+
+        def changes() -> Iterator[objects.Change]:
+            """Each changed record as the chain is written: a first install's 10,000
+            records and messages are never all held at once, only their subjects."""
+            for name in sorted(wanted):
+                previous, note = self._previous(entries, name)
+                for status in wanted[name]:
+                    prepared = prepare_record(status, previous, now=now)
+                    if not prepared.changed:
+                        continue
+                    message = commit_message(prepared.status, previous, note=note, pass_id=pass_id)
+                    data = dump_record(prepared.status)
+                    made.append((name, message.split("\n", 1)[0]))
+                    previous, note = prepared.status, ""
+                    # what the next pass compares with: no need to parse back what was written
+                    self._remember(objects.blob_id(data), prepared.status)
+                    yield objects.Change(status_path(name), data, message)
+
+        shas = objects.write_chain(self._store.repo, base, changes())
         commits = [
-            CommitInfo(sha, name, change.message.split("\n", 1)[0])
-            for sha, (name, change) in zip(shas, changes, strict=True)
+            CommitInfo(sha, name, subject) for sha, (name, subject) in zip(shas, made, strict=True)
         ]
         return commits, shas[-1] if shas else (base or "")
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import os
 import struct
 import time
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -66,8 +67,11 @@ def blob_id(data: bytes) -> bytes:
     return _object_id(OBJ_BLOB, data)
 
 
-def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> list[str]:
+def write_chain(repo: git.Repo, base: str | None, changes: Iterable[Change]) -> list[str]:
     """Write ``changes`` as a chain of commits on ``base`` (None: a new root); return shas.
+
+    ``changes`` is read once, in order, and may be a generator: each change is
+    written as it comes, so a caller building 10,000 records need not hold them all.
 
     Every commit's tree holds every file of ``base`` plus the changes so far, but
     only what a change touches is built: the changed blob, its directory's tree
@@ -80,11 +84,13 @@ def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> 
     both are complete; no ref moves here (the store publishes the result), so
     concurrent writers never see each other's unfinished work.
     """
-    if not changes:
+    remaining = iter(changes)
+    first = next(remaining, None)
+    if first is None:
         return []
     pack = _PackWriter(Path(repo.common_dir) / "objects" / "pack")
     try:
-        shas = _write(repo, base, changes, pack)
+        shas = _write(repo, base, itertools.chain((first,), remaining), pack)
         pack.finish()
         return shas
     finally:
@@ -92,7 +98,7 @@ def write_chain(repo: git.Repo, base: str | None, changes: Sequence[Change]) -> 
 
 
 def _write(
-    repo: git.Repo, base: str | None, changes: Sequence[Change], pack: _PackWriter
+    repo: git.Repo, base: str | None, changes: Iterable[Change], pack: _PackWriter
 ) -> list[str]:
     ident = _identity()
     signature = (

@@ -8,6 +8,7 @@ every delta, re-hashes and checks tree order) is the judge of the bytes it write
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -254,3 +255,37 @@ def test_a_failed_write_leaves_no_pack_behind(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="expected <directory>/<file>"):
         objects.write_chain(gitpython.Repo(repo_path), None, changes)
     assert list((repo_path / "objects" / "pack").iterdir()) == []
+
+
+def test_a_chain_is_written_as_its_changes_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger hands its records over as a generator, so a pass never holds every
+    record of a first install at once: each change is written before the next is made."""
+    repo_path = tmp_path / "r.git"
+    git(tmp_path, "init", "-q", "--bare", str(repo_path))
+    added: list[int] = []  # the kind of each object put in the pack, in order
+    original = objects._PackWriter.add_whole
+
+    def add_whole(self: objects._PackWriter, kind: int, data: bytes) -> bytes:
+        added.append(kind)
+        return original(self, kind, data)
+
+    monkeypatch.setattr(objects._PackWriter, "add_whole", add_whole)
+    commits_before: list[int] = []
+
+    def changes() -> Iterator[objects.Change]:
+        for i in range(3):
+            commits_before.append(added.count(objects.OBJ_COMMIT))
+            yield objects.Change(f"instances/i{i}.yaml", f"record {i}\n".encode(), f"i{i}\n")
+
+    shas = objects.write_chain(gitpython.Repo(repo_path), None, changes())
+    assert len(shas) == 3 and commits_before == [0, 1, 2]
+    git(repo_path, "update-ref", "refs/heads/x", shas[-1])
+    fsck(repo_path)
+    assert git(repo_path, "show", "x:instances/i2.yaml") == "record 2"
+    # nothing to write: no pack is started
+    assert objects.write_chain(gitpython.Repo(repo_path), None, iter(())) == []
+    assert not any(
+        p.name.startswith("tmp_pack") for p in (repo_path / "objects" / "pack").iterdir()
+    )

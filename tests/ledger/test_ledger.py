@@ -10,6 +10,8 @@ import pytest
 
 from reconciler.model.errors import SourceError, UsageError
 from reconciler.model.status import InstanceStatus, Phase
+from reconciler.source import ledger as ledger_module
+from reconciler.source import objects
 from reconciler.source.ledger import StatusLedger
 from reconciler.source.remote import Credentials, NetworkPolicy
 from tests.source.fixtures import TOKEN
@@ -246,3 +248,31 @@ def test_records_are_parsed_once_per_blob(empty_remote: Path) -> None:
     ledger.record([status(version="6.6.0", desired_version="6.6.0"), status("api")])
     changed = ledger.read()
     assert changed["web"].version == "6.6.0" and changed["api"] is first["api"]
+
+
+def test_records_are_made_as_their_commits_are_written(
+    catalog_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first install records every instance in one pass: each record's file and
+    message are made when its commit is written, never all of them first."""
+    events: list[str] = []
+    dump = ledger_module.dump_record
+    add_whole = objects._PackWriter.add_whole
+
+    def dumping(s: InstanceStatus) -> bytes:
+        events.append("record")
+        return dump(s)
+
+    def adding(self: objects._PackWriter, kind: int, data: bytes) -> bytes:
+        if kind == objects.OBJ_COMMIT:
+            events.append("commit")
+        return add_whole(self, kind, data)
+
+    monkeypatch.setattr(ledger_module, "dump_record", dumping)
+    monkeypatch.setattr(objects._PackWriter, "add_whole", adding)
+    commits = StatusLedger(str(catalog_repo), "prod").record(
+        [status(name) for name in ("a", "b", "c")], now=NOW
+    )
+    assert [c.instance for c in commits] == ["a", "b", "c"]
+    assert [c.subject for c in commits] == [f"prod/{n}: podinfo 6.5.0 (Ready)" for n in "abc"]
+    assert events == ["record", "commit"] * 3
