@@ -296,6 +296,9 @@ class StatusLedger:
                     data = dump_record(prepared.status)
                     made.append((name, message.split("\n", 1)[0]))
                     previous, note = prepared.status, ""
+                    replaced = entries.get(f"{name}.yaml")
+                    if replaced is not None:  # superseded: only the new record is compared next
+                        self._parsed.pop(replaced[0], None)
                     # what the next pass compares with: no need to parse back what was written
                     self._remember(objects.blob_id(data), prepared.status)
                     yield objects.Change(status_path(name), data, message)

@@ -248,6 +248,9 @@ def test_records_are_parsed_once_per_blob(empty_remote: Path) -> None:
     ledger.record([status(version="6.6.0", desired_version="6.6.0"), status("api")])
     changed = ledger.read()
     assert changed["web"].version == "6.6.0" and changed["api"] is first["api"]
+    # the record a commit replaced is not kept: one parsed record per instance
+    assert len(ledger._parsed) == 2
+    assert sorted(s.instance for s in ledger._parsed.values()) == ["api", "web"]
 
 
 def test_records_are_made_as_their_commits_are_written(
