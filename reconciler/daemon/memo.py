@@ -36,12 +36,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from reconciler.daemon.plan import InstancePlan, ObjectKey
-from reconciler.daemon.rendered import keys_of
+from reconciler.daemon.rendered import keys_of, ref_key
 from reconciler.kube import HealthReport, InstanceResult, LiveState
 from reconciler.kube.inventory import inventory_name
 from reconciler.kube.live import InventoryCache
 from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
-from reconciler.model.changeset import Action, ObjectRef
+from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.resolve import resolve_instance
@@ -211,7 +211,25 @@ class PassMemo:
             if rv is None:
                 return
             versions.append((ref, rv))
-        keys = tuple(keys_of(plan.objects))
+        # what the entry keeps names each object with the inventory's references:
+        # one reference and one name string per object, not one per copy the
+        # pass made (rendering, health, the change set each made their own)
+        same = {ref: ref for ref in refs}
+        canonical = {ref_key(ref): ref_key(ref) for ref in refs}
+        keys = tuple(canonical.get(key, key) for key in keys_of(plan.objects))
+        result = replace(
+            result,
+            changes=ChangeSet(
+                tuple(
+                    ChangeSetEntry.for_ref(name, same.get(e.ref, e.ref), e.action, e.message)
+                    for e in entries
+                )
+            ),
+        )
+        health = HealthReport(
+            tuple(replace(o, ref=same.get(o.ref, o.ref)) for o in health.objects),
+            health.timed_out,
+        )
         reused = Reused(replace(plan, objects=()), keys, result, health, built)
         self._entries[name] = _Entry(
             plan.instance,

@@ -63,7 +63,7 @@ class RenderedObjects(Sequence[JsonObject]):
         if orjson.loads(data) != items:
             return tuple(items)
         refs = tuple(_ref(obj) for obj in items)
-        if any(object_key(obj) != _key(ref) for obj, ref in zip(items, refs, strict=True)):
+        if any(object_key(obj) != ref_key(ref) for obj, ref in zip(items, refs, strict=True)):
             return tuple(items)  # no kind or name: ``keys_of`` must read the objects
         # a copy of exactly its size: orjson's answer keeps the capacity it wrote into
         return cls(bytes(memoryview(data)), refs)
@@ -124,11 +124,12 @@ def keys_of(objects: Sequence[JsonObject]) -> list[ObjectKey]:
     instance (its objects' keys, their health) holds one copy of each name.
     """
     if isinstance(objects, RenderedObjects):
-        return [_key(ref) for ref in objects.refs]
+        return [ref_key(ref) for ref in objects.refs]
     return [object_key(obj) for obj in objects]
 
 
-def _key(ref: ObjectRef) -> ObjectKey:
+def ref_key(ref: ObjectRef) -> ObjectKey:
+    """``render.object_key`` of the object ``ref`` names, made of ``ref``'s strings."""
     return (sys.intern(ref.group), ref.kind, ref.namespace, ref.name)
 
 

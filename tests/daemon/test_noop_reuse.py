@@ -84,6 +84,27 @@ def test_a_settled_instance_is_neither_rendered_nor_compared_again(
     assert all(s.phase is Phase.READY for s in outcome.report.statuses)
 
 
+def test_what_the_memo_keeps_names_each_object_once(world: World) -> None:
+    """A settled instance's entry is held for the life of the daemon: every object
+    in it (its key, its health, its change-set entry, its inventory line) is named with
+    the inventory's own reference, not a copy per step of the pass that made it."""
+    reused_pass(world)
+    entry = world.daemon.memo._entries["web"]
+    inventory = entry.reused.result.inventory
+    assert inventory is not None
+    own = {id(ref) for ref in inventory.objects}
+    names = {id(ref.name) for ref in inventory.objects}
+    assert {id(o.ref) for o in entry.reused.health.objects} <= own
+    assert {id(ref) for ref, _ in entry.versions[:-1]} <= own  # the last: the inventory's own
+    assert {id(key[3]) for key in entry.reused.keys} <= names
+    assert {id(e.name) for e in entry.reused.result.changes.entries} <= names
+    # the daemon's cache of inventories holds that same inventory, not an equal copy
+    cached = [
+        inv for inv in world.daemon.memo.inventories.values() if inv and inv.instance == "web"
+    ]
+    assert cached == [inventory] and cached[0] is inventory
+
+
 def test_a_kubectl_edit_after_a_reused_pass_is_reverted_in_the_next(
     world: World, renders: list[str]
 ) -> None:
