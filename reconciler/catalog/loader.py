@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -624,10 +625,11 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
     return Instance(
         name=d["name"],
         cluster=cluster,
-        app=d["app"],
-        namespace=d["namespace"],
-        channel=d.get("channel"),
-        version=d.get("version"),
+        # interned: thousands of instances name the same few apps, namespaces, channels
+        app=_shared(d["app"]),
+        namespace=_shared(d["namespace"]),
+        channel=_shared(d.get("channel")),
+        version=_shared(d.get("version")),
         parameters=dict(d.get("parameters", {})),
         allow_downgrade=bool(d.get("allowDowngrade", False)),
         allow_prerelease=bool(d.get("allowPrerelease", False)),
@@ -636,6 +638,12 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
         rollout=_rollout(d.get("rollout")),
         origin=origin,
     )
+
+
+def _shared(value: Any) -> Any:
+    """``value``, one string for all equal ones when it is a string (``sys.intern``):
+    an instance's fields live as long as the catalog does."""
+    return sys.intern(value) if type(value) is str else value
 
 
 def _partial(broken: Instance, data: Any, origin: Origin) -> Instance:

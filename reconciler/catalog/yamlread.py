@@ -15,6 +15,7 @@ it round-trips comments and formatting; reading never needs that.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,12 +68,17 @@ class Document:
         return _line_in(self.node, path)
 
     def key_lines(self) -> dict[str, int]:
-        """Lines of the top-level keys, plus ``""`` for the document start."""
+        """Lines of the top-level keys, plus ``""`` for the document start.
+
+        The keys are interned: a catalog's thousands of instance files name the same
+        few keys, and the lines are kept with each instance (``Origin``) for the life
+        of the catalog, so one string of each serves them all.
+        """
         lines = {"": self.start_line}
         if isinstance(self.node, yaml.MappingNode):
             for key_node, _ in self.node.value:
                 if isinstance(key_node, yaml.ScalarNode):
-                    lines[str(key_node.value)] = int(key_node.start_mark.line) + 1
+                    lines[sys.intern(str(key_node.value))] = int(key_node.start_mark.line) + 1
         return lines
 
     def child_key_lines(self, key: str) -> dict[str, int]:
@@ -81,8 +87,8 @@ class Document:
         lines: dict[str, int] = {}
         if isinstance(node, yaml.MappingNode):
             for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    lines[str(key_node.value)] = int(key_node.start_mark.line) + 1
+                if isinstance(key_node, yaml.ScalarNode):  # interned: see ``key_lines``
+                    lines[sys.intern(str(key_node.value))] = int(key_node.start_mark.line) + 1
         return lines
 
 

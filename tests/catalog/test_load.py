@@ -39,6 +39,16 @@ def test_baseline_catalog_is_valid(tmp_path: Path) -> None:
     assert web.origin.line("channel") == 5
 
 
+def test_instances_share_the_strings_they_have_in_common(tmp_path: Path) -> None:
+    """A catalog lives as long as the daemon, with thousands of instance files naming
+    the same app, namespace, channel and keys: one string of each serves them all."""
+    catalog = load_catalog(write_catalog(tmp_path))
+    web, api = (catalog.clusters["prod"].instances[n] for n in ("web", "api"))
+    assert web.app == api.app and web.app is api.app
+    key = lambda i: next(k for k in i.origin.lines if k == "apiVersion")  # noqa: E731
+    assert key(web) is key(api)
+
+
 def test_missing_root_is_an_environment_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         load_catalog(tmp_path / "nope")
