@@ -47,7 +47,7 @@ from reconciler.model.status import InstanceStatus, Phase
 from reconciler.resolve import resolve_instance
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reused:
     """Last pass's verdict on one instance, to stand for this pass's.
 
@@ -63,7 +63,7 @@ class Reused:
     built: InstanceStatus  # the record as built, before migration hooks saw it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
     instance: Instance
     app: AppEntry | None

@@ -33,7 +33,7 @@ RESOLVE_FAILED = "ResolveFailed"
 ObjectKey = tuple[str, str, str, str]  # ``render.object_key``: group, kind, namespace, name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstancePlan:
     """What one instance should run now, its objects, and why not when it cannot."""
 

@@ -80,7 +80,7 @@ class ApplyOptions:
     writer: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstanceResult:
     """The outcome for one instance; ``reason`` is a kstatus reason when it failed."""
 

@@ -29,7 +29,7 @@ class Health(StrEnum):
     NOT_FOUND = "NotFound"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectHealth:
     ref: ObjectRef
     health: Health
@@ -39,7 +39,7 @@ class ObjectHealth:
         return f"{self.ref}: {self.health}" + (f" ({self.message})" if self.message else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HealthReport:
     """The last observation of every watched object; ``timed_out`` when time ran out."""
 

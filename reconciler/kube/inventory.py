@@ -37,7 +37,7 @@ NAME_PREFIX = "reconciler-inventory-"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER_NAME}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Inventory:
     """What one instance has applied; ``objects`` maps each ref to its manifest fingerprint."""
 

@@ -22,7 +22,7 @@ from reconciler.model.version import Version
 API_VERSION = "reconciler/v1"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Where an object was read from: a path relative to the catalog root and key lines."""
 
@@ -189,7 +189,7 @@ class Cluster:
     valid: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instance:
     """What one cluster runs of one app; exactly one of ``channel``/``version`` is set."""
 

@@ -127,7 +127,7 @@ class ChangeSetEntry:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChangeSet:
     """The ordered outcomes of a pass (apply order, then prune order)."""
 

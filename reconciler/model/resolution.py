@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One catalog version considered for an instance and the verdict on it."""
 
@@ -23,7 +23,7 @@ class Candidate:
         return {"version": self.version, "kept": self.kept, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """Which version an instance should run, where that came from, and why.
 

@@ -51,7 +51,7 @@ class StatusFormatError(ValueError):
     """A status record that does not have the shape of SPEC section 3; says which field."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Condition:
     """One kstatus condition; ``last_transition_time`` is RFC 3339 UTC (may be empty)."""
 
@@ -114,7 +114,7 @@ def conditions_for(phase: Phase, reason: str = "", message: str = "") -> tuple[C
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstanceStatus:
     """The recorded state of one instance on one cluster.
 

@@ -6,6 +6,8 @@ builds; records written before builds.yaml (no ``images``) must read as before.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciler.kube.inventory import Inventory, from_configmap, to_configmap
@@ -76,7 +78,7 @@ def test_a_build_rollout_record_is_named_by_builds_and_round_trips() -> None:
 
 def _status(**changes: object) -> InstanceStatus:
     base = InstanceStatus("prod", "web", "shop", Phase.READY, version="2.6.2", objects=3)
-    return base.__class__(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+    return replace(base, **changes)  # type: ignore[arg-type]
 
 
 def test_status_records_images_and_reads_old_records() -> None:
