@@ -13,6 +13,7 @@ planning step; pure functions over model values, no I/O.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -43,9 +44,11 @@ def selector_source(instance: Instance) -> str:
     """``channel:<name>``, ``exact``, ``range:<expr>`` or ``latest`` (SPEC section 6).
 
     ``none`` for an instance that sets neither (the validator reports it).
+    Interned: every instance's resolution and record keep it, and thousands of
+    instances follow the same few channels.
     """
     if instance.channel is not None:
-        return f"channel:{instance.channel}"
+        return sys.intern(f"channel:{instance.channel}")
     if instance.version is None:
         return "none"
     text = instance.version.strip()
@@ -54,7 +57,7 @@ def selector_source(instance: Instance) -> str:
     try:
         parse_version(text)
     except VersionSyntaxError:
-        return f"range:{text}"
+        return sys.intern(f"range:{text}")
     return "exact"
 
 

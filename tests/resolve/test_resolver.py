@@ -42,6 +42,9 @@ def reasons(candidates: tuple[Candidate, ...]) -> dict[str, tuple[bool, str]]:
 )
 def test_selector_source(channel: str | None, version: str | None, source: str) -> None:
     assert selector_source(instance(channel=channel, version=version)) == source
+    # one string for every instance with the same selector: each resolution keeps it
+    again = selector_source(instance(channel=channel, version=version))
+    assert again is selector_source(instance(channel=channel, version=version))
 
 
 def test_channel_chooses_its_version_with_deprecation_warning() -> None:
