@@ -372,7 +372,7 @@ class DaemonMetrics:
                 status.app,
                 status.version or "",
                 status.desired_version or "",
-                str(status.phase),
+                status.phase.value,  # the enum's own string, not a copy per instance
                 status.reason or "",
             )
         with self._info_lock:

@@ -170,8 +170,10 @@ class AppVersion:
     origin: Origin = field(default_factory=lambda: Origin(""))
     valid: bool = True  # False when any file of this version has an error
 
-    @property
+    @cached_property
     def key(self) -> str:
+        """The version as text: one string per version, which every plan, resolution
+        and record of its instances shares (``str`` would make a new one per call)."""
         return str(self.version)
 
 

@@ -1,4 +1,4 @@
-"""The records a daemon holds per instance for its whole life carry no per-object dict."""
+"""What a daemon holds per instance for its whole life is as small as it can be."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from reconciler.daemon.plan import InstancePlan
 from reconciler.kube.apply import InstanceResult
 from reconciler.kube.health import HealthReport, ObjectHealth
 from reconciler.kube.inventory import Inventory
-from reconciler.model.catalog import Instance, Origin
+from reconciler.model.catalog import AppVersion, Instance, Origin
 from reconciler.model.changeset import ChangeSet
 from reconciler.model.resolution import Candidate, Resolution
 from reconciler.model.status import Condition, InstanceStatus
+from reconciler.model.version import parse_version
 
 
 @pytest.mark.parametrize(
@@ -39,3 +40,10 @@ def test_per_instance_records_are_slotted(kind: type) -> None:
     settled instances, its last records, its catalog): an instance ``__dict__`` costs
     about 100 bytes more per object than slots (bench/scale.py measures the total)."""
     assert "__slots__" in vars(kind) and "__dict__" not in vars(kind)
+
+
+def test_a_version_s_key_is_one_string() -> None:
+    """Every plan, resolution and record of a version's instances keeps its key."""
+    version = AppVersion("web", parse_version("1.2.3"), "apps/web/versions/1.2.3")
+    assert version.key == "1.2.3" and version.key is version.key
+    assert version == AppVersion("web", parse_version("1.2.3"), "apps/web/versions/1.2.3")
