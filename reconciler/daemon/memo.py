@@ -230,6 +230,8 @@ class PassMemo:
             tuple(replace(o, ref=same.get(o.ref, o.ref)) for o in health.objects),
             health.timed_out,
         )
+        if built == final:
+            built = final  # the usual case: no hook changed the record; keep one of them
         reused = Reused(replace(plan, objects=()), keys, result, health, built)
         self._entries[name] = _Entry(
             plan.instance,

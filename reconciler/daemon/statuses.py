@@ -12,6 +12,7 @@ and what Git asks for (``desiredVersion``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +53,9 @@ def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> 
         objects = len(outcome.result.inventory.objects)
     if res.warnings and phase is Phase.READY:
         message = f"{message}; " + "; ".join(res.warnings)
+    # interned: the instances of one app version at rest say the same thing, and each
+    # record is kept for the life of the daemon (its last records, the memo, the ledger)
+    message = sys.intern(message)
     status = InstanceStatus(
         cluster=cluster,
         instance=inst.name,

@@ -9,6 +9,7 @@ of the status file, so the file people read with ``git show`` is the contract.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -89,11 +90,14 @@ class Condition:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def conditions_for(phase: Phase, reason: str = "", message: str = "") -> tuple[Condition, ...]:
     """The kstatus conditions that say ``phase``: Ready always, plus Reconciling or Stalled.
 
     ``reason`` defaults to the phase name (``Progressing``, ``Succeeded``...), as
     kustomize-controller does, so every condition carries a machine-readable reason.
+    Cached: conditions are immutable, and the thousands of instances at rest share a
+    phase, reason and message, so their records share one tuple of conditions.
     """
     if phase is Phase.READY:
         return (Condition(ConditionType.READY, TRUE, reason or "Succeeded", message),)

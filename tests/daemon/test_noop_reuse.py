@@ -98,6 +98,8 @@ def test_what_the_memo_keeps_names_each_object_once(world: World) -> None:
     assert {id(ref) for ref, _ in entry.versions[:-1]} <= own  # the last: the inventory's own
     assert {id(key[3]) for key in entry.reused.keys} <= names
     assert {id(e.name) for e in entry.reused.result.changes.entries} <= names
+    # the record as built and as the pass returned it are one object when equal
+    assert entry.reused.built is entry.final
     # the daemon's cache of inventories holds that same inventory, not an equal copy
     cached = [
         inv for inv in world.daemon.memo.inventories.values() if inv and inv.instance == "web"

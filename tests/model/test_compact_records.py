@@ -12,7 +12,7 @@ from reconciler.kube.inventory import Inventory
 from reconciler.model.catalog import AppVersion, Instance, Origin
 from reconciler.model.changeset import ChangeSet
 from reconciler.model.resolution import Candidate, Resolution
-from reconciler.model.status import Condition, InstanceStatus
+from reconciler.model.status import Condition, InstanceStatus, Phase
 from reconciler.model.version import parse_version
 
 
@@ -47,3 +47,10 @@ def test_a_version_s_key_is_one_string() -> None:
     version = AppVersion("web", parse_version("1.2.3"), "apps/web/versions/1.2.3")
     assert version.key == "1.2.3" and version.key is version.key
     assert version == AppVersion("web", parse_version("1.2.3"), "apps/web/versions/1.2.3")
+
+
+def test_records_at_rest_share_their_conditions() -> None:
+    """Thousands of Ready instances of one version say the same: one tuple serves all."""
+    one = InstanceStatus("prod", "a", "web", Phase.READY, message="web 1.0.0 is ready")
+    two = InstanceStatus("prod", "b", "web", Phase.READY, message="web 1.0.0 is ready")
+    assert one.with_default_conditions().conditions is two.with_default_conditions().conditions
