@@ -18,6 +18,7 @@ rendered from the returned ``PassReport``.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -536,5 +537,7 @@ def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
             found.append(ObjectHealth(ref, Health.NOT_FOUND, "not in the pass's view"))
             continue
         health, message = evaluate(obj)
-        found.append(ObjectHealth(ref, health, message))
+        # interned: healthy objects of one kind say the same, and a settled instance's
+        # health is kept across passes (``daemon.memo``)
+        found.append(ObjectHealth(ref, health, sys.intern(message)))
     return HealthReport(tuple(found))

@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.daemon.rendered import RenderedObjects, keys_of
@@ -31,6 +32,9 @@ CATALOG_INVALID = "CatalogInvalid"
 RESOLVE_FAILED = "ResolveFailed"
 
 ObjectKey = tuple[str, str, str, str]  # ``render.object_key``: group, kind, namespace, name
+
+
+NO_IMAGES: Mapping[str, str] = MappingProxyType({})  # read-only: shared by every plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +251,10 @@ def plan_instance(
             reason=CATALOG_INVALID,
             message=str(missing),
         )
-    images = {n: f"{b.tag}@{b.digest}" for n, b in entry.builds_of(version.key).items()}
+    # most versions pin no builds: their plans share one empty mapping, not one dict each
+    images = {
+        n: f"{b.tag}@{b.digest}" for n, b in entry.builds_of(version.key).items()
+    } or NO_IMAGES
     if not render:
         return InstancePlan(instance, resolution, version, images=images)
     rendered = render_instance(catalog, instance, version)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from reconciler.daemon.plan import InstancePlan
+from reconciler.daemon.plan import NO_IMAGES, InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
 from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
@@ -90,7 +90,7 @@ def _images(o: InstanceOutcome, version: str | None) -> Mapping[str, str]:
         and o.result is not None
         and o.result.ok
     )
-    return dict(plan.images) if applied else dict(o.deployed_images)
+    return (dict(plan.images) if applied else dict(o.deployed_images)) or NO_IMAGES
 
 
 def conflicting_writer(other: str) -> Condition:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.daemon.memo import Reused, _Entry
-from reconciler.daemon.plan import InstancePlan
+from reconciler.daemon.plan import NO_IMAGES, InstancePlan
 from reconciler.kube.apply import InstanceResult
 from reconciler.kube.health import HealthReport, ObjectHealth
 from reconciler.kube.inventory import Inventory
@@ -54,3 +54,9 @@ def test_records_at_rest_share_their_conditions() -> None:
     one = InstanceStatus("prod", "a", "web", Phase.READY, message="web 1.0.0 is ready")
     two = InstanceStatus("prod", "b", "web", Phase.READY, message="web 1.0.0 is ready")
     assert one.with_default_conditions().conditions is two.with_default_conditions().conditions
+
+
+def test_plans_without_pinned_builds_share_one_read_only_mapping() -> None:
+    assert not NO_IMAGES and dict(NO_IMAGES) == {}
+    with pytest.raises(TypeError):
+        NO_IMAGES["web"] = "1.0.0-b1@sha256:00"  # type: ignore[index]
