@@ -53,14 +53,26 @@ class Reused:
 
     ``plan`` carries no rendered objects (they are not kept between passes);
     ``keys`` are the objects' identities, which the check that no two instances
-    render the same object still needs.
+    render the same object still needs. The change set of a settled instance says
+    "unchanged" of each object: ``unchanged`` keeps just those objects, in apply
+    order, and :attr:`result` writes the entries again when asked (a daemon holds an
+    entry per instance for its whole life; a pass asks once).
     """
 
     plan: InstancePlan
     keys: tuple[ObjectKey, ...]
-    result: InstanceResult
+    kept: InstanceResult  # the result, its change set left out when ``unchanged`` says it
     health: HealthReport
     built: InstanceStatus  # the record as built, before migration hooks saw it
+    unchanged: tuple[ObjectRef, ...] | None = None
+
+    @property
+    def result(self) -> InstanceResult:
+        if self.unchanged is None:
+            return self.kept
+        name = self.kept.instance
+        entries = tuple(ChangeSetEntry.for_ref(name, r, Action.UNCHANGED) for r in self.unchanged)
+        return replace(self.kept, changes=ChangeSet(entries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +82,8 @@ class _Entry:
     deployed: str
     reused: Reused
     final: InstanceStatus  # the record the pass returned (the daemon's ``previous``)
-    versions: tuple[tuple[ObjectRef, str], ...]  # each object's and the inventory's
+    refs: tuple[ObjectRef, ...]  # each object's and the inventory's ...
+    versions: tuple[str, ...]  # ... ``resourceVersion`` as the pass that settled it saw it
 
 
 def _resource_version(live: LiveState, ref: ObjectRef) -> str | None:
@@ -123,7 +136,7 @@ class PassMemo:
             or entry.final is not previous
         ):
             return None
-        for ref, version in entry.versions:
+        for ref, version in zip(entry.refs, entry.versions, strict=True):
             if _resource_version(live, ref) != version:
                 return None
         app = catalog.apps.get(instance.app)
@@ -205,40 +218,38 @@ class PassMemo:
         if {ObjectRef(e.api_version, e.kind, e.namespace, e.name) for e in entries} != set(refs):
             return
         inventory_ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(name))
+        watched = (*refs, inventory_ref)
         versions = []
-        for ref in (*refs, inventory_ref):
+        for ref in watched:
             rv = _resource_version(live, ref)
             if rv is None:
                 return
-            versions.append((ref, rv))
+            versions.append(rv)
         # what the entry keeps names each object with the inventory's references:
         # one reference and one name string per object, not one per copy the
         # pass made (rendering, health, the change set each made their own)
         same = {ref: ref for ref in refs}
         canonical = {ref_key(ref): ref_key(ref) for ref in refs}
         keys = tuple(canonical.get(key, key) for key in keys_of(plan.objects))
-        result = replace(
-            result,
-            changes=ChangeSet(
-                tuple(
-                    ChangeSetEntry.for_ref(name, same.get(e.ref, e.ref), e.action, e.message)
-                    for e in entries
-                )
-            ),
-        )
+        applied = tuple(same.get(e.ref, e.ref) for e in entries)
+        if all(not e.message for e in entries):
+            kept, unchanged = replace(result, changes=ChangeSet()), applied
+        else:  # a message to repeat (a warning): the entries are kept as they are
+            kept, unchanged = result, None
         health = HealthReport(
             tuple(replace(o, ref=same.get(o.ref, o.ref)) for o in health.objects),
             health.timed_out,
         )
         if built == final:
             built = final  # the usual case: no hook changed the record; keep one of them
-        reused = Reused(replace(plan, objects=()), keys, result, health, built)
+        reused = Reused(replace(plan, objects=()), keys, kept, health, built, unchanged)
         self._entries[name] = _Entry(
             plan.instance,
             catalog.apps.get(plan.instance.app),
             deployed,
             reused,
             final,
+            watched,
             tuple(versions),
         )
 

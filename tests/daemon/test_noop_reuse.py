@@ -88,15 +88,21 @@ def test_what_the_memo_keeps_names_each_object_once(world: World) -> None:
     """A settled instance's entry is held for the life of the daemon: every object
     in it (its key, its health, its change-set entry, its inventory line) is named with
     the inventory's own reference, not a copy per step of the pass that made it."""
-    reused_pass(world)
+    outcome = reused_pass(world)
+    assert outcome.report is not None
     entry = world.daemon.memo._entries["web"]
+    # the entries made again are the ones the pass reported, in the same order
+    said = [e for e in outcome.report.changes.entries if e.instance == "web"]
+    assert list(entry.reused.result.changes.entries) == said
     inventory = entry.reused.result.inventory
     assert inventory is not None
     own = {id(ref) for ref in inventory.objects}
     names = {id(ref.name) for ref in inventory.objects}
     assert {id(o.ref) for o in entry.reused.health.objects} <= own
-    assert {id(ref) for ref, _ in entry.versions[:-1]} <= own  # the last: the inventory's own
+    assert {id(ref) for ref in entry.refs[:-1]} <= own  # the last: the inventory's own
     assert {id(key[3]) for key in entry.reused.keys} <= names
+    assert entry.reused.unchanged is not None  # the change set is made again when asked
+    assert {id(ref) for ref in entry.reused.unchanged} <= own
     assert {id(e.name) for e in entry.reused.result.changes.entries} <= names
     # the record as built and as the pass returned it are one object when equal
     assert entry.reused.built is entry.final
