@@ -21,7 +21,16 @@ import git
 
 from reconciler.model.errors import SourceError
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import GitFailed, MissingRemoteBranch, locked, run, run_remote
+from reconciler.source.runner import (
+    QUIET_HOUSEKEEPING,
+    GitFailed,
+    MissingRemoteBranch,
+    configure,
+    housekeep,
+    locked,
+    run,
+    run_remote,
+)
 from reconciler.source.verify import SignaturePolicy, SignatureRefused, SignatureVerifier
 
 log = logging.getLogger("reconciler.source")
@@ -72,6 +81,7 @@ class CatalogSource:
         # per policy: a commit verified against other keys must not count as verified
         self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
         self._last: str | None = None
+        self._configured = False  # QUIET_HOUSEKEEPING checked in the clone by this process
 
     @property
     def path(self) -> Path:
@@ -91,6 +101,7 @@ class CatalogSource:
             head = run(repo, ["rev-parse", "--verify", f"refs/remotes/origin/{branch}^{{commit}}"])
             commit, refused, signer = self._choose(repo, head)
             self._checkout(repo, commit)
+            housekeep(repo)  # what each fetch's own ``git maintenance`` used to do
         previous, self._last = self._last, commit
         if refused:
             log.warning("%s: %s; staying at %s", self.access.display, refused, commit[:12])
@@ -109,6 +120,9 @@ class CatalogSource:
     def _fetch(self) -> git.Repo:
         if (self._slot / ".git").is_dir():
             repo = git.Repo(str(self._slot))
+            if not self._configured:  # a clone made before these settings existed
+                configure(repo, QUIET_HOUSEKEEPING)
+                self._configured = True
             branch = self._current_branch(repo)
             refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
             run_remote(
@@ -132,7 +146,10 @@ class CatalogSource:
                     f"clone {self.access.display}: no branch {self._branch!r}"
                 ) from e
             raise
-        return git.Repo(str(self._slot))
+        repo = git.Repo(str(self._slot))
+        configure(repo, QUIET_HOUSEKEEPING)
+        self._configured = True
+        return repo
 
     def _current_branch(self, repo: git.Repo) -> str:
         if self._branch:
