@@ -28,6 +28,7 @@ from reconciler.source.runner import (
     configure,
     housekeep,
     locked,
+    read_ref,
     run,
     run_remote,
 )
@@ -98,7 +99,9 @@ class CatalogSource:
         with locked(self._slot.with_name(self._slot.name + ".lock")):
             repo = self._fetch()
             branch = self._current_branch(repo)
-            head = run(repo, ["rev-parse", "--verify", f"refs/remotes/origin/{branch}^{{commit}}"])
+            fetched = f"refs/remotes/origin/{branch}"
+            # read in process; a missing ref is Git's error, as it always was
+            head = read_ref(repo, fetched) or run(repo, ["rev-parse", "--verify", fetched])
             commit, refused, signer = self._choose(repo, head)
             self._checkout(repo, commit)
             housekeep(repo)  # what each fetch's own ``git maintenance`` used to do
@@ -174,21 +177,15 @@ class CatalogSource:
         if verdict.ok:
             run(repo, ["update-ref", self._verified_ref, head])
             return head, None, verdict.signer
-        try:
-            last = run(
-                repo, ["rev-parse", "--verify", "--quiet", f"{self._verified_ref}^{{commit}}"]
-            )
-        except GitFailed as e:
+        last = read_ref(repo, self._verified_ref)
+        if last is None:
             raise SignatureRefused(
                 f"{self.access.display}: {verdict.reason}; no verified commit to fall back to"
-            ) from e
+            )
         return last, verdict.reason, ""
 
     def _checkout(self, repo: git.Repo, commit: str) -> None:
-        try:
-            current = run(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-        except GitFailed:
-            current = ""
+        current = read_ref(repo, "HEAD")
         if current == commit and self._last == commit:
             return  # checked out by this process already; a new process re-checks once
         try:

@@ -152,6 +152,25 @@ def run_remote(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def read_ref(repo: git.Repo, ref: str) -> str | None:
+    """The commit ``ref`` (``HEAD``, ``refs/...``) names, or None when there is none.
+
+    Read in process, from the ref's file or ``packed-refs`` (what ``git rev-parse``
+    would read, without its process: the daemon looks at a few refs on every pass).
+    A ref not found there is asked of ``git rev-parse``, so None is always Git's own
+    answer, also for a ref store gitpython cannot read (reftable). The refs read so
+    are the daemon's own (fetched branches, a checkout's HEAD), which name commits.
+    """
+    try:
+        return git.SymbolicReference.dereference_recursive(repo, ref)
+    except (ValueError, OSError):
+        pass
+    try:
+        return run(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
+    except GitFailed:
+        return None
+
+
 def open_repo(path: Path) -> git.Repo:
     """Open an existing repository, translating gitpython's errors."""
     try:

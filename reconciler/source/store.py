@@ -28,6 +28,7 @@ from reconciler.source.runner import (
     configure,
     init_repo,
     open_repo,
+    read_ref,
     run,
     run_remote,
 )
@@ -50,10 +51,8 @@ class BranchStore(Protocol):
 
 
 def tip(store: BranchStore) -> str | None:
-    try:
-        return run(store.repo, ["rev-parse", "--verify", "--quiet", f"{store.ref}^{{commit}}"])
-    except GitFailed:
-        return None
+    """The branch head as last fetched (or as it is, for a local path); None: no branch."""
+    return read_ref(store.repo, store.ref)
 
 
 class LocalStore:

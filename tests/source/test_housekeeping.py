@@ -22,6 +22,7 @@ from reconciler.source.runner import (
     configure,
     gc_due,
     housekeep,
+    read_ref,
 )
 from reconciler.source.workclone import CatalogWorkClone
 from tests.ledger.test_ledger import status
@@ -191,3 +192,42 @@ def test_housekeep_keeps_a_persons_own_gc_settings(
     housekeep(gitpython.Repo(repo), own=False)
     assert git_trace.count("gc", "--auto", "--quiet") == 1
     assert _pack_count(repo) == GC_PACKS + 1
+
+
+def test_refs_are_read_in_process_loose_packed_and_symbolic(
+    catalog_repo: Path, git_trace: GitTrace
+) -> None:
+    repo = gitpython.Repo(catalog_repo)
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    git(catalog_repo, "update-ref", "refs/remotes/origin/status/prod", head)
+    git(catalog_repo, "branch", "-q", "packed")
+    git(catalog_repo, "pack-refs", "--all")
+    git(catalog_repo, "update-ref", "refs/remotes/origin/loose", head)  # after the packing
+    git_trace.clear()
+    assert read_ref(repo, "HEAD") == head  # symbolic: ref: refs/heads/main (packed)
+    assert read_ref(repo, "refs/heads/packed") == head
+    assert read_ref(repo, "refs/remotes/origin/status/prod") == head
+    assert read_ref(repo, "refs/remotes/origin/loose") == head
+    assert git_trace.commands() == []
+    git(catalog_repo, "checkout", "-q", "--detach", head)
+    assert read_ref(repo, "HEAD") == head
+
+
+def test_a_missing_ref_is_gits_own_answer(catalog_repo: Path, git_trace: GitTrace) -> None:
+    repo = gitpython.Repo(catalog_repo)
+    git_trace.clear()
+    assert read_ref(repo, "refs/remotes/origin/status/none") is None
+    assert git_trace.count("rev-parse") == 1  # not found in the files: Git decides
+
+
+def test_a_ref_store_gitpython_cannot_read_is_asked_of_git(
+    catalog_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a reftable repository would be: the answer still comes, from ``git rev-parse``."""
+    head = git(catalog_repo, "rev-parse", "HEAD")
+
+    def unreadable(repo: object, ref: object) -> str:
+        raise ValueError("no such file")
+
+    monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
+    assert read_ref(gitpython.Repo(catalog_repo), "HEAD") == head
