@@ -197,16 +197,22 @@ QUIET_HOUSEKEEPING = {"maintenance.auto": "false", "gc.auto": "0"}
 def configure(repo: git.Repo, values: Mapping[str, str]) -> None:
     """Set each ``section[.subsection].key`` in ``repo``'s own config, where it differs.
 
-    Read in process (no Git process when everything is set already, the usual case
-    on every pass after the first); written with ``git config`` (Git's own locking
-    and format), only for what differs.
+    In process, through gitpython's reader and writer (which takes Git's
+    ``config.lock``): no Git process, and no write at all when everything is set
+    already, the usual case on every start after the first.
     """
     reader = repo.config_reader("repository")
+    missing = {}
     for name, value in values.items():
         section, key = _config_section(name)
         current = reader.get(section, key) if reader.has_option(section, key) else None
         if current != value:
-            run(repo, ["config", name, value])
+            missing[section, key] = value
+    if not missing:
+        return
+    with repo.config_writer("repository") as writer:
+        for (section, key), value in missing.items():
+            writer.set_value(section, key, value)
 
 
 def _config_section(name: str) -> tuple[str, str]:
