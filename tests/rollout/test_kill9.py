@@ -52,6 +52,10 @@ def start(world: World, cache: Path) -> subprocess.Popen[bytes]:
         "1",
         "--health-grace",
         "0.2",
+        # the next look at the rollout: soon (its pods are ready in a tenth of a second),
+        # yet slow enough that the test sees each step before the next one is due
+        "--max-look",
+        "0.5",
         "--log-level",
         "warning",
     ]
