@@ -127,15 +127,37 @@ class CatalogSource:
                 configure(repo, QUIET_HOUSEKEEPING)
                 self._configured = True
             branch = self._current_branch(repo)
+            what = f"fetch {branch} from {self.access.display}"
+            if self._unmoved(repo, branch, what):
+                return repo
             refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
             run_remote(
                 repo,
                 ["fetch", "--quiet", "--depth=1", "--no-tags", "origin", refspec],
                 self.access,
-                what=f"fetch {branch} from {self.access.display}",
+                what=what,
             )
             return repo
         return self._clone()
+
+    def _unmoved(self, repo: git.Repo, branch: str, what: str) -> bool:
+        """Whether the remote branch is still the commit fetched last time.
+
+        Most polls find the branch where it was. One ``git ls-remote`` (the remote's
+        ref advertisement) tells; a shallow ``git fetch`` of an unchanged branch
+        still has the remote pack an empty answer and the clone unpack and check it,
+        five processes here and a pack on the server. A branch the remote does not
+        list is left to the fetch, whose error says so.
+        """
+        fetched = read_ref(repo, f"refs/remotes/origin/{branch}")
+        if fetched is None:
+            return False
+        listed = run_remote(
+            repo, ["ls-remote", "--heads", "origin", f"refs/heads/{branch}"], self.access, what=what
+        )
+        return any(
+            line.split("\t", 1) == [fetched, f"refs/heads/{branch}"] for line in listed.splitlines()
+        )
 
     def _clone(self) -> git.Repo:
         args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
