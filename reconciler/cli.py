@@ -218,6 +218,13 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         "--once a pass waits up to --health-timeout instead)",
     )
     p.add_argument(
+        "--max-look",
+        type=duration,
+        default=2.0,  # daemon.loop.DaemonSettings.max_look
+        help="a rollout in flight is looked at again at least this often, whatever "
+        "--interval says (default 2s; never more often than every 100ms)",
+    )
+    p.add_argument(
         "--watch",
         action="store_true",
         help="--repo is a local checkout: reconcile its files on every save",

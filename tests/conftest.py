@@ -30,13 +30,25 @@ GIT_ENV = {
 def _pinned_git_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """Every test sees the same Git identity and no user/global Git config."""
+    """Every test sees the same Git identity and no user/global Git config.
+
+    Nor Git's automatic housekeeping: a test's repositories are short-lived, and a
+    ``git maintenance run --auto`` after each fetch and a ``git gc --auto`` after each
+    commit and push were several thousand processes over the suite, each finding
+    nothing to do. The cache's own repositories turn it off in their config and gc
+    when due (``reconciler.source.runner.housekeep``, tests/source/test_housekeeping.py).
+    """
     home = tmp_path_factory.mktemp("home")
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n"
+        "[maintenance]\n\tauto = false\n"
+        "[gc]\n\tauto = 0\n"
+        "[receive]\n\tautogc = false\n"
+    )
     yield
 
 

@@ -6,9 +6,15 @@ for real) and override or delete single files to produce one defect at a time.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
+from reconciler.source.scaffold import CatalogRepo, create_catalog_repo
 from tests.lanes import suffix_namespaces
 
 BASE_FILES: dict[str, str] = {
@@ -153,3 +159,55 @@ def write_catalog(
         else:
             path.write_text(suffix_namespaces(rel, textwrap.dedent(content), suffix))
     return root
+
+
+_built: dict[str, Path] = {}  # catalog content -> where its repository was built
+
+
+def catalog_repo(source: Path, into: Path) -> CatalogRepo:
+    """What ``create_catalog_repo(source, into)`` makes, built once per catalog and copied.
+
+    Hundreds of tests start from the same few catalogs; each build is a handful of Git
+    processes (init, add, commit, a bare remote, a push). The copy has the same files,
+    the same commit (the tests' Git identity and dates are pinned) and a clone whose
+    ``origin`` is its own copy of the bare remote, as a fresh build would.
+    """
+    key = _content_key(source)
+    built = _built.get(key)
+    if built is None:
+        built = _templates() / key
+        create_catalog_repo(source, built)
+        _built[key] = built
+    work, remote = into / "catalog", into / "catalog.git"
+    shutil.copytree(built / "catalog", work, symlinks=True)
+    shutil.copytree(built / "catalog.git", remote, symlinks=True)
+    config = work / ".git" / "config"
+    old, new = (built / "catalog.git").as_uri(), remote.as_uri()
+    config.write_text(config.read_text().replace(old, new))
+    return CatalogRepo(work, remote)
+
+
+def _content_key(root: Path) -> str:
+    """A digest of every file's path, mode and bytes (a symlink's target) under ``root``."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            digest.update(f"L {rel} {os.readlink(path)}\0".encode())
+        elif path.is_file():
+            digest.update(f"F {rel} {path.stat().st_mode & 0o111}\0".encode())
+            digest.update(path.read_bytes())
+        else:
+            digest.update(f"D {rel}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+_templates_dir: list[Path] = []
+
+
+def _templates() -> Path:
+    if not _templates_dir:
+        path = Path(tempfile.mkdtemp(prefix="reconciler-test-catalogs-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _templates_dir.append(path)
+    return _templates_dir[0]

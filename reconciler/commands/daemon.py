@@ -80,6 +80,7 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         health_timeout=args.health_timeout,
         # one pass and done: nothing else waits, so wait for health as ``apply`` does
         health_grace=args.health_timeout if getattr(args, "once", False) else args.health_grace,
+        max_look=args.max_look,
         force_conflicts=args.force_conflicts,
         allow_empty_prune=args.allow_empty_prune,
         allow_mass_prune=args.allow_mass_prune,

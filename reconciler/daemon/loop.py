@@ -301,7 +301,7 @@ class Daemon:
             checkout, moved = self.sync()
             if moved:
                 log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
-            self._seed_statuses(scope)
+            fetched = self._seed_statuses(scope)
             report = reconcile_checkout(
                 self.catalog_at(checkout),
                 checkout.commit,
@@ -321,7 +321,10 @@ class Daemon:
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
             return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
         runs = tuple(s for event in report.migrations for s in event.statuses)
-        commits, error = self.record((*runs, *report.statuses), checkout.commit)
+        # one status fetch per pass: a pass that has just read the branch builds on that
+        commits, error = self.record(
+            (*runs, *report.statuses), checkout.commit, refresh=not fetched
+        )
         self._log_changes(report, {c.instance for c in commits})
         self._emit_events(report, {c.instance for c in commits})
         self._report_rollouts(report)
@@ -412,22 +415,24 @@ class Daemon:
     def _health_wait_ended(self, instance: str, outcome: str, seconds: float) -> None:
         self.metrics.observe_health_wait(self.settings.cluster, outcome, seconds)
 
-    def _seed_statuses(self, scope: ShardScope | None = None) -> None:
+    def _seed_statuses(self, scope: ShardScope | None = None) -> bool:
         """After a (re)start, the last records come from the status branch, once.
 
         A rollout in flight continues from its last recorded step and what the
         cluster shows (SPEC section 4, "a restarted reconciler continues"). With
         shards, a shard taken over (again) is read afresh: its instances' records are
         the ones the replica that held it wrote meanwhile, not what we read before.
+        True when the branch was fetched and read (the pass's ``record`` need not
+        fetch it again).
         """
         gained: frozenset[int] = frozenset()
         if scope is not None:
             gained = scope.held - self._seeded_shards
             self._seeded_shards = scope.held  # a shard lost and taken back is read again
             if not gained and self._seeded:
-                return
+                return False
         elif self._seeded:
-            return
+            return False
         self._seeded = True
         try:
             recorded = self.ledger.read()
@@ -437,12 +442,13 @@ class Daemon:
                 e,
                 extra={"cluster": self.settings.cluster},
             )
-            return
+            return False
         for name, status in recorded.items():
             if scope is None:
                 self.statuses.setdefault(name, status)
             elif shard_of(name, scope.count) in gained:
                 self.statuses[name] = status
+        return True
 
     def _holding(self, plan: InstancePlan) -> bool:
         """Skip a failing instance until its backoff ends, unless its inputs changed."""
@@ -502,12 +508,18 @@ class Daemon:
         return None if at is None else max(0.0, at - now)
 
     def record(
-        self, statuses: tuple[InstanceStatus, ...], commit: str
+        self, statuses: tuple[InstanceStatus, ...], commit: str, *, refresh: bool = True
     ) -> tuple[list[CommitInfo], str | None]:
-        """Commit changed records; a failed push is retried on the next pass, never lost."""
+        """Commit changed records; a failed push is retried on the next pass, never lost.
+
+        ``refresh=False``: this pass fetched the status branch already (``StatusLedger.record``).
+        """
         try:
             pass_id = self._pass_id or None
-            return self.ledger.record(statuses, source_commit=commit, pass_id=pass_id), None
+            recorded = self.ledger.record(
+                statuses, source_commit=commit, pass_id=pass_id, refresh=refresh
+            )
+            return recorded, None
         except SourceError as e:
             log.error("cannot write status: %s", e, extra={"cluster": self.settings.cluster})
             self.metrics.count_status_push_failure(self.settings.cluster)

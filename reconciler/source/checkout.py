@@ -21,7 +21,17 @@ import git
 
 from reconciler.model.errors import SourceError
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import GitFailed, MissingRemoteBranch, locked, run, run_remote
+from reconciler.source.runner import (
+    QUIET_HOUSEKEEPING,
+    GitFailed,
+    MissingRemoteBranch,
+    configure,
+    housekeep,
+    locked,
+    read_ref,
+    run,
+    run_remote,
+)
 from reconciler.source.verify import SignaturePolicy, SignatureRefused, SignatureVerifier
 
 log = logging.getLogger("reconciler.source")
@@ -72,6 +82,7 @@ class CatalogSource:
         # per policy: a commit verified against other keys must not count as verified
         self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
         self._last: str | None = None
+        self._configured = False  # QUIET_HOUSEKEEPING checked in the clone by this process
 
     @property
     def path(self) -> Path:
@@ -88,9 +99,12 @@ class CatalogSource:
         with locked(self._slot.with_name(self._slot.name + ".lock")):
             repo = self._fetch()
             branch = self._current_branch(repo)
-            head = run(repo, ["rev-parse", "--verify", f"refs/remotes/origin/{branch}^{{commit}}"])
+            fetched = f"refs/remotes/origin/{branch}"
+            # read in process; a missing ref is Git's error, as it always was
+            head = read_ref(repo, fetched) or run(repo, ["rev-parse", "--verify", fetched])
             commit, refused, signer = self._choose(repo, head)
             self._checkout(repo, commit)
+            housekeep(repo)  # what each fetch's own ``git maintenance`` used to do
         previous, self._last = self._last, commit
         if refused:
             log.warning("%s: %s; staying at %s", self.access.display, refused, commit[:12])
@@ -109,16 +123,41 @@ class CatalogSource:
     def _fetch(self) -> git.Repo:
         if (self._slot / ".git").is_dir():
             repo = git.Repo(str(self._slot))
+            if not self._configured:  # a clone made before these settings existed
+                configure(repo, QUIET_HOUSEKEEPING)
+                self._configured = True
             branch = self._current_branch(repo)
+            what = f"fetch {branch} from {self.access.display}"
+            if self._unmoved(repo, branch, what):
+                return repo
             refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
             run_remote(
                 repo,
                 ["fetch", "--quiet", "--depth=1", "--no-tags", "origin", refspec],
                 self.access,
-                what=f"fetch {branch} from {self.access.display}",
+                what=what,
             )
             return repo
         return self._clone()
+
+    def _unmoved(self, repo: git.Repo, branch: str, what: str) -> bool:
+        """Whether the remote branch is still the commit fetched last time.
+
+        Most polls find the branch where it was. One ``git ls-remote`` (the remote's
+        ref advertisement) tells; a shallow ``git fetch`` of an unchanged branch
+        still has the remote pack an empty answer and the clone unpack and check it,
+        five processes here and a pack on the server. A branch the remote does not
+        list is left to the fetch, whose error says so.
+        """
+        fetched = read_ref(repo, f"refs/remotes/origin/{branch}")
+        if fetched is None:
+            return False
+        listed = run_remote(
+            repo, ["ls-remote", "--heads", "origin", f"refs/heads/{branch}"], self.access, what=what
+        )
+        return any(
+            line.split("\t", 1) == [fetched, f"refs/heads/{branch}"] for line in listed.splitlines()
+        )
 
     def _clone(self) -> git.Repo:
         args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
@@ -132,7 +171,10 @@ class CatalogSource:
                     f"clone {self.access.display}: no branch {self._branch!r}"
                 ) from e
             raise
-        return git.Repo(str(self._slot))
+        repo = git.Repo(str(self._slot))
+        configure(repo, QUIET_HOUSEKEEPING)
+        self._configured = True
+        return repo
 
     def _current_branch(self, repo: git.Repo) -> str:
         if self._branch:
@@ -157,21 +199,15 @@ class CatalogSource:
         if verdict.ok:
             run(repo, ["update-ref", self._verified_ref, head])
             return head, None, verdict.signer
-        try:
-            last = run(
-                repo, ["rev-parse", "--verify", "--quiet", f"{self._verified_ref}^{{commit}}"]
-            )
-        except GitFailed as e:
+        last = read_ref(repo, self._verified_ref)
+        if last is None:
             raise SignatureRefused(
                 f"{self.access.display}: {verdict.reason}; no verified commit to fall back to"
-            ) from e
+            )
         return last, verdict.reason, ""
 
     def _checkout(self, repo: git.Repo, commit: str) -> None:
-        try:
-            current = run(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-        except GitFailed:
-            current = ""
+        current = read_ref(repo, "HEAD")
         if current == commit and self._last == commit:
             return  # checked out by this process already; a new process re-checks once
         try:

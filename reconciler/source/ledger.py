@@ -111,7 +111,7 @@ class StatusLedger:
     def head(self, *, refresh: bool = False) -> str | None:
         """The commit at the head of the branch (None: no branch yet), fetched only on ``refresh``.
 
-        One ``rev-parse``: what a cache of anything derived from the branch keys on.
+        One ref read (no process): what a cache of anything derived from the branch keys on.
         """
         with locked(self._lock):
             if refresh:
@@ -154,6 +154,7 @@ class StatusLedger:
         source_commit: str | None = None,
         now: str | None = None,
         pass_id: str | None = None,
+        refresh: bool = True,
     ) -> list[CommitInfo]:
         """Commit every status that differs from its record; return the commits published.
 
@@ -162,7 +163,10 @@ class StatusLedger:
         ``source_commit`` fills records whose ``source_commit`` is empty; ``now``
         (RFC 3339) stamps changed records and new condition transitions; ``pass_id``
         (the daemon pass recording them) becomes each commit's ``Reconciler-Pass``
-        trailer. Raises
+        trailer. ``refresh=False``: the caller fetched the branch a moment ago (the
+        daemon's pass that read it with ``snapshot``), so the first attempt builds on
+        the head as fetched then; a publish that other writers beat fetches and
+        re-applies, as every later attempt does. Raises
         ``SourceError`` when the branch cannot be fetched or pushed (after retries)
         or when other writers keep winning for ``conflict_attempts`` rounds.
         """
@@ -171,7 +175,8 @@ class StatusLedger:
             return []
         with locked(self._lock):
             for attempt in range(1, self._conflict_attempts + 1):
-                self._store.refresh()
+                if refresh or attempt > 1:
+                    self._store.refresh()
                 base = store.tip(self._store)
                 commits, new_head = self._build(base, wanted, now, pass_id)
                 if not commits:

@@ -8,9 +8,11 @@ gitpython's own exceptions (which quote the whole command line) never escape.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -150,6 +152,25 @@ def run_remote(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def read_ref(repo: git.Repo, ref: str) -> str | None:
+    """The commit ``ref`` (``HEAD``, ``refs/...``) names, or None when there is none.
+
+    Read in process, from the ref's file or ``packed-refs`` (what ``git rev-parse``
+    would read, without its process: the daemon looks at a few refs on every pass).
+    A ref not found there is asked of ``git rev-parse``, so None is always Git's own
+    answer, also for a ref store gitpython cannot read (reftable). The refs read so
+    are the daemon's own (fetched branches, a checkout's HEAD), which name commits.
+    """
+    try:
+        return git.SymbolicReference.dereference_recursive(repo, ref)
+    except (ValueError, OSError):
+        pass
+    try:
+        return run(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
+    except GitFailed:
+        return None
+
+
 def open_repo(path: Path) -> git.Repo:
     """Open an existing repository, translating gitpython's errors."""
     try:
@@ -158,6 +179,87 @@ def open_repo(path: Path) -> git.Repo:
         raise SourceError(f"{path}: no such directory") from e
     except git.InvalidGitRepositoryError as e:
         raise SourceError(f"{path}: not a Git repository") from e
+
+
+# Git's own defaults for ``gc.auto`` (loose objects) and ``gc.autoPackLimit`` (packs): the
+# thresholds ``housekeep`` applies to the repositories reconciler keeps in its cache.
+GC_LOOSE_OBJECTS = 6700
+GC_PACKS = 50
+
+# In every repository the cache holds: Git would otherwise run ``git maintenance run
+# --auto`` after each fetch and ``git gc --auto`` after each commit and push, two extra
+# processes (each a fork and a look at the object store) on every poll of the daemon,
+# only to find nothing to do nearly always. ``housekeep`` does the same check in
+# process and runs gc only when it is due.
+QUIET_HOUSEKEEPING = {"maintenance.auto": "false", "gc.auto": "0"}
+
+
+def configure(repo: git.Repo, values: Mapping[str, str]) -> None:
+    """Set each ``section[.subsection].key`` in ``repo``'s own config, where it differs.
+
+    In process, through gitpython's reader and writer (which takes Git's
+    ``config.lock``): no Git process, and no write at all when everything is set
+    already, the usual case on every start after the first.
+    """
+    reader = repo.config_reader("repository")
+    missing = {}
+    for name, value in values.items():
+        section, key = _config_section(name)
+        current = reader.get(section, key) if reader.has_option(section, key) else None
+        if current != value:
+            missing[section, key] = value
+    if not missing:
+        return
+    with repo.config_writer("repository") as writer:
+        for (section, key), value in missing.items():
+            writer.set_value(section, key, value)
+
+
+def _config_section(name: str) -> tuple[str, str]:
+    """``remote.origin.url`` -> ``('remote "origin"', 'url')``, as gitpython names them."""
+    head, _, key = name.rpartition(".")
+    section, dot, subsection = head.partition(".")
+    return (f'{section} "{subsection}"' if dot else section), key
+
+
+def housekeep(repo: git.Repo, *, own: bool = True) -> None:
+    """Let Git consolidate loose objects and packs, once its ``gc --auto`` thresholds are met.
+
+    The test is Git's own (``too_many_loose_objects``, ``too_many_packs``), done in
+    process: no process at all until gc is due, then one ``git gc --auto``, which
+    detaches as Git's automatic gc does. ``own``: a repository of the cache, whose
+    config turns automatic gc off (``QUIET_HOUSEKEEPING``), gets Git's default
+    thresholds on the command line; a person's repository (``own=False``) keeps
+    whatever its config says. A gc that fails is left for the next call.
+    """
+    if not gc_due(Path(repo.git_dir)):
+        return
+    limits = ["-c", f"gc.auto={GC_LOOSE_OBJECTS}", "-c", f"gc.autoPackLimit={GC_PACKS}"]
+    with contextlib.suppress(GitFailed):  # an unfinished gc must not fail what called it
+        run(repo, [*(limits if own else []), "gc", "--auto", "--quiet"], timeout=600)
+
+
+def gc_due(git_dir: Path) -> bool:
+    """Whether ``git gc --auto`` would find work with Git's default thresholds.
+
+    Git estimates the loose objects from one of the 256 fan-out directories
+    (``objects/17``) and counts the packs that have no ``.keep`` file.
+    """
+    objects = git_dir / "objects"
+    limit = -(-GC_LOOSE_OBJECTS // 256)  # Git's DIV_ROUND_UP(gc.auto, 256)
+    loose = 0
+    with contextlib.suppress(FileNotFoundError), os.scandir(objects / "17") as entries:
+        for entry in entries:
+            if len(entry.name) == 38 and all(c in "0123456789abcdef" for c in entry.name):
+                loose += 1
+                if loose > limit:
+                    return True
+    try:
+        names = set(os.listdir(objects / "pack"))
+    except FileNotFoundError:
+        return False
+    packs = [n for n in names if n.endswith(".pack") and n[:-5] + ".keep" not in names]
+    return len(packs) > GC_PACKS
 
 
 def init_repo(path: Path, *, bare: bool) -> git.Repo:

@@ -12,20 +12,23 @@ and never disturbs a checkout.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Protocol
 
 import git
 
 from reconciler.model.errors import SourceError, UsageError
+from reconciler.source import runner
 from reconciler.source.redact import redact_url
 from reconciler.source.remote import RemoteAccess
 from reconciler.source.runner import (
+    QUIET_HOUSEKEEPING,
     GitFailed,
     MissingRemoteBranch,
+    configure,
     init_repo,
     open_repo,
+    read_ref,
     run,
     run_remote,
 )
@@ -48,10 +51,8 @@ class BranchStore(Protocol):
 
 
 def tip(store: BranchStore) -> str | None:
-    try:
-        return run(store.repo, ["rev-parse", "--verify", "--quiet", f"{store.ref}^{{commit}}"])
-    except GitFailed:
-        return None
+    """The branch head as last fetched (or as it is, for a local path); None: no branch."""
+    return read_ref(store.repo, store.ref)
 
 
 class LocalStore:
@@ -90,9 +91,13 @@ class RemoteStore:
         if not (mirror / "HEAD").is_file():
             init_repo(mirror, bare=True)
         self.repo = open_repo(mirror)
-        run(self.repo, ["config", "remote.origin.url", access.url])
-        # keep fetched objects packed (not exploded into loose files): history stays fast
-        run(self.repo, ["config", "fetch.unpackLimit", "1"])
+        settings = {
+            "remote.origin.url": access.url,
+            # keep fetched objects packed (not exploded into loose files): history stays fast
+            "fetch.unpackLimit": "1",
+            **QUIET_HOUSEKEEPING,  # gc when due, by ``housekeep`` after a publish
+        }
+        configure(self.repo, settings)
 
     def refresh(self) -> None:
         """Fetch the branch; a branch that no longer exists on the remote is forgotten."""
@@ -130,9 +135,12 @@ class RemoteStore:
 
 
 def housekeep(store: BranchStore) -> None:
-    """Let Git consolidate the small packs each pass leaves (cheap when nothing to do)."""
-    with contextlib.suppress(GitFailed):  # an unfinished gc must not fail a status write
-        run(store.repo, ["gc", "--auto", "--quiet"], timeout=600)
+    """Let Git consolidate the small packs each pass leaves (no process until gc is due).
+
+    The mirror of a ``RemoteStore`` is the cache's; a ``LocalStore`` is the person's
+    own repository, whose gc settings are kept.
+    """
+    runner.housekeep(store.repo, own=isinstance(store, RemoteStore))
 
 
 def open_store(access: RemoteAccess, branch: str, cache_dir: Path) -> BranchStore:

@@ -20,7 +20,15 @@ import git
 from reconciler.model.errors import SourceError
 from reconciler.source.checkout import clone_into
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import GitFailed, locked, run, run_remote
+from reconciler.source.runner import (
+    QUIET_HOUSEKEEPING,
+    GitFailed,
+    configure,
+    housekeep,
+    locked,
+    run,
+    run_remote,
+)
 
 
 class CatalogWorkClone:
@@ -51,10 +59,14 @@ class CatalogWorkClone:
             if not (self.path / ".git").is_dir():
                 self._clone()
             repo = git.Repo(str(self.path))
-            # the daemon's own identity, as on its status commits; GIT_AUTHOR_* and
-            # GIT_COMMITTER_* in the environment still win, as they do for every commit
-            run(repo, ["config", "user.name", "reconciler"])
-            run(repo, ["config", "user.email", "reconciler@localhost"])
+            settings = {
+                # the daemon's own identity, as on its status commits; GIT_AUTHOR_* and
+                # GIT_COMMITTER_* in the environment still win, as they do for every commit
+                "user.name": "reconciler",
+                "user.email": "reconciler@localhost",
+                **QUIET_HOUSEKEEPING,  # gc when due, by ``housekeep`` below
+            }
+            configure(repo, settings)
             branch = self._branch or run(repo, ["symbolic-ref", "--short", "HEAD"])
             run_remote(
                 repo,
@@ -76,6 +88,7 @@ class CatalogWorkClone:
                 raise SourceError(
                     f"{self.path}: cannot reset to origin/{branch}: {e.detail}"
                 ) from e
+            housekeep(repo)
         return self.path
 
     def _clone(self) -> None:

@@ -72,3 +72,10 @@ def test_help_explains_shards(capsys: pytest.CaptureFixture[str]) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "--shards N" in out
     assert "stable hash" in out and "Replaces --leader-elect" in out
+
+
+def test_max_look_from_the_command_line() -> None:
+    """How soon a rollout in flight is looked at again (a fast cluster, or a test's sandbox)."""
+    assert settings_from_args(build_parser().parse_args(BASE)).max_look == 2.0
+    args = build_parser().parse_args([*BASE, "--max-look", "500ms"])
+    assert settings_from_args(args).max_look == 0.5

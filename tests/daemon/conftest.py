@@ -21,8 +21,8 @@ from reconciler.kube import KubeClient
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
-from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo
-from tests.factories import write_catalog
+from reconciler.source.scaffold import CatalogRepo, commit_file
+from tests.factories import catalog_repo, write_catalog
 from tests.lanes import (
     FAIL_IMAGES,
     LANES,
@@ -102,7 +102,7 @@ def sandbox_world(
     ``sandbox_options`` go to ``running_sandbox``, ``client_options`` to
     ``KubeClient.connect`` (e.g. ``max_requests_in_flight``)."""
     source = write_catalog(tmp_path / "template", overrides)
-    repo = create_catalog_repo(source, tmp_path / "repos")
+    repo = catalog_repo(source, tmp_path / "repos")
     with (
         running_sandbox(
             controller_delay=0.02,
@@ -137,7 +137,7 @@ def lane_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World
     kubeconfig = real_kubeconfig()
     suffix = new_suffix()
     source = write_catalog(tmp_path / "template", suffix=suffix)
-    repo = create_catalog_repo(source, tmp_path / "repos")
+    repo = catalog_repo(source, tmp_path / "repos")
     with KubeClient.connect(kubeconfig) as client:
         daemon = Daemon(_settings(repo, tmp_path), client)
         world = World(repo, None, client, daemon, tmp_path / "cache", kubeconfig, suffix)

@@ -37,8 +37,8 @@ from reconciler.model.migrations import MigrationRecord
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
-from reconciler.source.scaffold import CatalogRepo, commit_file, create_catalog_repo, remove_file
-from tests.factories import write_catalog
+from reconciler.source.scaffold import CatalogRepo, commit_file, remove_file
+from tests.factories import catalog_repo, write_catalog
 from tests.lanes import (
     LANES,
     Event,
@@ -300,7 +300,7 @@ def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
         ) -> Cluster:
             catalog = ledger_files(**fail) if files is None else files
             source = write_catalog(tmp_path / name / "template", catalog, suffix=suffix)
-            repo = create_catalog_repo(source, tmp_path / name / "repos")
+            repo = catalog_repo(source, tmp_path / name / "repos")
             if real and timing != FAST:
                 # how long a Job runs is the sandbox's to simulate; a real node runs the
                 # image as it is, so these scenarios belong to the sandbox lane

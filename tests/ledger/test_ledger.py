@@ -171,6 +171,25 @@ def test_second_writer_neither_loses_nor_duplicates(empty_remote: Path, tmp_path
     assert len(log_subjects(empty_remote)) == 2
 
 
+def test_a_write_on_the_head_fetched_before_loses_nothing_when_it_moved(
+    empty_remote: Path, tmp_path: Path
+) -> None:
+    """``record(refresh=False)`` builds on the head the last fetch saw (the daemon's pass
+    that read the branch); another writer's commit since then is fetched and kept."""
+    first = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=tmp_path / "a")
+    second = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=tmp_path / "b")
+    first.record([status()])
+    second.snapshot()
+    first.record([status("api")])  # second's fetch is now one commit behind
+    assert [c.instance for c in second.record([status(), status("db")], refresh=False)] == ["db"]
+    assert log_subjects(empty_remote) == [
+        "prod/db: podinfo 6.5.0 (Ready)",
+        "prod/api: podinfo 6.5.0 (Ready)",
+        "prod/web: podinfo 6.5.0 (Ready)",
+    ]
+    assert sorted(second.read()) == ["api", "db", "web"]
+
+
 def test_rejected_push_is_retried_on_the_new_head(empty_remote: Path) -> None:
     hook = empty_remote / "hooks" / "pre-receive"
     marker = empty_remote / "reject-once"

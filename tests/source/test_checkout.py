@@ -80,6 +80,19 @@ def test_named_branch_and_missing_branch(catalog_repo: Path, bare_remote: Path) 
         CatalogSource(bare_remote.as_uri(), branch="no-such-branch", policy=FAST).sync()
 
 
+def test_a_branch_deleted_after_the_clone_is_a_missing_branch(
+    catalog_repo: Path, bare_remote: Path
+) -> None:
+    """The remote no longer lists it: the poll's ls-remote leaves it to the fetch, whose
+    error names it, as before there was an ls-remote."""
+    git(catalog_repo, "push", "-q", "origin", "main:release")
+    source = CatalogSource(bare_remote.as_uri(), branch="release", policy=FAST)
+    source.sync()
+    git(catalog_repo, "push", "-q", "origin", ":release")
+    with pytest.raises(MissingRemoteBranch, match="fetch release from"):
+        source.sync()
+
+
 def test_missing_repository_fails_fast_with_a_clear_error(tmp_path: Path) -> None:
     url = (tmp_path / "nowhere.git").as_uri()
     with pytest.raises(SourceError, match=r"nowhere\.git") as info:

@@ -1,0 +1,53 @@
+"""What a daemon pass costs in Git processes: one status fetch, refs read in process.
+
+A pass fetches the status branch once, fetches the catalog only when ``git ls-remote``
+says it moved, and reads the refs it needs from the repositories' files (no ``git
+rev-parse``): the daemon polls every few seconds, and each Git process is a fork, a
+start-up and a look at the repository. Counted from Git's own trace
+(``tests/source/gittrace.py``).
+"""
+
+from __future__ import annotations
+
+from tests.daemon.conftest import World
+from tests.daemon.test_pass import WEB
+from tests.source.gittrace import GitTrace, git_trace
+
+__all__ = ["git_trace"]
+
+STATUS_FETCH = ("fetch", "--quiet", "--no-tags", "origin")
+
+
+def status_fetches(trace: GitTrace) -> int:
+    return sum(
+        1
+        for args in trace.commands()
+        if tuple(args[:4]) == STATUS_FETCH and "refs/heads/status/prod" in " ".join(args)
+    )
+
+
+def test_the_first_pass_fetches_the_status_branch_once(world: World, git_trace: GitTrace) -> None:
+    """It reads the last records (a restarted daemon continues from them) and writes on that
+    same fetch; before, the write fetched the branch a second time."""
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and len(outcome.commits) == 2, outcome
+    assert status_fetches(git_trace) == 1
+    assert git_trace.count("push") == 1
+
+
+def test_a_pass_fetches_what_moved_once_and_runs_no_rev_parse(
+    world: World, git_trace: GitTrace
+) -> None:
+    world.daemon.run_pass()
+    for moved in (False, True):
+        if moved:
+            world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+        git_trace.clear()
+        outcome = world.daemon.run_pass()
+        assert outcome.ok, outcome
+        assert status_fetches(git_trace) == 1
+        # the catalog: one ls-remote says whether it moved; fetched only when it did
+        assert git_trace.count("ls-remote") == 1
+        assert git_trace.count("fetch") == (2 if moved else 1)
+        assert git_trace.count("rev-parse") == 0
+        assert outcome.source_changed is moved

@@ -1,0 +1,241 @@
+"""The repositories of the cache run no automatic Git maintenance; gc runs when it is due.
+
+Git would start ``git maintenance run --auto`` after every fetch and ``git gc --auto``
+after commits and pushes, processes that find nothing to do on nearly every poll of
+the daemon. The cache's repositories turn both off in their own config, and
+``housekeep`` runs gc itself once Git's thresholds are met.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import git as gitpython
+import pytest
+
+from reconciler.source import runner
+from reconciler.source.checkout import CatalogSource
+from reconciler.source.ledger import StatusLedger
+from reconciler.source.runner import (
+    GC_PACKS,
+    QUIET_HOUSEKEEPING,
+    configure,
+    gc_due,
+    housekeep,
+    read_ref,
+)
+from reconciler.source.workclone import CatalogWorkClone
+from tests.ledger.test_ledger import status
+from tests.source.fixtures import commit_file
+from tests.source.gittrace import GitTrace, git_trace
+from tests.source.servers import git
+
+__all__ = ["git_trace"]
+
+
+@pytest.fixture
+def eager_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A user config that asks for Git's automatic gc and maintenance at every chance
+    (gc.auto=1), in the foreground: only a repository's own config can turn them off."""
+    home = tmp_path / "eager-home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n"
+        "[maintenance]\n\tauto = true\n"
+        "[gc]\n\tauto = 1\n\tautoPackLimit = 1\n\tautoDetach = false\n"
+        "[receive]\n\tautogc = false\n"  # the remote's own gc is not the cache's
+    )
+    monkeypatch.setenv("HOME", str(home))
+
+
+def local_config(repo: Path, name: str) -> str:
+    return git(repo, "config", "--local", "--get", name)
+
+
+def test_cache_repositories_turn_off_automatic_maintenance(
+    bare_remote: Path, empty_remote: Path, cache_dir: Path
+) -> None:
+    source = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir)
+    clone = source.sync().path
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    ledger.record([status()])
+    (mirror,) = (cache_dir / "status").glob("*.git")
+    work = CatalogWorkClone(bare_remote.as_uri(), cache_dir=cache_dir).refresh()
+    for repo in (clone, mirror, work):
+        assert local_config(repo, "maintenance.auto") == "false", repo
+        assert local_config(repo, "gc.auto") == "0", repo
+    assert local_config(mirror, "fetch.unpackLimit") == "1"
+    assert local_config(work, "user.name") == "reconciler"
+
+
+def test_a_clone_made_before_gets_the_settings_on_its_next_sync(
+    bare_remote: Path, cache_dir: Path
+) -> None:
+    clone = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir).sync().path
+    git(clone, "config", "--unset", "gc.auto")
+    git(clone, "config", "--unset", "maintenance.auto")
+    CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir).sync()
+    assert local_config(clone, "gc.auto") == "0"
+    assert local_config(clone, "maintenance.auto") == "false"
+
+
+def test_polls_and_status_writes_start_no_maintenance_process(
+    eager_git: None,
+    catalog_repo: Path,
+    bare_remote: Path,
+    empty_remote: Path,
+    cache_dir: Path,
+    git_trace: GitTrace,
+) -> None:
+    for name, value in QUIET_HOUSEKEEPING.items():  # the person's commits are not counted
+        git(catalog_repo, "config", name, value)
+    source = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir)
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    for round in range(3):
+        commit_file(catalog_repo, "README.md", f"round {round}\n", f"round {round}")
+        git(catalog_repo, "push", "-q", "origin", "main")
+        source.sync()
+        ledger.record([status(objects=round)])
+    assert git_trace.count("fetch") >= 5  # the trace saw the polls and the status writes
+    assert git_trace.count("push") >= 3
+    assert git_trace.count("maintenance") == 0
+    assert git_trace.count("gc") == 0
+
+
+def test_with_the_settings_git_would_have_run_maintenance(
+    eager_git: None, bare_remote: Path, tmp_path: Path, git_trace: GitTrace
+) -> None:
+    """The test above can fail: a plain clone under the same user config does run it."""
+    plain = tmp_path / "plain"
+    git(tmp_path, "clone", "-q", bare_remote.as_uri(), str(plain))
+    git(plain, "fetch", "-q", "origin")
+    assert git_trace.count("maintenance") >= 1
+
+
+def _loose_object_names(count: int) -> list[str]:
+    return [f"{n:038x}" for n in range(count)]
+
+
+def test_gc_is_due_at_gits_own_thresholds(tmp_path: Path) -> None:
+    git_dir = tmp_path / "repo.git"
+    fanout, packs = git_dir / "objects" / "17", git_dir / "objects" / "pack"
+    fanout.mkdir(parents=True)
+    packs.mkdir()
+    assert not gc_due(git_dir)
+    names = _loose_object_names(28)  # gc.auto 6700 -> more than 27 in one of 256 directories
+    for name in names[:27]:
+        (fanout / name).write_bytes(b"")
+    (fanout / "tmp_obj_x").write_bytes(b"")  # not an object: not counted
+    assert not gc_due(git_dir)
+    (fanout / names[27]).write_bytes(b"")
+    assert gc_due(git_dir)
+    for name in names:
+        (fanout / name).unlink()
+    for n in range(GC_PACKS + 1):
+        (packs / f"pack-{n:040x}.pack").write_bytes(b"")
+    assert gc_due(git_dir)
+    (packs / f"pack-{0:040x}.keep").write_bytes(b"")  # a kept pack is never repacked
+    assert not gc_due(git_dir)
+
+
+def _add_packs(repo: Path, count: int) -> None:
+    """``count`` packs of one blob each, as that many small fetches leave."""
+    first = _pack_count(repo)
+    for n in range(first, first + count):
+        blob = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            cwd=repo,
+            input=f"blob {n}\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        subprocess.run(
+            ["git", "pack-objects", "-q", ".git/objects/pack/pack"],
+            cwd=repo,
+            input=blob,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
+
+def _pack_count(repo: Path) -> int:
+    return len(list((repo / ".git" / "objects" / "pack").glob("*.pack")))
+
+
+@pytest.fixture
+def few_packs(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Git's limit of 50 packs made 3 (on the command line too): the same test, 4 packs."""
+    monkeypatch.setattr(runner, "GC_PACKS", 3)
+    return 3
+
+
+def test_housekeep_runs_no_process_until_gc_is_due_then_repacks(
+    eager_git: None, few_packs: int, tmp_path: Path, git_trace: GitTrace
+) -> None:
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", str(repo))
+    configure(gitpython.Repo(repo), QUIET_HOUSEKEEPING)  # as the cache's repositories are
+    _add_packs(repo, few_packs)
+    git_trace.clear()
+    housekeep(gitpython.Repo(repo))
+    assert git_trace.commands() == []  # at the limit: not due, not even a process to check
+    _add_packs(repo, 1)
+    git_trace.clear()
+    housekeep(gitpython.Repo(repo))
+    assert git_trace.count("gc", "--auto", "--quiet") == 1
+    assert _pack_count(repo) <= 1  # consolidated with these thresholds, not the config's 0
+
+
+def test_housekeep_keeps_a_persons_own_gc_settings(
+    eager_git: None, few_packs: int, tmp_path: Path, git_trace: GitTrace
+) -> None:
+    """A ``LocalStore`` is someone's repository: their ``gc.auto=0`` is not overridden."""
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", str(repo))
+    git(repo, "config", "gc.auto", "0")
+    _add_packs(repo, few_packs + 1)
+    housekeep(gitpython.Repo(repo), own=False)
+    assert git_trace.count("gc", "--auto", "--quiet") == 1
+    assert _pack_count(repo) == few_packs + 1
+
+
+def test_refs_are_read_in_process_loose_packed_and_symbolic(
+    catalog_repo: Path, git_trace: GitTrace
+) -> None:
+    repo = gitpython.Repo(catalog_repo)
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    git(catalog_repo, "update-ref", "refs/remotes/origin/status/prod", head)
+    git(catalog_repo, "branch", "-q", "packed")
+    git(catalog_repo, "pack-refs", "--all")
+    git(catalog_repo, "update-ref", "refs/remotes/origin/loose", head)  # after the packing
+    git_trace.clear()
+    assert read_ref(repo, "HEAD") == head  # symbolic: ref: refs/heads/main (packed)
+    assert read_ref(repo, "refs/heads/packed") == head
+    assert read_ref(repo, "refs/remotes/origin/status/prod") == head
+    assert read_ref(repo, "refs/remotes/origin/loose") == head
+    assert git_trace.commands() == []
+    git(catalog_repo, "checkout", "-q", "--detach", head)
+    assert read_ref(repo, "HEAD") == head
+
+
+def test_a_missing_ref_is_gits_own_answer(catalog_repo: Path, git_trace: GitTrace) -> None:
+    repo = gitpython.Repo(catalog_repo)
+    git_trace.clear()
+    assert read_ref(repo, "refs/remotes/origin/status/none") is None
+    assert git_trace.count("rev-parse") == 1  # not found in the files: Git decides
+
+
+def test_a_ref_store_gitpython_cannot_read_is_asked_of_git(
+    catalog_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a reftable repository would be: the answer still comes, from ``git rev-parse``."""
+    head = git(catalog_repo, "rev-parse", "HEAD")
+
+    def unreadable(repo: object, ref: object) -> str:
+        raise ValueError("no such file")
+
+    monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
+    assert read_ref(gitpython.Repo(catalog_repo), "HEAD") == head
