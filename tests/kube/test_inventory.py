@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from dataclasses import replace
 from typing import Any
 
 from reconciler.kube.inventory import Inventory, _objects_text, from_configmap, to_configmap
@@ -40,16 +41,11 @@ def test_configmap_round_trip_and_labels() -> None:
 def test_every_field_round_trips_through_the_configmap() -> None:
     """``LiveState.record_inventory`` lets the next pass use the inventory a pass wrote
     instead of parsing its ConfigMap back: the two must be equal, field by field."""
-    full = Inventory(
-        cluster="prod",
-        instance="web",
-        namespace="web",
-        app="podinfo",
-        version="6.5.0",
-        source_commit="abc",
+    full = replace(
+        INV,
         objects={
-            ObjectRef("apps/v1", "Deployment", "web", "podinfo"): "f1",
-            ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "", "reader"): "f2",
+            **INV.objects,
+            ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "", "reader"): "f3",
         },
         writer="https://git.example/catalog.git (main)",
         images={"podinfo": "6.5.0-b2@sha256:" + "a" * 64},
