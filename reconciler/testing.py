@@ -25,11 +25,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.kube import KubeClient
 from reconciler.migrations import (
     Component,
     MigrationContext,
@@ -38,7 +37,12 @@ from reconciler.migrations import (
     StepOutcome,
     run_step,
 )
-from reconciler.sandbox.testing import running_sandbox
+
+if TYPE_CHECKING:
+    # imported when a harness starts: pytest loads this plugin (entry point pytest11) in
+    # every run wherever reconciler is installed, and the Kubernetes client and the
+    # sandbox server are most of a second to import, for runs that use neither
+    from reconciler.kube import KubeClient
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -151,6 +155,9 @@ class MigrationHarness:
 @contextmanager
 def migration_harness(**defaults: Any) -> Iterator[MigrationHarness]:
     """A fresh sandbox and a harness for the length of the ``with`` block."""
+    from reconciler.kube import KubeClient
+    from reconciler.sandbox.testing import running_sandbox
+
     with running_sandbox() as handle, KubeClient.connect(handle.kubeconfig) as client:
         yield MigrationHarness(client, str(handle.kubeconfig), **defaults)
 

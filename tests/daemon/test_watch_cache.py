@@ -23,6 +23,7 @@ from reconciler.daemon.loop import PassOutcome
 from reconciler.kube.watchcache import ENDED, EXPIRED, WatchCache
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.status import Phase
+from reconciler.sandbox.requestlog import RequestLogEntry
 from tests.daemon.conftest import World, settle
 from tests.kube.conftest import edit_like_kubectl
 
@@ -101,9 +102,17 @@ def test_each_kind_is_listed_once_then_watched(world: World, cache: WatchCache) 
     ended = cache.restarts.get(ENDED, 0)
     world.sandbox.close_watches()  # a watch is logged when it ends
     until(lambda: cache.restarts.get(ENDED, 0) >= ended + 2, "both watches to end")
-    watches = [e for e in world.sandbox.request_log() if e.verb == "watch"]
-    assert {e.path for e in watches} == {"/api/v1/configmaps", "/apis/apps/v1/deployments"}
-    for entry in watches:
+
+    sandbox = world.sandbox
+
+    def watches() -> list[RequestLogEntry]:
+        return [e for e in sandbox.request_log() if e.verb == "watch"]
+
+    # the server logs a watch as its handler returns, which can be just after the client
+    # saw the stream end: wait for the log too, then compare
+    until(lambda: len(watches()) >= 2, "both watches to be logged")
+    assert {e.path for e in watches()} == {"/api/v1/configmaps", "/apis/apps/v1/deployments"}
+    for entry in watches():
         assert "allowWatchBookmarks=true" in entry.query and "resourceVersion=" in entry.query
         assert "labelSelector=app.kubernetes.io" in entry.query
 

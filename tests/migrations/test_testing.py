@@ -51,3 +51,20 @@ def test_a_registered_name_is_loaded_through_its_entry_point(
     assert migration_sandbox.run_migration("ledger-backfill-order-totals").ran
     with pytest.raises(Exception, match='python migration "nope" is not registered'):
         migration_sandbox.run_migration("nope")
+
+
+def test_loading_the_plugin_imports_neither_the_kubernetes_client_nor_the_sandbox() -> None:
+    """pytest loads the plugin in every run wherever reconciler is installed: the client
+    and the sandbox server (most of a second) are imported when a harness starts."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, reconciler.testing; "
+        "print(sorted(m for m in ('kubernetes', 'reconciler.kube', 'reconciler.sandbox.server') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
