@@ -215,7 +215,7 @@ class PassMemo:
             return
         refs = sorted(inventory.objects)
         entries = result.changes.entries
-        if {ObjectRef(e.api_version, e.kind, e.namespace, e.name) for e in entries} != set(refs):
+        if {e.ref for e in entries} != set(refs):
             return
         inventory_ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(name))
         watched = (*refs, inventory_ref)
@@ -229,7 +229,7 @@ class PassMemo:
         # one reference and one name string per object, not one per copy the
         # pass made (rendering, health, the change set each made their own)
         same = {ref: ref for ref in refs}
-        canonical = {ref_key(ref): ref_key(ref) for ref in refs}
+        canonical = {key: key for key in map(ref_key, refs)}
         keys = tuple(canonical.get(key, key) for key in keys_of(plan.objects))
         applied = tuple(same.get(e.ref, e.ref) for e in entries)
         if all(not e.message for e in entries):
