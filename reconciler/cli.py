@@ -222,7 +222,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         type=duration,
         default=2.0,  # daemon.loop.DaemonSettings.max_look
         help="a rollout in flight is looked at again at least this often, whatever "
-        "--interval says (default 2s; never more often than every 100ms)",
+        "--interval says, and the next step of a multi-step upgrade waits no longer "
+        "(default 2s; never more often than every 100ms)",
     )
     p.add_argument(
         "--watch",

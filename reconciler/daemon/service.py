@@ -202,7 +202,11 @@ class Service:
     def _schedule_follow_up(self, outcome: PassOutcome) -> None:
         report = outcome.report
         if report is not None and any(s.reason == UPGRADE_IN_PROGRESS for s in report.statuses):
-            self.queue.schedule(Trigger("retry", "next step of an upgrade path"), NEXT_STEP_DELAY)
+            # the next step is a change in flight like a rollout's next batch: --max-look
+            # bounds the pause too (a cluster whose pods are ready in a tenth of a second,
+            # the sandbox's, need not wait a whole second for it)
+            step = max(min(NEXT_STEP_DELAY, self.settings.max_look), MIN_LOOK)
+            self.queue.schedule(Trigger("retry", "next step of an upgrade path"), step)
         if report is not None and report.next_look is not None:
             # a rollout in flight: look again soon, whatever the poll interval says
             look = max(min(report.next_look, self.settings.max_look), MIN_LOOK)

@@ -16,10 +16,13 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from reconciler.daemon.loop import Daemon
+from reconciler.daemon.loop import Daemon, PassOutcome
+from reconciler.daemon.passes import PassReport
 from reconciler.daemon.service import Service, parse_address
+from reconciler.daemon.triggers import TriggerQueue
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import SourceError
+from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World
 from tests.daemon.test_pass import CHANNELS
@@ -226,6 +229,37 @@ def test_multi_step_upgrade_goes_through_intermediate_versions(world: World) -> 
         ("6.6.0", "Ready"),
         ("6.5.0", "Progressing"),
     ]
+
+
+def test_the_next_step_of_an_upgrade_path_is_due_within_max_look(world: World) -> None:
+    """A pass that leaves an upgrade path mid-way asks for the next step after 1s, or
+    after ``--max-look`` when that is shorter (the pause a rollout's next batch gets)."""
+    midway = PassOutcome(
+        PassReport(
+            "prod",
+            "c0ffee",
+            statuses=(
+                InstanceStatus(
+                    "prod", "web", "podinfo", Phase.PROGRESSING, reason="UpgradeInProgress"
+                ),
+            ),
+        )
+    )
+    due = {}
+    now = [100.0]
+    for max_look in (0.3, 2.0, 0.01):
+        now[0] = 100.0
+        service = Service(world.new_daemon(max_look=max_look), install_signals=False)
+        service.queue = TriggerQueue(clock=lambda: now[0])
+        service._schedule_follow_up(midway)
+        for waited in (0.0, 0.1, 0.3, 1.0):
+            now[0] = 100.0 + waited
+            trigger = service.queue.wait(timeout=0)
+            if trigger is not None:
+                assert trigger.detail == "next step of an upgrade path"
+                due[max_look] = waited
+                break
+    assert due == {0.3: 0.3, 2.0: 1.0, 0.01: 0.1}  # never sooner than the 100ms floor
 
 
 def test_a_crashing_pass_does_not_stop_the_daemon(world: World) -> None:
