@@ -248,7 +248,10 @@ FAILING_DEPLOYMENT = (
 
 
 def test_failing_instance_backs_off_until_its_inputs_change(world: World) -> None:
-    daemon = world.new_daemon(health_timeout=1.0, backoff_base=60.0)
+    # the first pass polls api's never-ready pods for its whole grace, and fails them
+    # only when the grace outlasts the health timeout: both short, yet room for the
+    # fixed pods of the third pass (ready in a tenth of a second) under load
+    daemon = world.new_daemon(health_timeout=0.5, health_grace=0.8, backoff_base=60.0)
     world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", FAILING_DEPLOYMENT)
     first = daemon.run_pass()
     assert {s.instance: s.phase for s in first.report.statuses}["api"] is Phase.FAILED  # type: ignore[union-attr]
