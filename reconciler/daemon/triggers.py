@@ -99,13 +99,25 @@ class TriggerQueue:
         self._pending: list[Trigger] = []
         self._scheduled: list[tuple[float, Trigger]] = []
         self._shutdown: Trigger | None = None
+        self._waiting: set[int] = set()  # the threads inside ``wait``
 
     @property
     def closed(self) -> bool:
         return self._shutdown is not None
 
     def put(self, trigger: Trigger) -> bool:
-        """Add a trigger; returns False when it was coalesced with one already pending."""
+        """Add a trigger; returns False when it was coalesced with one already pending.
+
+        Called on the very thread that is inside ``wait``, ``put`` can only come from
+        a signal handler that interrupted it, possibly between its look at the
+        pending triggers and its sleep: a notify then would wake nobody, and the
+        trigger would wait out the whole timeout (30 s for a SIGTERM in one run of
+        tests/daemon/test_triggers.py). A helper thread puts it instead: it gets the
+        lock only once ``wait`` sleeps, so its notify wakes it (True: not known yet).
+        """
+        if threading.get_ident() in self._waiting:
+            threading.Thread(target=self.put, args=(trigger,), daemon=True).start()
+            return True
         with self._cond:
             if self._shutdown is not None:
                 return False
@@ -134,19 +146,23 @@ class TriggerQueue:
         """Block until a trigger is pending (or ``timeout`` seconds pass: None)."""
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
-            while True:
-                if self._shutdown is not None:
-                    self._pending.clear()
-                    return self._shutdown
-                self._release_due()
-                if self._pending:
-                    merged = merge_triggers(self._pending)
-                    self._pending.clear()
-                    return merged
-                now = self._clock()
-                if deadline is not None and now >= deadline:
-                    return None
-                self._cond.wait(self._sleep_time(now, deadline))
+            self._waiting.add(threading.get_ident())
+            try:
+                while True:
+                    if self._shutdown is not None:
+                        self._pending.clear()
+                        return self._shutdown
+                    self._release_due()
+                    if self._pending:
+                        merged = merge_triggers(self._pending)
+                        self._pending.clear()
+                        return merged
+                    now = self._clock()
+                    if deadline is not None and now >= deadline:
+                        return None
+                    self._cond.wait(self._sleep_time(now, deadline))
+            finally:
+                self._waiting.discard(threading.get_ident())
 
     def _release_due(self) -> None:
         now = self._clock()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,30 @@ def test_shutdown_handler_asks_for_a_clean_stop() -> None:
     trigger = queue.wait(timeout=0)
     assert trigger is not None
     assert (trigger.reason, trigger.detail) == ("shutdown", "received SIGTERM")
+
+
+def test_a_signal_after_wait_looked_and_before_it_sleeps_still_wakes_it() -> None:
+    """A signal handler runs on the thread inside ``wait``, between any two of its
+    bytecodes: also after its look at the pending triggers and before its sleep, where
+    a notify wakes nobody. The shutdown must still end that wait at once, not when its
+    timeout is over (a real SIGTERM there held tests/daemon/test_triggers.py 30 s)."""
+    stop = threading.Event()
+    looks = 0
+
+    def clock() -> float:
+        nonlocal looks
+        looks += 1
+        if looks == 3:  # the deadline, the scheduled triggers, then the look at the time
+            handler(signal.SIGTERM, None)
+        return time.monotonic()
+
+    queue = TriggerQueue(clock=clock)
+    handler = shutdown_handler(queue, stop)
+    started = time.monotonic()
+    trigger = queue.wait(timeout=BOUND)
+    assert trigger is not None and trigger.detail == "received SIGTERM"
+    assert looks >= 3 and stop.is_set()
+    assert time.monotonic() - started < BOUND / 2  # woken by the trigger, not the timeout
 
 
 @pytest.mark.skipif(
