@@ -100,7 +100,9 @@ class GitHttpServer:
     def start(self) -> GitHttpServer:
         handler = _make_handler(self)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits for serve_forever's next look at its flag: every 50 ms, not
+        # the default 500 ms (up to half a second at the end of each test that used it)
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     @property

@@ -76,7 +76,8 @@ class FakeNotes(BaseHTTPRequestHandler):
 def gitlab() -> Iterator[tuple[str, type[FakeNotes]]]:
     handler = type("Handler", (FakeNotes,), {"notes": [], "tokens": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 50 ms, not 500: shutdown() waits for serve_forever's next look
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/api/v4", handler
