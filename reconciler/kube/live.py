@@ -290,6 +290,11 @@ class LiveState:
         packed = self._bucket(ref).get(ref)
         return unpack(packed) if packed is not None else None
 
+    def packed(self, ref: ObjectRef) -> Packed | None:
+        """Our live object for ``ref`` as the view keeps it (listing its kind on first
+        use), else None: what the daemon's memo holds on to, shared with the view."""
+        return self._bucket(ref).get(ref)
+
     def resource_version(self, ref: ObjectRef) -> str | None:
         """The ``resourceVersion`` of our live object for ``ref`` (None: not there).
 
