@@ -36,10 +36,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from reconciler.daemon.plan import InstancePlan, ObjectKey
-from reconciler.daemon.rendered import keys_of, ref_key
+from reconciler.daemon.rendered import ref_key, refs_of
 from reconciler.kube import HealthReport, InstanceResult, LiveState
 from reconciler.kube.inventory import inventory_name
-from reconciler.kube.live import InventoryCache
+from reconciler.kube.live import InventoryCache, Packed, version_of
 from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.errors import KubeError
@@ -52,19 +52,25 @@ class Reused:
     """Last pass's verdict on one instance, to stand for this pass's.
 
     ``plan`` carries no rendered objects (they are not kept between passes);
-    ``keys`` are the objects' identities, which the check that no two instances
-    render the same object still needs. The change set of a settled instance says
+    ``objects`` are their references, in the plan's order: the check that no two
+    instances render the same object still needs their identities (:attr:`keys`,
+    made when asked: a 4-tuple per object kept for every settled instance cost more
+    than the reference it is made of). The change set of a settled instance says
     "unchanged" of each object: ``unchanged`` keeps just those objects, in apply
     order, and :attr:`result` writes the entries again when asked (a daemon holds an
     entry per instance for its whole life; a pass asks once).
     """
 
     plan: InstancePlan
-    keys: tuple[ObjectKey, ...]
+    objects: tuple[ObjectRef, ...]
     kept: InstanceResult  # the result, its change set left out when ``unchanged`` says it
     health: HealthReport
     built: InstanceStatus  # the record as built, before migration hooks saw it
     unchanged: tuple[ObjectRef, ...] | None = None
+
+    @property
+    def keys(self) -> tuple[ObjectKey, ...]:
+        return tuple(map(ref_key, self.objects))
 
     @property
     def result(self) -> InstanceResult:
@@ -83,14 +89,27 @@ class _Entry:
     reused: Reused
     final: InstanceStatus  # the record the pass returned (the daemon's ``previous``)
     refs: tuple[ObjectRef, ...]  # each object's and the inventory's ...
-    versions: tuple[str, ...]  # ... ``resourceVersion`` as the pass that settled it saw it
+    # ... live object as the pass that settled it saw it: the watch cache's own packed
+    # bytes, shared with it, whose ``resourceVersion`` is compared (a version string
+    # per object of every settled instance was a copy of what the cache holds)
+    seen: tuple[Packed, ...]
 
 
-def _resource_version(live: LiveState, ref: ObjectRef) -> str | None:
+def _packed(live: LiveState, ref: ObjectRef) -> Packed | None:
     try:
-        return live.resource_version(ref) or None
+        return live.packed(ref)
     except KubeError:
         return None
+
+
+def _same(live: LiveState, ref: ObjectRef, seen: Packed) -> bool:
+    """Whether the live object is still the version ``seen`` is (the API server changes
+    ``resourceVersion`` on every write, and an object without one is never the same)."""
+    now = _packed(live, ref)
+    if now is None:
+        return False
+    version = version_of(seen)
+    return bool(version) and (now is seen or version_of(now) == version)
 
 
 class PassMemo:
@@ -136,8 +155,8 @@ class PassMemo:
             or entry.final is not previous
         ):
             return None
-        for ref, version in zip(entry.refs, entry.versions, strict=True):
-            if _resource_version(live, ref) != version:
+        for ref, seen in zip(entry.refs, entry.seen, strict=True):
+            if not _same(live, ref, seen):
                 return None
         app = catalog.apps.get(instance.app)
         if entry.app is not app:
@@ -219,18 +238,17 @@ class PassMemo:
             return
         inventory_ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(name))
         watched = (*refs, inventory_ref)
-        versions = []
+        seen = []
         for ref in watched:
-            rv = _resource_version(live, ref)
-            if rv is None:
+            packed = _packed(live, ref)
+            if packed is None or not version_of(packed):
                 return
-            versions.append(rv)
+            seen.append(packed)
         # what the entry keeps names each object with the inventory's references:
         # one reference and one name string per object, not one per copy the
         # pass made (rendering, health, the change set each made their own)
         same = {ref: ref for ref in refs}
-        canonical = {key: key for key in map(ref_key, refs)}
-        keys = tuple(canonical.get(key, key) for key in keys_of(plan.objects))
+        objects = tuple(same.get(ref, ref) for ref in refs_of(plan.objects))
         applied = tuple(same.get(e.ref, e.ref) for e in entries)
         if all(not e.message for e in entries):
             kept, unchanged = replace(result, changes=ChangeSet()), applied
@@ -242,7 +260,7 @@ class PassMemo:
         )
         if built == final:
             built = final  # the usual case: no hook changed the record; keep one of them
-        reused = Reused(replace(plan, objects=()), keys, kept, health, built, unchanged)
+        reused = Reused(replace(plan, objects=()), objects, kept, health, built, unchanged)
         self._entries[name] = _Entry(
             plan.instance,
             catalog.apps.get(plan.instance.app),
@@ -250,7 +268,7 @@ class PassMemo:
             reused,
             final,
             watched,
-            tuple(versions),
+            tuple(seen),
         )
 
     def still(self, name: str, final: InstanceStatus) -> None:

@@ -40,7 +40,7 @@ from reconciler.kube.discovery import crd_api_versions
 from reconciler.kube.errors import ConflictError, KubeApiError, LimitViolation, UnknownKind
 from reconciler.kube.inventory import INSTANCE_LABEL, MANAGED_BY, MANAGER_NAME, Inventory
 from reconciler.kube.limits import Limits, violations
-from reconciler.kube.live import LiveState
+from reconciler.kube.live import LiveState, own_ref
 from reconciler.kube.order import FIRST_STAGE_KINDS, apply_order
 from reconciler.kube.prune import prune_stale, undo_created, write_inventory
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
@@ -119,7 +119,9 @@ def apply_instance(
         return _refused(target, objects, refused)
 
     old = live.inventory(target.instance)
-    fingerprints = {ObjectRef.of(o): fingerprint(o) for o in objects}
+    # the inventory keeps these references: strings of their own, the few API versions,
+    # kinds and namespaces shared, not pieces of this apply's decoded objects
+    fingerprints = {own_ref(ObjectRef.of(o)): fingerprint(o) for o in objects}
     unchanged: set[ObjectRef] = set()
     fresh = _fresh_install(live, objects, old)
     gate: ObjectRef | None = None

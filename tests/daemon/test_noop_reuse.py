@@ -20,6 +20,7 @@ import pytest
 
 from reconciler.daemon import plan as plan_module
 from reconciler.daemon.loop import PassOutcome
+from reconciler.kube.live import version_of
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.status import Phase
 from tests.daemon.conftest import World, settle
@@ -100,7 +101,13 @@ def test_what_the_memo_keeps_names_each_object_once(world: World) -> None:
     names = {id(ref.name) for ref in inventory.objects}
     assert {id(o.ref) for o in entry.reused.health.objects} <= own
     assert {id(ref) for ref in entry.refs[:-1]} <= own  # the last: the inventory's own
+    assert {id(ref) for ref in entry.reused.objects} <= own
     assert {id(key[3]) for key in entry.reused.keys} <= names
+    # each object as last seen is the live view's packed object (shared, not a version
+    # string per object), whose resourceVersion is what the next pass compares
+    live = [world.client.get(ref) for ref in entry.refs]
+    versions = [obj["metadata"]["resourceVersion"] for obj in live if obj is not None]
+    assert [version_of(packed) for packed in entry.seen] == versions
     assert entry.reused.unchanged is not None  # the change set is made again when asked
     assert {id(ref) for ref in entry.reused.unchanged} <= own
     assert {id(e.name) for e in entry.reused.result.changes.entries} <= names

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from reconciler.daemon.loop import PassOutcome
+from reconciler.kube.live import version_of
 from reconciler.kube.watchcache import ENDED, EXPIRED, WatchCache
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.status import Phase
@@ -60,7 +61,7 @@ def seen_by_cache(cache: WatchCache, world: World, ref: ObjectRef) -> Callable[[
             return False
         if live is None:
             return packed is None
-        return packed is not None and packed.resource_version == live["metadata"]["resourceVersion"]
+        return packed is not None and version_of(packed) == live["metadata"]["resourceVersion"]
 
     return check
 

@@ -22,9 +22,11 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from reconciler.daemon.metrics import (
     HEALTH_WAIT_OUTCOMES,
+    INSTANCE_INFO_LABELS,
     MIGRATION_OUTCOMES,
     PASS_RESULTS,
     DaemonMetrics,
+    InstanceInfo,
 )
 from reconciler.model.rollout import RollingState
 from reconciler.model.status import Phase
@@ -48,6 +50,9 @@ def labels_by_metric() -> dict[str, set[str]]:
     metrics = DaemonMetrics()
     found: dict[str, set[str]] = {name: set() for name in metrics.metric_names()}
     for value in vars(metrics).values():
+        if isinstance(value, InstanceInfo):  # built when scraped: no series until a pass
+            found[value.NAME] |= set(INSTANCE_INFO_LABELS)
+            continue
         if not isinstance(value, MetricWrapperBase):
             continue
         base = value._name

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
+import orjson
 import pytest
 
 from reconciler.kube import (
@@ -54,6 +56,38 @@ def test_first_apply_creates_then_noop_pass_writes_nothing(backend: Backend) -> 
         lists = [e.path for e in log if e.verb == "list"]
         assert len(lists) == len(set(lists)) <= 2  # one list per kind, no GET per object
         assert not [e for e in log if e.verb == "get"]
+
+
+def test_the_inventory_names_its_objects_with_strings_of_its_own(backend: Backend) -> None:
+    """The daemon keeps every instance's inventory across passes, so what it holds of
+    each object's reference is allocated for it: the API version, kind and namespace
+    are shared by every inventory that names them, and no string of the decoded
+    objects an apply was given is kept (they are dropped with the apply)."""
+    inventories = []
+    for name in ("one", "two"):
+        ns = backend.namespace(name)
+        given = orjson.loads(orjson.dumps([configmap("cfg", ns, name)]))
+        result = run(backend, name, ns, given)
+        assert result.ok and result.inventory is not None, result.message
+        refs = [r for r in result.inventory.objects if r.kind == "ConfigMap"]
+        assert len(refs) == 1
+        fields = (refs[0].api_version, refs[0].kind, refs[0].namespace, refs[0].name)
+        assert not {id(f) for f in fields} & _strings(given)
+        inventories.append(refs[0])
+    one, two = inventories
+    assert one.kind is two.kind is sys.intern("ConfigMap")
+    assert one.api_version is two.api_version
+
+
+def _strings(value: Any) -> set[int]:
+    """The ids of every string in a decoded JSON value, keys included."""
+    if isinstance(value, str):
+        return {id(value)}
+    if isinstance(value, dict):
+        return {i for k, v in value.items() for i in _strings(k) | _strings(v)}
+    if isinstance(value, list):
+        return {i for v in value for i in _strings(v)}
+    return set()
 
 
 def test_changed_object_is_configured_alone(backend: Backend) -> None:

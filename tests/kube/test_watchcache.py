@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.kube import KubeClient
 from reconciler.kube.inventory import MANAGED_SELECTOR
-from reconciler.kube.live import LiveState
+from reconciler.kube.live import LiveState, unpack, version_of
 from reconciler.kube.watchcache import WatchCache
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle
@@ -40,7 +40,7 @@ def until(check: Callable[[], bool], what: str) -> None:
 
 def version(cache: WatchCache) -> str | None:
     _, packed = cache.current(REF)
-    return packed.resource_version if packed is not None else None
+    return version_of(packed) if packed is not None else None
 
 
 def configmap(data: dict[str, str]) -> dict[str, Any]:
@@ -100,4 +100,4 @@ def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: Kub
         watch._apply({"type": "MODIFIED", "object": {**newer, "data": {"a": "2"}}})
         _, now = cache.current(REF)
         assert now is not None and now is not stored
-        assert now.resource_version == "999999" and now.unpack()["data"] == {"a": "2"}
+        assert version_of(now) == "999999" and unpack(now)["data"] == {"a": "2"}
