@@ -231,17 +231,40 @@ _NOTHING: JsonObject = {}  # what the list keeps of each item: the pass packs it
 
 
 def list_packed(
-    client: KubeClient, api_version: str, kind: str, selector: str
+    client: KubeClient,
+    api_version: str,
+    kind: str,
+    selector: str,
+    previous: Mapping[ObjectRef, Packed] | None = None,
 ) -> tuple[dict[ObjectRef, Packed], str]:
     """A kind's objects matching ``selector``, packed as each page arrives (the decoded
-    page is dropped at once), and the list's ``resourceVersion`` (where a watch starts)."""
+    page is dropped at once), and the list's ``resourceVersion`` (where a watch starts).
+
+    ``previous`` (the watch cache's store, listing again after a ``410``): an object
+    whose ``resourceVersion`` is the one it had there is that object (the API server
+    changes the version on every write), so its packed bytes and reference are kept,
+    not made again. A relist then costs memory and CPU for the objects that changed:
+    a store built anew beside the old one was a second copy of every object of the
+    kind, while passes still held the old one.
+    """
     objects: dict[ObjectRef, Packed] = {}
+    known = {ref: ref for ref in previous} if previous else {}
 
     def keep(item: JsonObject) -> JsonObject:
-        objects[own_ref(ObjectRef.of(item))] = pack(item)
+        ref = ObjectRef.of(item)
+        had = known.get(ref)
+        if had is not None and previous is not None:
+            old = previous[had]
+            version = str((item.get("metadata") or {}).get("resourceVersion") or "")
+            if version and version_of(old) == version:
+                objects[had] = old
+                return _NOTHING
+        objects[own_ref(ref)] = pack(item)
         return _NOTHING
 
-    _, version = client.list_snapshot(api_version, kind, label_selector=selector, keep=keep)
+    _, version = client.list_snapshot(
+        api_version, kind, label_selector=selector, keep=keep, restart=objects.clear
+    )
     return objects, version
 
 

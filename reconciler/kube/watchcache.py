@@ -177,7 +177,12 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind afresh (after a 410): the store becomes the list."""
-        fresh, version = list_packed(self.cache.client, *self.key, self.cache.selector)
+        with self.lock:
+            previous = dict(self.objects)  # what is unchanged is kept, not packed again
+        fresh, version = list_packed(
+            self.cache.client, *self.key, self.cache.selector, previous=previous
+        )
+        del previous
         with self.lock:
             self.objects = fresh
             self.pending.clear()
