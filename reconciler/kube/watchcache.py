@@ -120,6 +120,11 @@ class KindWatch:
         with self.lock:
             return dict(self.objects) if self.synced else None
 
+    def stored(self) -> Objects:
+        """A copy of the store, synced or not (what a list of the kind may keep of it)."""
+        with self.lock:
+            return dict(self.objects)
+
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
         with self.lock:
             return self.synced, self.objects.get(ref)
@@ -177,8 +182,7 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind afresh (after a 410): the store becomes the list."""
-        with self.lock:
-            previous = dict(self.objects)  # what is unchanged is kept, not packed again
+        previous = self.stored()  # what is unchanged is kept, not packed again
         fresh, version = list_packed(
             self.cache.client, *self.key, self.cache.selector, previous=previous
         )
@@ -340,6 +344,13 @@ class WatchCache:
         """A copy of the kind's store, or None when it is not watched or not synced."""
         watch = self._kinds.get((api_version, kind))
         return watch.snapshot() if watch is not None else None
+
+    def stored(self, api_version: str, kind: str) -> Objects | None:
+        """A copy of the kind's store even while it is not synced (a watch relisting
+        after a 410): a pass listing the kind meanwhile keeps what did not change
+        (``live.list_packed``'s ``previous``); None when the kind is not watched."""
+        watch = self._kinds.get((api_version, kind))
+        return watch.stored() if watch is not None else None
 
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
         """(whether the kind is watched and synced, the object as the store has it now)."""

@@ -101,3 +101,22 @@ def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: Kub
         _, now = cache.current(REF)
         assert now is not None and now is not stored
         assert version_of(now) == "999999" and unpack(now)["data"] == {"a": "2"}
+
+
+def test_a_list_while_the_watch_relists_keeps_the_stored_copies(client: KubeClient) -> None:
+    """A pass that finds a kind's watch out of sync (relisting after a 410) lists the
+    kind itself; what did not change since the store saw it stays the store's copy,
+    and a relist keeps it too: one copy of each object, not one per list."""
+    with WatchCache(client) as cache:
+        LiveState(client, "test", cache=cache).get(REF)
+        ours = client.apply(configmap({"a": "1"})).body
+        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
+        _, stored = cache.current(REF)
+        assert stored is not None
+        watch = cache._kinds[("v1", "ConfigMap")]
+        with watch.lock:
+            watch.synced = False  # as while the watch lists again
+        live = LiveState(client, "test", cache=cache)
+        assert live.packed(REF) is stored
+        watch._relist()
+        assert cache.current(REF) == (True, stored)
