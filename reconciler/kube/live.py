@@ -341,18 +341,21 @@ class LiveState:
     def _read(self, api_version: str, kind: str) -> dict[ObjectRef, Packed]:
         """The kind from the watch cache when it is synced, else one (paged) list."""
         cache = self.cache
-        previous = None
-        if cache is not None:
-            snapshot = cache.snapshot(api_version, kind)
+        if cache is None:
+            return list_packed(self.client, api_version, kind, MANAGED_SELECTOR)[0]
+        snapshot = cache.snapshot(api_version, kind)
+        if snapshot is not None:
+            return snapshot
+        with cache.listing:  # one list at a time, the watches' relists included
+            snapshot = cache.snapshot(api_version, kind)  # a relist may have just ended
             if snapshot is not None:
                 return snapshot
             previous = cache.stored(api_version, kind)  # watched, but relisting
-        bucket, version = list_packed(
-            self.client, api_version, kind, MANAGED_SELECTOR, previous=previous
-        )
-        del previous
-        if cache is not None:
-            cache.seed(api_version, kind, bucket, version)  # watched from this list on
+            bucket, version = list_packed(
+                self.client, api_version, kind, MANAGED_SELECTOR, previous=previous
+            )
+            del previous
+        cache.seed(api_version, kind, bucket, version)  # watched from this list on
         return bucket
 
     def current(self, ref: ObjectRef) -> tuple[bool, JsonObject | None]:
