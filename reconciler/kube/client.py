@@ -400,6 +400,7 @@ class KubeClient:
         label_selector: str = "",
         keep: Callable[[JsonObject], JsonObject] | None = None,
         restart: Callable[[], None] | None = None,
+        page_size: int | None = None,
     ) -> tuple[Items, str]:
         """Every object of a kind, paged, and the list's ``resourceVersion``.
 
@@ -407,17 +408,18 @@ class KubeClient:
         without missing or repeating a change (``watchcache``):
         https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes
 
-        Pages of ``page_size`` keep each answer small; the server reads every page at
-        the first one's resourceVersion, so the result is one consistent snapshot. A
-        continue token can outlive the server's history (``410 Expired``, when the
-        cluster changed faster than the pages were read); then the list starts over
-        from its first page, a new snapshot, up to ``LIST_RESTARTS`` times, and only
-        after that, like client-go's pager, is the whole list read in one request:
-        at thousands of objects that one answer, decoded, is hundreds of MiB where a
-        page is a few. ``keep`` turns each item into what the caller keeps
-        (``live.pack``) as each page arrives, so a list of thousands never holds
-        every full object at once; ``restart`` is called before the list starts over,
-        so a caller that keeps items as they come drops those of the expired snapshot
+        Pages of ``page_size`` (default: the client's) keep each answer small; the
+        server reads every page at the first one's resourceVersion, so the result is
+        one consistent snapshot. A continue token can outlive the server's history
+        (``410 Expired``, when the cluster changed faster than the pages were read);
+        then the list starts over from its first page, a new snapshot, up to
+        ``LIST_RESTARTS`` times, and only after that, like client-go's pager, is the
+        whole list read in one request: at thousands of objects that one answer,
+        decoded, is hundreds of MiB where a page is a few. ``keep`` turns each item
+        into what the caller keeps (``live.pack``) as each page arrives, so a list of
+        thousands never holds every full object at once; ``restart`` is called before
+        the list starts over, so a caller that keeps items as they come drops those
+        of the expired snapshot
         (an object deleted since must not stay).
         """
         info = self.resource(api_version, kind)
@@ -425,7 +427,7 @@ class KubeClient:
         subject = f"{kind} ({api_version})"
         items: list[JsonObject] = []
         token = version = ""
-        limit = self.page_size
+        limit = page_size or self.page_size
         restarts = 0
         while True:
             query = [("limit", str(limit))] if limit else []

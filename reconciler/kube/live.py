@@ -263,9 +263,22 @@ def list_packed(
         return _NOTHING
 
     _, version = client.list_snapshot(
-        api_version, kind, label_selector=selector, keep=keep, restart=objects.clear
+        api_version,
+        kind,
+        label_selector=selector,
+        keep=keep,
+        restart=objects.clear,
+        page_size=PACKED_PAGE,
     )
     return objects, version
+
+
+# Objects per page of the lists the live view and the watch cache keep packed. Each
+# page is decoded whole before its items are packed: 500 Deployments with their
+# managedFields and status decode to ~10 MiB of Python objects, and the process keeps
+# the high-water mark of its largest page; 100 cost a fifth of that for a request
+# every 100 objects instead of 500 (a 10,000-object kind: 100 lists of 5-10 ms).
+PACKED_PAGE = 100
 
 
 # Inventories read by an earlier pass, by their ConfigMap and its resourceVersion

@@ -161,6 +161,25 @@ def test_a_list_again_keeps_what_did_not_change_from_the_previous_one(backend: B
     assert set(after) == set(before)
 
 
+def test_the_view_lists_in_pages_of_its_own_size(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each page is decoded whole before it is packed, so the view's lists use pages
+    of ``PACKED_PAGE`` objects, whatever the client's own page size."""
+    ns = backend.namespace("pages")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("a", "b", "c"):
+        backend.client.apply(configmap(name, ns, "paged"))
+    monkeypatch.setattr(live_module, "PACKED_PAGE", 2)
+    backend.reset_log()
+    found, _ = list_packed(backend.client, "v1", "ConfigMap", f"{INSTANCE_LABEL}=paged")
+    assert sorted(r.name for r in found) == ["a", "b", "c"]
+    log = backend.log()
+    if log is not None:
+        lists = [e for e in log if e.verb == "list"]
+        assert len(lists) == 2 and all("limit=2" in e.query for e in lists)
+
+
 def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: Backend) -> None:
     """The daemon's cache of parsed inventories keys on the ConfigMap's resourceVersion,
     which the API server changes on every write
