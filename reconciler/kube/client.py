@@ -58,6 +58,9 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # well within what one client may send (kube-apiserver's own --max-requests-inflight
 # defaults to 400 for all clients together) and what two cores can prepare.
 DEFAULT_MAX_REQUESTS_IN_FLIGHT = 8
+# How often a paged list whose continue token expired starts over from its first page
+# before it is read in one request (``KubeClient.list_snapshot``).
+LIST_RESTARTS = 2
 
 JsonObject = dict[str, Any]
 Items = list[JsonObject]
@@ -396,6 +399,8 @@ class KubeClient:
         namespace: str = "",
         label_selector: str = "",
         keep: Callable[[JsonObject], JsonObject] | None = None,
+        restart: Callable[[], None] | None = None,
+        page_size: int | None = None,
     ) -> tuple[Items, str]:
         """Every object of a kind, paged, and the list's ``resourceVersion``.
 
@@ -403,19 +408,27 @@ class KubeClient:
         without missing or repeating a change (``watchcache``):
         https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes
 
-        Pages of ``page_size`` keep each answer small; the server reads every page at
-        the first one's resourceVersion, so the result is one consistent snapshot. A
-        continue token can outlive the server's history (``410 Expired``); then, like
-        client-go's pager, the whole list is read again in one request. ``keep``
-        turns each item into what the caller keeps (``live.slim``) as each page
-        arrives, so a list of thousands never holds every full object at once.
+        Pages of ``page_size`` (default: the client's) keep each answer small; the
+        server reads every page at the first one's resourceVersion, so the result is
+        one consistent snapshot. A continue token can outlive the server's history
+        (``410 Expired``, when the cluster changed faster than the pages were read);
+        then the list starts over from its first page, a new snapshot, up to
+        ``LIST_RESTARTS`` times, and only after that, like client-go's pager, is the
+        whole list read in one request: at thousands of objects that one answer,
+        decoded, is hundreds of MiB where a page is a few. ``keep`` turns each item
+        into what the caller keeps (``live.pack``) as each page arrives, so a list of
+        thousands never holds every full object at once; ``restart`` is called before
+        the list starts over, so a caller that keeps items as they come drops those
+        of the expired snapshot
+        (an object deleted since must not stay).
         """
         info = self.resource(api_version, kind)
         path = info.path(namespace if info.namespaced else "")
         subject = f"{kind} ({api_version})"
         items: list[JsonObject] = []
         token = version = ""
-        limit = self.page_size
+        limit = page_size or self.page_size
+        restarts = 0
         while True:
             query = [("limit", str(limit))] if limit else []
             if label_selector:
@@ -427,8 +440,17 @@ class KubeClient:
             except KubeApiError as e:
                 if not token or e.status != 410:
                     raise
-                log.debug("%s: continue token expired; listing again without pages", subject)
-                items, token, limit = [], "", 0
+                restarts += 1
+                if restarts > LIST_RESTARTS:
+                    limit = 0
+                log.debug(
+                    "%s: continue token expired; listing again %s",
+                    subject,
+                    "from the first page" if limit else "without pages",
+                )
+                items, token = [], ""
+                if restart is not None:
+                    restart()
                 continue
             for item in body.get("items") or ():
                 # list items omit apiVersion/kind; restore them so items are full objects

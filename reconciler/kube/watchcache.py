@@ -120,6 +120,11 @@ class KindWatch:
         with self.lock:
             return dict(self.objects) if self.synced else None
 
+    def stored(self) -> Objects:
+        """A copy of the store, synced or not (what a list of the kind may keep of it)."""
+        with self.lock:
+            return dict(self.objects)
+
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
         with self.lock:
             return self.synced, self.objects.get(ref)
@@ -177,7 +182,12 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind afresh (after a 410): the store becomes the list."""
-        fresh, version = list_packed(self.cache.client, *self.key, self.cache.selector)
+        with self.cache.listing:
+            previous = self.stored()  # what is unchanged is kept, not packed again
+            fresh, version = list_packed(
+                self.cache.client, *self.key, self.cache.selector, previous=previous
+            )
+            del previous
         with self.lock:
             self.objects = fresh
             self.pending.clear()
@@ -327,6 +337,12 @@ class WatchCache:
         self._on_change = on_change
         self._kinds: dict[Key, KindWatch] = {}
         self._lock = threading.Lock()
+        # held while a kind is listed (a watch relisting, a pass listing an unsynced
+        # kind): one list at a time. A list holds one decoded page of up to 500 objects
+        # (a few MiB); every watched kind losing its place at once (410s after a burst
+        # of changes) listed them all side by side, and the process kept that high
+        # water mark (bench/scale.py's relist profile: +4.6 KiB per instance at 5,000).
+        self.listing = threading.Lock()
         self._counts_lock = threading.Lock()
         self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
         self.relists = 0
@@ -335,6 +351,13 @@ class WatchCache:
         """A copy of the kind's store, or None when it is not watched or not synced."""
         watch = self._kinds.get((api_version, kind))
         return watch.snapshot() if watch is not None else None
+
+    def stored(self, api_version: str, kind: str) -> Objects | None:
+        """A copy of the kind's store even while it is not synced (a watch relisting
+        after a 410): a pass listing the kind meanwhile keeps what did not change
+        (``live.list_packed``'s ``previous``); None when the kind is not watched."""
+        watch = self._kinds.get((api_version, kind))
+        return watch.stored() if watch is not None else None
 
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
         """(whether the kind is watched and synced, the object as the store has it now)."""

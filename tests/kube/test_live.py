@@ -12,8 +12,16 @@ import pytest
 
 from reconciler.kube import LiveState
 from reconciler.kube import live as live_module
-from reconciler.kube.inventory import Inventory, inventory_name, to_configmap
-from reconciler.kube.live import InventoryCache, dictionary_of, pack, slim, unpack, version_of
+from reconciler.kube.inventory import INSTANCE_LABEL, Inventory, inventory_name, to_configmap
+from reconciler.kube.live import (
+    InventoryCache,
+    dictionary_of,
+    list_packed,
+    pack,
+    slim,
+    unpack,
+    version_of,
+)
 from reconciler.kube.prune import write_inventory
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap, edit_like_kubectl
@@ -127,6 +135,49 @@ def test_each_get_decodes_a_fresh_copy_and_resource_versions_need_no_decoding(
     assert again is not None and again["data"] != first["data"]
     assert live.resource_version(ref) == written["metadata"]["resourceVersion"]
     assert live.resource_version(ObjectRef("v1", "ConfigMap", ns, "absent")) is None
+
+
+def test_a_list_again_keeps_what_did_not_change_from_the_previous_one(backend: Backend) -> None:
+    """A watch that lost its place (410) lists its kind again: an object with the
+    resourceVersion it had is that object, so its packed bytes and reference are
+    kept, not a second copy of every object of the kind made beside the first."""
+    ns = backend.namespace("relist")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("same", "edited"):
+        backend.client.apply(configmap(name, ns, "web"))
+    selector = f"{INSTANCE_LABEL}=web"
+    before, _ = list_packed(backend.client, "v1", "ConfigMap", selector)
+    backend.client.apply(configmap("edited", ns, "web", a="2"))
+    after, _ = list_packed(backend.client, "v1", "ConfigMap", selector, previous=before)
+    same, edited = (
+        ObjectRef("v1", "ConfigMap", ns, "same"),
+        ObjectRef("v1", "ConfigMap", ns, "edited"),
+    )
+    assert after[same] is before[same]
+    assert next(r for r in after if r == same) is next(r for r in before if r == same)
+    assert after[edited] is not before[edited]
+    assert version_of(after[edited]) != version_of(before[edited])
+    assert unpack(after[edited])["data"] == {"a": "2"}
+    assert set(after) == set(before)
+
+
+def test_the_view_lists_in_pages_of_its_own_size(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each page is decoded whole before it is packed, so the view's lists use pages
+    of ``PACKED_PAGE`` objects, whatever the client's own page size."""
+    ns = backend.namespace("pages")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("a", "b", "c"):
+        backend.client.apply(configmap(name, ns, "paged"))
+    monkeypatch.setattr(live_module, "PACKED_PAGE", 2)
+    backend.reset_log()
+    found, _ = list_packed(backend.client, "v1", "ConfigMap", f"{INSTANCE_LABEL}=paged")
+    assert sorted(r.name for r in found) == ["a", "b", "c"]
+    log = backend.log()
+    if log is not None:
+        lists = [e for e in log if e.verb == "list"]
+        assert len(lists) == 2 and all("limit=2" in e.query for e in lists)
 
 
 def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: Backend) -> None:

@@ -7,6 +7,7 @@ versions are compared for equality only, never as numbers.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,3 +102,59 @@ def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: Kub
         _, now = cache.current(REF)
         assert now is not None and now is not stored
         assert version_of(now) == "999999" and unpack(now)["data"] == {"a": "2"}
+
+
+def test_a_list_while_the_watch_relists_keeps_the_stored_copies(client: KubeClient) -> None:
+    """A pass that finds a kind's watch out of sync (relisting after a 410) lists the
+    kind itself; what did not change since the store saw it stays the store's copy,
+    and a relist keeps it too: one copy of each object, not one per list."""
+    with WatchCache(client) as cache:
+        LiveState(client, "test", cache=cache).get(REF)
+        ours = client.apply(configmap({"a": "1"})).body
+        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
+        _, stored = cache.current(REF)
+        assert stored is not None
+        watch = cache._kinds[("v1", "ConfigMap")]
+        with watch.lock:
+            watch.synced = False  # as while the watch lists again
+        live = LiveState(client, "test", cache=cache)
+        assert live.packed(REF) is stored
+        watch._relist()
+        assert cache.current(REF) == (True, stored)
+
+
+def test_kinds_that_relist_at_once_list_one_after_the_other(
+    client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every watched kind can lose its place at once (410s after a burst of changes);
+    each list holds a decoded page of up to 500 objects, so they list one at a time,
+    and a process does not keep the high-water mark of all of them side by side."""
+    with WatchCache(client) as cache:
+        live = LiveState(client, "test", cache=cache)
+        live.get(REF)
+        live.get(ObjectRef("v1", "Secret", "default", "absent"))
+        listing = client.list_snapshot
+        lock = threading.Lock()
+        now, most = [0], [0]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            try:
+                time.sleep(0.1)
+                return listing(*args, **kwargs)
+            finally:
+                with lock:
+                    now[0] -= 1
+
+        monkeypatch.setattr(client, "list_snapshot", counted)
+        watches = list(cache._kinds.values())
+        assert len(watches) == 2
+        threads = [threading.Thread(target=w._relist) for w in watches]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+        assert most == [1]
+        assert all(w.synced for w in watches)

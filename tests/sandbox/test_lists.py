@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.kube import KubeClient
+from reconciler.kube.client import LIST_RESTARTS
 from reconciler.sandbox.listing import decode_continue, encode_continue
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from tests.sandbox.helpers import http
@@ -284,19 +285,62 @@ def test_engine_lists_in_pages(sandbox: SandboxHandle, core: client.CoreV1Api) -
     assert len(queries) == 3 and all("limit=2" in q for q in queries)
 
 
-def test_engine_relists_when_its_token_expires(
+def test_engine_starts_over_from_the_first_page_when_its_token_expires(
     sandbox: SandboxHandle, core: client.CoreV1Api
 ) -> None:
-    """A 410 on a continue token makes the engine list again without pages, as
-    client-go's pager does (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks)."""
+    """A 410 on a continue token makes the engine list again from the first page, a new
+    consistent snapshot (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks):
+    what it kept of the expired snapshot is dropped (``restart``), so an object deleted
+    meanwhile is not in the result, and no answer holds the whole list at once."""
     make(core, "a", "b", "c")
+    compacted = []
+
+    class CompactingOnce(KubeClient):
+        """Deletes c and forgets the server's history before the first continued page."""
+
+        def request(self, method: str, path: str, **kw: Any) -> Any:
+            if not compacted and any(key == "continue" for key, _ in kw.get("query", ())):
+                core.delete_namespaced_config_map("c", "default")
+                sandbox.compact_history()
+                compacted.append(True)
+            return super().request(method, path, **kw)
+
+    kept: dict[str, dict[str, Any]] = {}
+
+    def keep(item: dict[str, Any]) -> dict[str, Any]:
+        kept[item["metadata"]["name"]] = item
+        return item
+
+    with KubeClient.connect(sandbox.kubeconfig) as plain:
+        kube = CompactingOnce(plain._api)
+        kube.page_size = 2
+        sandbox.reset_request_log()
+        found, _ = kube.list_snapshot(
+            "v1", "ConfigMap", namespace="default", keep=keep, restart=kept.clear
+        )
+    assert [o["metadata"]["name"] for o in found] == ["a", "b"]
+    assert sorted(kept) == ["a", "b"]  # c was kept from the first page, then dropped
+    pages = [(e.status, "limit=2" in e.query) for e in sandbox.request_log() if e.verb == "list"]
+    assert pages == [(200, True), (410, True), (200, True)]
+
+
+def test_engine_reads_the_whole_list_at_once_when_pages_keep_expiring(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """When the list keeps changing faster than its pages are read, the engine ends
+    with one list without pages, as client-go's pager does (after ``LIST_RESTARTS``
+    fresh starts)."""
+    make(core, "a", "b", "c")
+
+    changes = []
 
     class Compacting(KubeClient):
         """Changes the list and forgets the server's history before every continued page."""
 
         def request(self, method: str, path: str, **kw: Any) -> Any:
             if any(key == "continue" for key, _ in kw.get("query", ())):
-                core.patch_namespaced_config_map("a", "default", {"data": {"v": "2"}})
+                changes.append(f"changed {len(changes) + 1}")
+                core.patch_namespaced_config_map("a", "default", {"data": {"v": changes[-1]}})
                 sandbox.compact_history()
             return super().request(method, path, **kw)
 
@@ -306,9 +350,9 @@ def test_engine_relists_when_its_token_expires(
         sandbox.reset_request_log()
         found = kube.list("v1", "ConfigMap", namespace="default")
     assert [o["metadata"]["name"] for o in found] == ["a", "b", "c"]
-    assert found[0]["data"] == {"v": "2"}  # the whole list again, at the latest state
+    assert found[0]["data"] == {"v": changes[-1]}  # the whole list, at the latest state
     pages = [(e.status, "limit" in e.query) for e in sandbox.request_log() if e.verb == "list"]
-    assert pages == [(200, True), (410, True), (200, False)]
+    assert pages == [(200, True), (410, True)] * (LIST_RESTARTS + 1) + [(200, False)]
 
 
 def test_a_bounded_history_expires_old_tokens() -> None:
