@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future
 from typing import Any
@@ -43,6 +42,12 @@ from aiohttp import web
 import reconciler
 from reconciler.daemon.logs_limit import RateLimitedLog
 from reconciler.daemon.metrics import CONTENT_TYPE, DaemonMetrics
+from reconciler.daemon.probes import DEFAULT_STALE_AFTER as DEFAULT_STALE_AFTER
+from reconciler.daemon.probes import METRICS as METRICS
+from reconciler.daemon.probes import PROBES as PROBES
+from reconciler.daemon.probes import ROUTE_GROUPS as ROUTE_GROUPS
+from reconciler.daemon.probes import WEBHOOKS as WEBHOOKS
+from reconciler.daemon.probes import DaemonHealth as DaemonHealth
 from reconciler.daemon.triggers import Trigger, TriggerQueue
 from reconciler.daemon.webhook import (
     PROVIDERS,
@@ -53,9 +58,10 @@ from reconciler.daemon.webhook import (
 from reconciler.model.errors import ReconcilerError, UsageError
 
 log = logging.getLogger(__name__)
+# DaemonHealth and the route groups live in reconciler.daemon.probes, so that a daemon
+# serving no HTTP never imports aiohttp; they are re-exported here for the callers that serve
 
 MAX_BODY = 1024 * 1024  # GitHub caps payloads at 25 MB but a push is far smaller
-DEFAULT_STALE_AFTER = 300.0
 SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
 
@@ -70,66 +76,6 @@ UI_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-cache",
 }
-
-WEBHOOKS, METRICS, PROBES = "webhooks", "metrics", "probes"
-ROUTE_GROUPS = (METRICS, WEBHOOKS, PROBES)
-
-
-class DaemonHealth:
-    """Liveness and readiness as the loop reports them, read by the probes.
-
-    The loop calls ``heartbeat()`` at least once per ``stale_after`` seconds (between
-    stages and while it waits for triggers), ``pass_completed(ok)`` after every pass
-    and, with leader election, ``set_leader(...)``. A standby replica (election on,
-    not leader) counts as ready: it is healthy and waiting to take over, and a
-    Deployment rollout must not stall on it.
-    """
-
-    def __init__(
-        self, stale_after: float = DEFAULT_STALE_AFTER, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.stale_after = stale_after
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._last_beat = clock()  # starting counts as alive
-        self._passes = 0
-        self._last_ok: bool | None = None
-        self._leader: bool | None = None  # None: leader election is off
-
-    def heartbeat(self) -> None:
-        with self._lock:
-            self._last_beat = self._clock()
-
-    def pass_completed(self, ok: bool) -> None:
-        with self._lock:
-            self._last_beat = self._clock()
-            self._passes += 1
-            self._last_ok = ok
-
-    def set_leader(self, leader: bool | None) -> None:
-        """True/False with leader election on; None when it is off."""
-        with self._lock:
-            self._leader = leader
-
-    def liveness(self) -> tuple[bool, dict[str, Any]]:
-        with self._lock:
-            age = self._clock() - self._last_beat
-        alive = age <= self.stale_after
-        body = {"status": "ok" if alive else "stale", "secondsSinceHeartbeat": round(age, 3)}
-        return alive, body
-
-    def readiness(self) -> tuple[bool, dict[str, Any]]:
-        with self._lock:
-            passes, last_ok, leader = self._passes, self._last_ok, self._leader
-        ready = passes > 0 or leader is False
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "starting",
-            "passes": passes,
-            "lastPassOk": last_ok,
-        }
-        if leader is not None:
-            body["leader"] = leader
-        return ready, body
 
 
 class DaemonHttpServer:

@@ -26,12 +26,11 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from reconciler.daemon.http import METRICS, PROBES, WEBHOOKS, DaemonHealth, DaemonHttpServer
-from reconciler.daemon.imagescans import ImageScanner
 from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
-from reconciler.daemon.status_site import StatusPages
+from reconciler.daemon.probes import METRICS, PROBES, WEBHOOKS, DaemonHealth
 from reconciler.daemon.statuses import UPGRADE_IN_PROGRESS
 from reconciler.daemon.triggers import (
     DirectoryWatcher,
@@ -47,6 +46,12 @@ from reconciler.kube.lease import LeaderElector
 from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.errors import UsageError
 from reconciler.source import CatalogWorkClone
+
+if TYPE_CHECKING:
+    # imported in start() only when used: aiohttp (the HTTP server) and the registry
+    # client (image scans) are a sixth of a second of a plain daemon's start
+    from reconciler.daemon.http import DaemonHttpServer
+    from reconciler.daemon.imagescans import ImageScanner
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -228,6 +233,8 @@ class Service:
             self._watcher = DirectoryWatcher(self.queue, Path(s.repo))
             self._watcher.start()
         if s.scan_images:
+            from reconciler.daemon.imagescans import ImageScanner
+
             self.scanner = ImageScanner(
                 CatalogWorkClone(s.repo, branch=s.branch, cache_dir=s.cache_dir),
                 self.queue,
@@ -238,6 +245,9 @@ class Service:
             )
             self.scanner.start()
         listeners = http_listeners(s.metrics_address, s.webhook_address, s.probe_address)
+        if listeners:
+            from reconciler.daemon.http import DaemonHttpServer
+            from reconciler.daemon.status_site import StatusPages
         for (host, port), groups in listeners:
             server = DaemonHttpServer(
                 host,

@@ -180,17 +180,32 @@ def _serve_process(
 
 
 def _wait_ready(process: subprocess.Popen[bytes], port: int, root: Path, timeout: float) -> bool:
-    """True once ``GET /v2/`` answers (200, or 401 behind token auth); False if it exited."""
-    pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(connect=1.0, read=2.0))
+    """True once ``GET /v2/`` answers (200, or 401 behind token auth); False if it exited.
+
+    The read timeout starts short and doubles up to 2 s on every timeout: when the port
+    belongs to another process that accepts connections but never answers (the registry
+    itself exited at once, "address already in use"), the exit is seen after a tenth of
+    a second rather than after a full 2 s read; a registry slow to answer under load
+    still gets the longer reads on the next tries.
+    """
+    pool = urllib3.PoolManager(retries=False)
     deadline = time.monotonic() + timeout
+    read = 0.1
     try:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 return False
             try:
-                response = pool.request("GET", f"http://127.0.0.1:{port}/v2/")
+                response = pool.request(
+                    "GET",
+                    f"http://127.0.0.1:{port}/v2/",
+                    timeout=urllib3.Timeout(connect=1.0, read=read),
+                )
                 if response.status in (200, 401):
                     return True
+            except urllib3.exceptions.ReadTimeoutError:
+                read = min(read * 2, 2.0)
+                continue  # the wait was the timeout itself: look at the process again now
             except urllib3.exceptions.HTTPError:
                 pass
             time.sleep(0.05)

@@ -54,9 +54,11 @@ def start(world: World, cache: Path) -> subprocess.Popen[bytes]:
         "--health-grace",
         "0.2",
         # the next look at the rollout: soon (its pods are ready in a tenth of a second),
-        # yet slow enough that the test sees each step before the next one is due
+        # yet slow enough that the test sees each step before the next one is due (a
+        # step is committed at least 0.3 s after the last; the test's kill follows a
+        # push by 11-32 ms with two pytest workers busy)
         "--max-look",
-        "0.5",
+        "0.3",
         "--log-level",
         "warning",
     ]
