@@ -121,7 +121,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from benchkit import WEB_MANIFESTS, request_log, sandbox_process
+from benchkit import WEB_MANIFESTS, request_log_pages, sandbox_process
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.plan import InstancePlan
@@ -183,14 +183,15 @@ def requests_by_verb(url: str, reset: bool = True) -> Counter[str]:
     ``in-flight`` is not a verb: it counts the most requests the sandbox was
     serving at once (its request log records that for each request).
     """
-    items = request_log(url, reset)
-    if len(items) >= LOG_LIMIT:
+    counts: Counter[str] = Counter()
+    peak = seen = 0
+    for e in request_log_pages(url, reset):  # a page at a time: not the daemon's memory
+        seen += 1
+        # dry runs are not writes: they change nothing in the cluster
+        counts["dry-run" if "dryRun=" in str(e.get("query", "")) else str(e["verb"])] += 1
+        peak = max(peak, int(e.get("in_flight", 0)))
+    if seen >= LOG_LIMIT:
         print(f"  (request log full: counts below are at least {LOG_LIMIT})")
-    # dry runs are not writes: they change nothing in the cluster
-    counts = Counter(
-        "dry-run" if "dryRun=" in str(e.get("query", "")) else str(e["verb"]) for e in items
-    )
-    peak = max((int(e.get("in_flight", 0)) for e in items), default=0)
     return counts + Counter({"in-flight": peak}) if peak else counts
 
 

@@ -2,7 +2,8 @@
 
 Tests assert "an unchanged apply sent no write" and benchmarks count requests by
 reading this log in-process (``SandboxHandle.request_log()``) or over HTTP
-(``GET /sandbox/requests``, ``DELETE /sandbox/requests`` to reset). The server
+(``GET /sandbox/requests``, in pages with ``?offset=N&limit=M``; ``DELETE
+/sandbox/requests`` to reset). The server
 thread appends while the test thread reads, hence the lock.
 """
 

@@ -36,3 +36,18 @@ def test_request_log_over_http(sandbox: SandboxHandle) -> None:
     assert [(e["verb"], e["status"]) for e in body["items"]] == [("get", 404), ("watch", 200)]
     assert http(sandbox, "DELETE", "/sandbox/requests")[0] == 200
     assert http(sandbox, "GET", "/sandbox/requests")[1]["items"] == []
+
+
+def test_request_log_over_http_in_pages(sandbox: SandboxHandle) -> None:
+    """A reader of tens of thousands of entries asks for them a page at a time."""
+    for name in ("a", "b", "c"):
+        http(sandbox, "GET", f"/api/v1/namespaces/default/configmaps/{name}")
+    status, body = http(sandbox, "GET", "/sandbox/requests?offset=1&limit=1")
+    assert status == 200 and body["total"] == 3
+    assert [e["path"].rsplit("/", 1)[1] for e in body["items"]] == ["b"]
+    rest = http(sandbox, "GET", "/sandbox/requests?offset=2")[1]
+    assert [e["path"].rsplit("/", 1)[1] for e in rest["items"]] == ["c"]
+    assert http(sandbox, "GET", "/sandbox/requests?offset=9&limit=5")[1]["items"] == []
+    for bad in ("offset=x", "limit=-1"):
+        status, body = http(sandbox, "GET", f"/sandbox/requests?{bad}")
+        assert status == 400 and "offset and limit" in body["message"]
