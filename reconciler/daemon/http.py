@@ -59,7 +59,8 @@ from reconciler.model.errors import ReconcilerError, UsageError
 
 log = logging.getLogger(__name__)
 # DaemonHealth and the route groups live in reconciler.daemon.probes, so that a daemon
-# serving no HTTP never imports aiohttp; they are re-exported here for the callers that serve
+# serving no HTTP never imports aiohttp; they are re-exported here for the callers
+# that serve HTTP
 
 MAX_BODY = 1024 * 1024  # GitHub caps payloads at 25 MB but a push is far smaller
 SHUTDOWN_TIMEOUT = 1.0
