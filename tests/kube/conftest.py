@@ -138,3 +138,14 @@ def deployment(
             },
         },
     }
+
+
+def string_ids(value: Any) -> set[int]:
+    """The ids of every string in a decoded JSON value, keys included."""
+    if isinstance(value, str):
+        return {id(value)}
+    if isinstance(value, dict):
+        return {i for k, v in value.items() for i in string_ids(k) | string_ids(v)}
+    if isinstance(value, list):
+        return {i for v in value for i in string_ids(v)}
+    return set()

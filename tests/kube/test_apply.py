@@ -22,7 +22,14 @@ from reconciler.kube.client import Response
 from reconciler.kube.prune import UNDONE
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.errors import KubeError
-from tests.kube.conftest import WRITE_VERBS, Backend, configmap, deployment, edit_like_kubectl
+from tests.kube.conftest import (
+    WRITE_VERBS,
+    Backend,
+    configmap,
+    deployment,
+    edit_like_kubectl,
+    string_ids,
+)
 
 
 def run(
@@ -72,22 +79,11 @@ def test_the_inventory_names_its_objects_with_strings_of_its_own(backend: Backen
         refs = [r for r in result.inventory.objects if r.kind == "ConfigMap"]
         assert len(refs) == 1
         fields = (refs[0].api_version, refs[0].kind, refs[0].namespace, refs[0].name)
-        assert not {id(f) for f in fields} & _strings(given)
+        assert not {id(f) for f in fields} & string_ids(given)
         inventories.append(refs[0])
     one, two = inventories
     assert one.kind is two.kind is sys.intern("ConfigMap")
     assert one.api_version is two.api_version
-
-
-def _strings(value: Any) -> set[int]:
-    """The ids of every string in a decoded JSON value, keys included."""
-    if isinstance(value, str):
-        return {id(value)}
-    if isinstance(value, dict):
-        return {i for k, v in value.items() for i in _strings(k) | _strings(v)}
-    if isinstance(value, list):
-        return {i for v in value for i in _strings(v)}
-    return set()
 
 
 def test_changed_object_is_configured_alone(backend: Backend) -> None:

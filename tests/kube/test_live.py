@@ -24,7 +24,7 @@ from reconciler.kube.live import (
 )
 from reconciler.kube.prune import write_inventory
 from reconciler.model.changeset import ObjectRef
-from tests.kube.conftest import Backend, configmap, edit_like_kubectl
+from tests.kube.conftest import Backend, configmap, edit_like_kubectl, string_ids
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -229,17 +229,6 @@ def test_the_inventory_a_pass_writes_is_the_one_the_next_pass_reads(backend: Bac
     assert third["web"].version == "2.0.0"
 
 
-def _strings(value: Any) -> set[int]:
-    """The ids of every string in a decoded JSON value, keys included."""
-    if isinstance(value, str):
-        return {id(value)}
-    if isinstance(value, dict):
-        return {i for k, v in value.items() for i in _strings(k) | _strings(v)}
-    if isinstance(value, list):
-        return {i for v in value for i in _strings(v)}
-    return set()
-
-
 def test_the_view_keeps_no_string_of_a_decoded_list_page(
     backend: Backend, monkeypatch: Any
 ) -> None:
@@ -268,7 +257,7 @@ def test_the_view_keeps_no_string_of_a_decoded_list_page(
     live = LiveState(backend.client, backend.cluster)
     refs = [ObjectRef("v1", "ConfigMap", ns, name) for name in ("a", "b")]
     assert all(live.resource_version(ref) for ref in refs)
-    page = {i for item in items for i in _strings(item)}
+    page = {i for item in items for i in string_ids(item)}
     assert len(items) >= 2 and page
     kept = live._objects[("v1", "ConfigMap")]
     held = [key for key in kept if key in refs]  # the values are bytes of their own

@@ -16,8 +16,8 @@ import pytest
 
 from reconciler.kube import KubeClient
 from reconciler.kube.inventory import MANAGED_SELECTOR
-from reconciler.kube.live import LiveState, unpack, version_of
-from reconciler.kube.watchcache import WatchCache
+from reconciler.kube.live import LiveState, Packed, unpack, version_of
+from reconciler.kube.watchcache import KindWatch, WatchCache
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle
 from tests.kube.conftest import edit_like_kubectl
@@ -84,16 +84,24 @@ def test_our_write_stands_until_its_own_event_arrives(client: KubeClient) -> Non
         until(lambda: version(cache) == third["metadata"]["resourceVersion"], "the re-create")
 
 
+def written_and_stored(
+    client: KubeClient, cache: WatchCache
+) -> tuple[dict[str, Any], Packed, KindWatch]:
+    """REF written once and its event seen: (the API's answer, the store's packed copy,
+    the kind's watch)."""
+    LiveState(client, "test", cache=cache).get(REF)
+    ours: dict[str, Any] = client.apply(configmap({"a": "1"})).body
+    until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
+    _, stored = cache.current(REF)
+    assert stored is not None
+    return ours, stored, cache._kinds[("v1", "ConfigMap")]
+
+
 def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: KubeClient) -> None:
     """Same ``resourceVersion``, same object: the event of our own write is not packed
     again, so the pass that wrote it and the store share one copy."""
     with WatchCache(client) as cache:
-        LiveState(client, "test", cache=cache).get(REF)
-        ours = client.apply(configmap({"a": "1"})).body
-        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
-        _, stored = cache.current(REF)
-        assert stored is not None
-        watch = cache._kinds[("v1", "ConfigMap")]
+        ours, stored, watch = written_and_stored(client, cache)
         watch._apply({"type": "MODIFIED", "object": dict(ours)})
         assert cache.current(REF)[1] is stored
         # another version is another object: packed from the event
@@ -109,12 +117,7 @@ def test_a_list_while_the_watch_relists_keeps_the_stored_copies(client: KubeClie
     kind itself; what did not change since the store saw it stays the store's copy,
     and a relist keeps it too: one copy of each object, not one per list."""
     with WatchCache(client) as cache:
-        LiveState(client, "test", cache=cache).get(REF)
-        ours = client.apply(configmap({"a": "1"})).body
-        until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
-        _, stored = cache.current(REF)
-        assert stored is not None
-        watch = cache._kinds[("v1", "ConfigMap")]
+        _, stored, watch = written_and_stored(client, cache)
         with watch.lock:
             watch.synced = False  # as while the watch lists again
         live = LiveState(client, "test", cache=cache)
