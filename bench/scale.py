@@ -76,8 +76,9 @@ channel move of 1,000 instances 7,000 requests, 1.69x; max RSS 13.4 KiB per inst
 deflated against a dictionary per kind, one ``bytes`` each; slotted, interned records;
 the memo holding references and the live view's own packed objects; the instance info
 metric built at scrape time; relists that keep unchanged objects, one at a time, in
-pages of 100; and this bench reading the sandbox's request log a page at a time (50,000
-entries decoded at once were ~1 KiB per instance of the bench's, not the daemon's).
+pages of 100; and this bench reading the sandbox's request log a page at a time (its
+50,000 entries decoded at once, ~50 MiB, counted as the daemon's: 14.5 KiB per instance
+in the run just before).
 
 With 5 ms per request (the default since), after a first install stopped sending dry
 runs and an upgrade stopped dry-running the first object it writes, and with plans
