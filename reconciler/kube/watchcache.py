@@ -338,10 +338,11 @@ class WatchCache:
         self._kinds: dict[Key, KindWatch] = {}
         self._lock = threading.Lock()
         # held while a kind is listed (a watch relisting, a pass listing an unsynced
-        # kind): one list at a time. A list holds one decoded page of up to 500 objects
-        # (a few MiB); every watched kind losing its place at once (410s after a burst
-        # of changes) listed them all side by side, and the process kept that high
-        # water mark (bench/scale.py's relist profile: +4.6 KiB per instance at 5,000).
+        # kind): one list at a time. A list holds one decoded page (``live.PACKED_PAGE``
+        # objects); every watched kind losing its place at once (410s after a burst of
+        # changes) listed them all side by side, and the process kept that high-water
+        # mark (a relist of every kind at 5,000 instances: +4.6 KiB per instance of RSS
+        # with pages of 500 side by side, +3.6 one at a time, +0.7 in pages of 100).
         self.listing = threading.Lock()
         self._counts_lock = threading.Lock()
         self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
