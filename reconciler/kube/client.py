@@ -419,8 +419,7 @@ class KubeClient:
         into what the caller keeps (``live.pack``) as each page arrives, so a list of
         thousands never holds every full object at once; ``restart`` is called before
         the list starts over, so a caller that keeps items as they come drops those
-        of the expired snapshot
-        (an object deleted since must not stay).
+        of the expired snapshot (an object deleted since must not stay).
         """
         info = self.resource(api_version, kind)
         path = info.path(namespace if info.namespaced else "")

@@ -28,7 +28,7 @@ asked for, into a fresh dict each time.
 Decoded, a Deployment is several times its JSON size in Python objects, and
 most objects of a pass are never looked at whole: the daemon reuses a settled
 instance's last verdict on the word of its objects' ``resourceVersion`` alone
-(``daemon.memo``, :meth:`LiveState.resource_version`), so a no-op pass holds
+(``daemon.memo``, :meth:`LiveState.packed`), so a no-op pass holds
 the cluster's objects at a small fraction of their JSON size.
 """
 
@@ -248,13 +248,14 @@ def list_packed(
     kind, while passes still held the old one.
     """
     objects: dict[ObjectRef, Packed] = {}
-    known = {ref: ref for ref in previous} if previous else {}
+    stored = previous or {}
+    known = {ref: ref for ref in stored}  # the stored key itself, for its strings
 
     def keep(item: JsonObject) -> JsonObject:
         ref = ObjectRef.of(item)
         had = known.get(ref)
-        if had is not None and previous is not None:
-            old = previous[had]
+        if had is not None:
+            old = stored[had]
             version = str((item.get("metadata") or {}).get("resourceVersion") or "")
             if version and version_of(old) == version:
                 objects[had] = old
@@ -328,16 +329,9 @@ class LiveState:
 
     def packed(self, ref: ObjectRef) -> Packed | None:
         """Our live object for ``ref`` as the view keeps it (listing its kind on first
-        use), else None: what the daemon's memo holds on to, shared with the view."""
+        use), else None: what the daemon's memo holds on to, shared with the view, and
+        whose ``resourceVersion`` it compares without decoding it (:func:`version_of`)."""
         return self._bucket(ref).get(ref)
-
-    def resource_version(self, ref: ObjectRef) -> str | None:
-        """The ``resourceVersion`` of our live object for ``ref`` (None: not there).
-
-        Without decoding the object: what the daemon's ``PassMemo`` compares.
-        """
-        packed = self._bucket(ref).get(ref)
-        return version_of(packed) if packed is not None else None
 
     def _bucket(self, ref: ObjectRef) -> dict[ObjectRef, Packed]:
         key = (ref.api_version, ref.kind)

@@ -133,8 +133,9 @@ def test_each_get_decodes_a_fresh_copy_and_resource_versions_need_no_decoding(
     first["data"]["a"] = "changed by a caller"
     again = live.get(ref)
     assert again is not None and again["data"] != first["data"]
-    assert live.resource_version(ref) == written["metadata"]["resourceVersion"]
-    assert live.resource_version(ObjectRef("v1", "ConfigMap", ns, "absent")) is None
+    packed = live.packed(ref)
+    assert packed is not None and version_of(packed) == written["metadata"]["resourceVersion"]
+    assert live.packed(ObjectRef("v1", "ConfigMap", ns, "absent")) is None
 
 
 def test_a_list_again_keeps_what_did_not_change_from_the_previous_one(backend: Backend) -> None:
@@ -256,7 +257,7 @@ def test_the_view_keeps_no_string_of_a_decoded_list_page(
     monkeypatch.setattr(backend.client, "list_snapshot", spying)
     live = LiveState(backend.client, backend.cluster)
     refs = [ObjectRef("v1", "ConfigMap", ns, name) for name in ("a", "b")]
-    assert all(live.resource_version(ref) for ref in refs)
+    assert all(live.packed(ref) for ref in refs)
     page = {i for item in items for i in string_ids(item)}
     assert len(items) >= 2 and page
     kept = live._objects[("v1", "ConfigMap")]
