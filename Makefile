@@ -92,7 +92,6 @@ bench: install
 # `make lock LOCK_FLAGS=--upgrade` moves everything to the newest allowed versions,
 # `make lock LOCK_FLAGS="--upgrade-package aiohttp"` one package. runtime.lock (the
 # image) and build.lock are constrained to dev.lock, so all three agree on versions.
-UV_VERSION := 0.13.9
 LOCK_VENV  := .venv-lock
 UV_COMPILE := $(LOCK_VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 \
 	--generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS)
