@@ -198,7 +198,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         metavar="INTERVAL",
         help="ask the image registries for new builds this often (e.g. 1h) and commit "
         "apps/<app>/builds.yaml to the catalog branch, as `images scan --push` does; a new "
-        "build then rolls out like a version (SPEC section 8). Off by default; needs push "
+        "build then rolls out like a new version. Off by default; needs push "
         "access to the catalog branch",
     )
     p.add_argument(
@@ -726,7 +726,7 @@ def _images_parser(sub: Any) -> None:
     p = _subcommand(
         sub,
         "images",
-        help="image builds: scan registries, verify images (SPEC section 8)",
+        help="image builds: scan registries, verify images",
         description=(
             "Pin each intermediate image tag's newest build in apps/<app>/builds.yaml, and "
             "check that released images still exist. Registry credentials: "
