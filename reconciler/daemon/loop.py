@@ -30,7 +30,7 @@ from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkou
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
 from reconciler.kube import PRUNE_REFUSED, KubeClient
-from reconciler.kube.events import EventRecorder
+from reconciler.kube.events import EventQueue, EventRecorder
 from reconciler.kube.inventory import inventory_name
 from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
@@ -51,6 +51,7 @@ log = logging.getLogger("reconciler.daemon")
 
 # The annotation naming the pass that recorded (or last bumped) an Event.
 PASS_ANNOTATION = "reconciler.dev/pass"
+EVENT_FLUSH_SECONDS = 10.0  # how long a stopping daemon waits for its queued Events
 
 
 @contextmanager
@@ -203,7 +204,8 @@ class Daemon:
         self.statuses: dict[str, InstanceStatus] = {}  # last records, for held instances
         self._seeded = False  # statuses read from the status branch once
         self._seeded_shards: frozenset[int] = frozenset()  # with --shards: read for these
-        self.events = EventRecorder(client)
+        # sent in the background (kube.events.EventQueue): a pass never waits on them
+        self.events = EventQueue(EventRecorder(client))
         # health waits across passes (daemon.healthwatch), timed for the metrics
         self.health = HealthWatch(on_end=self._health_wait_ended)
         self.memo = PassMemo()  # settled instances' verdicts, reused while nothing changes
@@ -225,6 +227,16 @@ class Daemon:
                 self.client, on_restart=lambda reason: restarts.labels(cluster, reason).inc()
             )
         return self.live_cache
+
+    def flush_events(self, timeout: float = EVENT_FLUSH_SECONDS) -> None:
+        """Send the Events still queued (the daemon stops, or ``run --once`` ends)."""
+        if not self.events.flush(timeout):
+            log.warning(
+                "%d Events not sent within %.0f s; giving up on them",
+                self.events.pending,
+                timeout,
+                extra={"cluster": self.settings.cluster},
+            )
 
     def stop_watching(self) -> None:
         """End every watch and its thread (the daemon stops)."""

@@ -373,6 +373,7 @@ class Service:
             self.scanner.stop()
         for server in self.servers:
             server.stop()
+        self.daemon.flush_events()  # the last pass's Events, before the Lease goes
         self._release_lease.set()
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out

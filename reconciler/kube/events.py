@@ -25,7 +25,7 @@ import logging
 import socket
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,8 +60,10 @@ class Involved:
     uid: str = ""
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any] | ObjectRef) -> Involved:
+    def of(cls, obj: Mapping[str, Any] | ObjectRef | Involved) -> Involved:
         """From an ``ObjectRef``, a full object, or a flat mapping of the same fields."""
+        if isinstance(obj, Involved):
+            return obj
         if isinstance(obj, ObjectRef):
             return cls(obj.api_version, obj.kind, obj.name, obj.namespace)
         meta = obj.get("metadata")
@@ -126,7 +128,7 @@ class EventRecorder:
 
     def record(
         self,
-        involved: Mapping[str, Any] | ObjectRef,
+        involved: Mapping[str, Any] | ObjectRef | Involved,
         reason: str,
         message: str,
         type: EventType = "Normal",
@@ -292,3 +294,135 @@ def _cut(message: str) -> str:
 
 def _timestamp(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+MAX_PENDING = 10_000  # Events waiting to be sent; past it new ones are dropped (and counted)
+SENDERS = 4  # lanes sending at once; every request still waits for the client's budget
+
+
+class EventQueue:
+    """Events sent in the background, so a pass never waits on them.
+
+    A pass that installs a thousand instances records a thousand Events; written one
+    after another on the pass's thread they took a third of the pass. Here a record
+    is queued and returns at once. Up to ``senders`` threads send them, each request
+    through the client's ``RequestBudget`` (``--max-requests-in-flight``), so Events
+    never take more of the API server than the daemon's other requests may.
+
+    The same object, type and reason always go to the same lane, so repeats of one
+    Event are sent in order and the recorder's dedupe still bumps instead of creating
+    twice. A lane's thread ends when its lane is empty: an idle daemon holds none.
+
+    Bounded: at most ``limit`` Events wait; past it a new one is dropped, counted in
+    ``dropped`` and logged once per overflow (best effort, as every Event is).
+    ``flush`` waits until everything queued has been sent (shutdown, ``run --once``).
+    """
+
+    def __init__(
+        self, recorder: EventRecorder, *, senders: int = SENDERS, limit: int = MAX_PENDING
+    ) -> None:
+        if senders < 1 or limit < 1:
+            raise ValueError("an event queue needs at least one sender and room for one Event")
+        self.recorder = recorder
+        self.limit = limit
+        self.dropped = 0
+        self._lanes: list[deque[_Queued]] = [deque() for _ in range(senders)]
+        self._sending = [False] * senders
+        self._pending = 0
+        self._overflowing = False
+        self._cond = threading.Condition()
+
+    @property
+    def pending(self) -> int:
+        """Events queued or being sent."""
+        with self._cond:
+            return self._pending
+
+    def record(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Queue an Event; never blocks on the API server and never raises."""
+        try:
+            target = Involved.of(involved)
+        except Exception as e:  # best effort by contract, like EventRecorder.record
+            log.warning("event %s not recorded: %s", reason, e)
+            return
+        item = _Queued(target, reason, message, type, dict(annotations or {}))
+        with self._cond:
+            if self._pending >= self.limit:
+                self.dropped += 1
+                if not self._overflowing:
+                    self._overflowing = True
+                    log.warning(
+                        "%d Events are waiting to be sent; dropping new ones until they are",
+                        self._pending,
+                    )
+                return
+            self._overflowing = False
+            lane = hash((target, type, reason)) % len(self._lanes)
+            self._lanes[lane].append(item)
+            self._pending += 1
+            if self._sending[lane]:
+                return
+            self._sending[lane] = True
+        threading.Thread(
+            target=self._send, args=(lane,), name=f"reconciler-events-{lane}", daemon=True
+        ).start()
+
+    def warning(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        self.record(involved, reason, message, "Warning", annotations=annotations)
+
+    def normal(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        self.record(involved, reason, message, "Normal", annotations=annotations)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued Event was sent (or given up); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def _send(self, lane: int) -> None:
+        queue = self._lanes[lane]
+        while True:
+            with self._cond:
+                if not queue:
+                    self._sending[lane] = False
+                    return
+                item = queue.popleft()
+            try:  # record() never raises; this guards the counter against a bug in it
+                self.recorder.record(
+                    item.target, item.reason, item.message, item.type, annotations=item.annotations
+                )
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._cond.notify_all()
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    target: Involved
+    reason: str
+    message: str
+    type: EventType
+    annotations: dict[str, str]

@@ -67,6 +67,17 @@ class World:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]
         return Daemon(settings, self.client)
 
+    def reset_request_log(self) -> None:
+        """Start counting requests afresh, once the Events of earlier passes were sent.
+
+        The daemon sends Events in the background (``kube.events.EventQueue``): one
+        recorded by the last pass may still be on its way and must not count as the
+        next pass's request.
+        """
+        assert self.sandbox is not None, "the request log is the sandbox's"
+        self.daemon.flush_events()
+        self.sandbox.reset_request_log()
+
     def writes(self) -> int:
         assert self.sandbox is not None, "the request log is the sandbox's"
         return sum(

@@ -73,7 +73,7 @@ def test_a_settled_instance_is_neither_rendered_nor_compared_again(
     before = world.daemon.statuses.copy()
     renders.clear()
     assert world.sandbox is not None
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.ok and outcome.report is not None and outcome.commits == []
     assert outcome.report.reused == {"web", "api"}

@@ -226,7 +226,8 @@ def test_one_pass_is_followed_across_logs_commits_and_events(world: World) -> No
     for sha in shas:
         text = run(world.repo.remote, ["log", "-1", "--format=%(trailers:only,unfold)", sha])
         assert parse_trailers(text)[TRAILER_PASS] == pass_id
-    # and so does every Event it recorded
+    # and so does every Event it recorded (sent in the background: wait for them)
+    world.daemon.flush_events()
     events = world.client.list("v1", "Event", namespace="web")
     assert events
     for event in events:

@@ -54,7 +54,7 @@ def test_first_pass_installs_and_records_one_commit_per_instance(world: World) -
 def test_a_pass_with_nothing_new_makes_no_writes_and_no_commits(world: World) -> None:
     world.daemon.run_pass()
     head = log_oneline(world.repo.remote, "status/prod")
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.ok and outcome.commits == []
     assert world.writes() == 0
@@ -97,7 +97,7 @@ def test_a_commit_that_changes_no_render_writes_nothing_and_logs_nothing(
     )  # its namespace and Deployment
     head = log_oneline(world.repo.remote, "status/prod")
     world.commit("README.md", "# catalog\n\nOnly words changed.\n", "README only")
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.ok and outcome.source_changed and outcome.commits == []
     assert world.writes() == 0
@@ -257,7 +257,7 @@ def test_failing_instance_backs_off_until_its_inputs_change(world: World) -> Non
     assert {s.instance: s.phase for s in first.report.statuses}["api"] is Phase.FAILED  # type: ignore[union-attr]
     assert daemon.next_retry_in() is not None and daemon.next_retry_in() > 30  # type: ignore[operator]
     # next pass: api is held (no writes, no commit) while web is still reconciled
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     second = daemon.run_pass()
     api_actions = {e.action.value for e in second.report.changes.entries if e.instance == "api"}  # type: ignore[union-attr]
     assert api_actions == {"skipped"}
@@ -274,6 +274,7 @@ def test_status_changes_are_also_kubernetes_events(world: World) -> None:
     world.daemon.run_pass()
     world.commit("clusters/prod/instances/web.yaml", "name: web\nchannel: [stable\n", "broken")
     world.daemon.run_pass()
+    world.daemon.flush_events()
     events = world.client.list("v1", "Event", namespace="web")
     reasons = {(e.get("type"), e.get("reason")) for e in events}
     assert ("Normal", "ReconcileSucceeded") in reasons
@@ -325,7 +326,7 @@ def test_health_reads_again_only_what_is_not_current_yet(world: World) -> None:
         "data:\n  greeting: hello\n",
         "podinfo 6.5.0: a ConfigMap beside the Deployment",
     )
-    world.sandbox.reset_request_log()  # type: ignore[union-attr]
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.ok, outcome
     assert world.client.get(ObjectRef("v1", "ConfigMap", "web", "web-config")) is not None
@@ -338,3 +339,21 @@ def test_health_reads_again_only_what_is_not_current_yet(world: World) -> None:
     rounds = gets.count("/apis/apps/v1/namespaces/web/deployments/web")
     # the ConfigMap is read at most once (when the pass's view has no copy of it yet)
     assert rounds > 1 and config <= 1, gets
+
+
+def test_a_pass_leaves_its_events_to_the_background_and_they_all_arrive(world: World) -> None:
+    """Events are sent off the pass's thread (within the client's request budget); once
+    sent, each instance the pass changed has its one ReconcileSucceeded Event, as before."""
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None
+    world.daemon.flush_events()
+    assert world.daemon.events.pending == 0 and world.daemon.events.dropped == 0
+    for status in outcome.report.statuses:
+        namespace = outcome.report.namespaces[status.instance]
+        succeeded = [
+            e
+            for e in world.client.list("v1", "Event", namespace=namespace)
+            if e["reason"] == "ReconcileSucceeded"
+            and e["involvedObject"]["name"] == f"reconciler-inventory-{status.instance}"
+        ]
+        assert len(succeeded) == 1 and succeeded[0]["count"] == 1, status.instance

@@ -81,7 +81,7 @@ def settled(world: World) -> PassOutcome:
 def test_a_no_op_pass_of_a_settled_daemon_sends_no_request(world: World, cache: WatchCache) -> None:
     settled(world)
     assert world.sandbox is not None
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.ok and outcome.report is not None and outcome.report.reused == {"web", "api"}
     # watches still open are logged when they end: nothing but watches was asked
@@ -147,7 +147,7 @@ def test_our_own_write_causes_no_write_in_the_next_pass(world: World, cache: Wat
     until(seen_by_cache(cache, world, WEB_DEPLOYMENT), "the edit's watch event")
     assert world.daemon.run_pass().report is not None  # reverts it: one write
     assert world.sandbox is not None
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     world.daemon.run_pass()
     assert world.writes() == 0
 
@@ -157,7 +157,7 @@ def test_a_cut_watch_resumes_without_relisting_and_without_losing_an_event(
 ) -> None:
     settled(world)
     assert world.sandbox is not None
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     ended = cache.restarts.get(ENDED, 0)
     world.sandbox.close_watches()  # as a server restart or a watch's timeout does
     edit_like_kubectl(world.client, WEB_DEPLOYMENT, {"spec": {"replicas": 2}})
@@ -183,7 +183,7 @@ def test_a_version_too_old_for_the_server_is_listed_again(world: World, cache: W
         body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}},
     )
     world.sandbox.compact_history()
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     world.sandbox.close_watches()
     edit_like_kubectl(world.client, WEB_DEPLOYMENT, {"spec": {"replicas": 2}})
     until(lambda: cache.relists >= 1 and cache.restarts.get(EXPIRED, 0) >= 1, "a relist")

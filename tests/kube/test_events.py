@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.kube import KubeClient, RetryPolicy
-from reconciler.kube.events import EventRecorder, Involved
+from reconciler.kube.events import EventQueue, EventRecorder, Involved
 from reconciler.model.changeset import ObjectRef
+from reconciler.sandbox.runner import write_kubeconfig
 
 FAST_RETRY = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.05, timeout=(2.0, 5.0))
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -200,3 +203,68 @@ def test_annotations_name_the_last_recorder_and_leave_dedupe_alone(
     [event] = events(client)
     assert event["count"] == 2
     assert event["metadata"]["annotations"] == {"reconciler.dev/pass": "bbbb"}
+
+
+# -- EventQueue: Events off the pass's critical path ---------------------------------
+
+
+@pytest.fixture
+def silent_client(tmp_path: Path) -> Iterator[KubeClient]:
+    """A client whose API server accepts connections and never answers (a hung server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)  # connections complete in the backlog; nothing ever reads them
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config = write_kubeconfig(tmp_path / "kubeconfig", url)
+    try:
+        with KubeClient.connect(config, retry=FAST_RETRY) as c:
+            yield c
+    finally:
+        listener.close()
+
+
+def test_the_queue_sends_the_same_events_the_recorder_would(client: KubeClient) -> None:
+    queue = EventQueue(EventRecorder(client, host="replica-0"), senders=3)
+    for i in range(30):
+        queue.normal(
+            ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "ReconcileSucceeded", "ok"
+        )
+    for _ in range(4):  # repeats of one Event go down one lane, in order: one Event, counted
+        queue.warning(INVENTORY, "ApplyFailed", "boom")
+    assert queue.flush(timeout=60)
+    written = events(client)
+    assert len(written) == 31
+    assert sorted(
+        e["involvedObject"]["name"] for e in written if e["reason"] == "ReconcileSucceeded"
+    ) == sorted(f"inv-{i}" for i in range(30))
+    [failed] = [e for e in written if e["reason"] == "ApplyFailed"]
+    assert failed["count"] == 4 and failed["type"] == "Warning"
+    assert queue.pending == 0 and queue.dropped == 0
+
+
+def test_recording_never_waits_for_a_hung_api_server(silent_client: KubeClient) -> None:
+    queue = EventQueue(EventRecorder(silent_client, host="replica-0"), senders=2)
+    for i in range(5):
+        queue.normal(
+            ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "ReconcileSucceeded", "ok"
+        )
+    assert queue.pending == 5  # queued; the senders are stuck on the server, the caller is not
+    assert queue.flush(timeout=0.05) is False
+
+
+def test_a_full_queue_drops_new_events_and_counts_them(
+    silent_client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = EventQueue(EventRecorder(silent_client, host="replica-0"), senders=1, limit=3)
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        for i in range(6):
+            queue.normal(ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "Reason", "m")
+    assert queue.pending == 3 and queue.dropped == 3
+    assert caplog.text.count("dropping new ones") == 1  # one line per overflow, not per Event
+
+
+def test_a_queue_needs_a_sender_and_room() -> None:
+    with pytest.raises(ValueError):
+        EventQueue(EventRecorder.__new__(EventRecorder), senders=0)
+    with pytest.raises(ValueError):
+        EventQueue(EventRecorder.__new__(EventRecorder), limit=0)

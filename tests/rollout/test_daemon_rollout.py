@@ -104,6 +104,7 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
     assert 'reconciler_rollouts_total{cluster="prod",result="rolloutSucceed"} 1.0' in metrics
     assert 'reconciler_rollout_batch_duration_seconds_count{cluster="prod"} 3.0' in metrics
     assert 'reconciler_instance_rollout_batch{cluster="prod",instance="web"} 0.0' in metrics
+    world.daemon.flush_events()
     events = world.client.list("v1", "Event", namespace=world.ns("web"))
     reasons = {e["reason"] for e in events if e["reason"].startswith("Rollout")}
     assert {"RolloutStarted", "RolloutBatch", "RolloutSucceeded"} <= reasons

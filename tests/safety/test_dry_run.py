@@ -36,7 +36,7 @@ def test_unknown_kind_applies_nothing_of_the_instance(world: World) -> None:
     assert world.daemon.run_pass().ok
     before = world.client.get(ObjectRef("apps/v1", "Deployment", "team-api", "api"))
     world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", WIDGET, "add a widget")
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
     outcome = world.daemon.run_pass()
     assert outcome.report is not None
     api = next(s for s in outcome.report.statuses if s.instance == "api")

@@ -88,7 +88,7 @@ def test_daemon_writes_nothing_to_a_cluster_whose_limits_are_broken(
     world.commit("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", ADMIN_BINDING)
     world.commit("clusters/prod/cluster.yaml", BROKEN_CLUSTER_FILES[case], "break limits")
     remove_file(world.repo, "clusters/prod/instances/api.yaml", "delete api")
-    world.sandbox.reset_request_log()
+    world.reset_request_log()
 
     outcome = world.daemon.run_pass()
 

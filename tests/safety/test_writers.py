@@ -79,6 +79,8 @@ def test_two_daemons_on_two_branches_report_each_other(world: World) -> None:
     assert main_daemon.run_pass().report is not None  # main sees itself: no report
     dev_daemon.run_pass()
     main_daemon.run_pass()  # main sees dev again: the same Event, counted
+    main_daemon.flush_events()
+    dev_daemon.flush_events()
     events = _writer_events(world)
     assert {e["type"] for e in events} == {"Warning"}
     assert {e["involvedObject"]["name"] for e in events} == {"reconciler-inventory-web"}  # type: ignore[index]
@@ -89,9 +91,12 @@ def test_two_daemons_on_two_branches_report_each_other(world: World) -> None:
 def test_the_same_source_is_one_writer(world: World) -> None:
     """Replicas (or a restart) of one daemon follow the same source: no report."""
     assert world.daemon.run_pass().report is not None
-    again = world.new_daemon(identity="replica-2").run_pass()
+    again_daemon = world.new_daemon(identity="replica-2")
+    again = again_daemon.run_pass()
     assert again.report is not None
     assert all(s.condition(ConditionType.CONFLICTING_WRITER) is None for s in again.report.statuses)
+    world.daemon.flush_events()
+    again_daemon.flush_events()
     assert _writer_events(world) == []
 
 
