@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ class World:
     cache: Path
     kubeconfig: Path | None = None  # the sandbox's when not given
     suffix: str = ""  # ends every namespace of the catalog on a real cluster
+    others: list[Daemon] = field(default_factory=list)  # made by new_daemon
 
     def __post_init__(self) -> None:
         if self.kubeconfig is None:
@@ -65,7 +66,9 @@ class World:
 
     def new_daemon(self, **overrides: object) -> Daemon:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]
-        return Daemon(settings, self.client)
+        daemon = Daemon(settings, self.client)
+        self.others.append(daemon)
+        return daemon
 
     def reset_request_log(self) -> None:
         """Start counting requests afresh, once the Events of earlier passes were sent.
@@ -75,7 +78,8 @@ class World:
         next pass's request.
         """
         assert self.sandbox is not None, "the request log is the sandbox's"
-        self.daemon.flush_events()
+        for daemon in (self.daemon, *self.others):
+            daemon.flush_events()
         self.sandbox.reset_request_log()
 
     def writes(self) -> int:

@@ -113,8 +113,13 @@ def test_make_installs_from_the_lock_and_regenerates_it_with_uv() -> None:
     assert "--upgrade pip" not in install  # the venv's own pip: nothing unpinned
     lock = text[text.index("\nlock:") :]
     assert "uv pip compile" in text and "--generate-hashes" in text
-    assert re.search(r"UV_VERSION := \d+\.\d+\.\d+", text)
-    for output in ("dev.lock", "runtime.lock", "build.lock"):
+    # the installer is uv itself, pinned by hash: pip installs that one wheel first
+    assert "--require-hashes -r requirements/bootstrap.lock" in install
+    assert re.search(
+        r"^uv==\d+\.\d+\.\d+ \\$", (REPO_ROOT / "requirements/bootstrap.lock").read_text(), re.M
+    )
+    assert "$(BIN)/uv pip install" in install
+    for output in ("dev.lock", "runtime.lock", "build.lock", "bootstrap.lock"):
         assert f"-o requirements/{output}" in lock
 
 
