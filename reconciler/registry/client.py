@@ -42,6 +42,7 @@ from urllib.parse import unquote, urlencode, urljoin, urlsplit
 import urllib3
 
 from reconciler.model.errors import ReconcilerError, UsageError
+from reconciler.model.images import is_digest
 from reconciler.registry.auth import Challenge, Credential, Credentials, parse_challenges
 from reconciler.registry.reference import Repository
 
@@ -211,17 +212,23 @@ class RegistryClient:
             return None
         self._check(response, repo, what)
         digest = response.headers.get("Docker-Content-Digest")
-        if digest:
-            return str(digest)
-        # some registries send the digest only with the body: hash what GET returns
-        response = self._request("GET", url, repo, what, headers)
-        if response.status == 404:
-            return None
-        self._check(response, repo, what)
-        return str(
-            response.headers.get("Docker-Content-Digest")
-            or "sha256:" + hashlib.sha256(response.data).hexdigest()
-        )
+        if not digest:
+            # some registries send the digest only with the body: hash what GET returns
+            response = self._request("GET", url, repo, what, headers)
+            if response.status == 404:
+                return None
+            self._check(response, repo, what)
+            digest = response.headers.get("Docker-Content-Digest") or (
+                "sha256:" + hashlib.sha256(response.data).hexdigest()
+            )
+        if not is_digest(str(digest)):
+            # it ends up in builds.yaml and in image references: never trust its shape
+            raise RegistryError(
+                repo.host,
+                f"{what}: the registry answered the digest {str(digest)[:100]!r}, "
+                "not sha256: and 64 lowercase hex digits",
+            )
+        return str(digest)
 
     # --- HTTP, auth and retries ---------------------------------------------------------
 
