@@ -8,7 +8,7 @@ resolution or rendering (unknown channels, instance parameters) are composed in
 
 from reconciler.catalog.loader import load_catalog
 from reconciler.catalog.schema import check_document, load_schema
-from reconciler.catalog.yamlread import YamlReadError, load_bounded
+from reconciler.catalog.yamlread import MAX_FILE_BYTES, YamlReadError, load_bounded
 from reconciler.model.catalog import Catalog
 from reconciler.model.problems import Problem
 
@@ -19,6 +19,7 @@ def validate_catalog(catalog: Catalog) -> list[Problem]:
 
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "YamlReadError",
     "check_document",
     "load_bounded",

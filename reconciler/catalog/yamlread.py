@@ -34,6 +34,9 @@ MAX_FILE_BYTES = 2 * 1024 * 1024  # larger than any sane catalog file; etcd's li
 # nesting overflows Python's recursion limit in every recursive consumer (and 100,000
 # levels crash libyaml's C composer outright); a 5,000-digit integer cannot be printed.
 MAX_ALIAS_NODES = 10_000  # nodes that aliases may add when expanded, per document
+# characters of scalars that aliases may add when expanded, per document: ten thousand
+# aliases of one 1.9 MB anchored string are under the node bound and expand to 19 GB
+MAX_ALIAS_CHARS = MAX_FILE_BYTES
 MAX_DEPTH = 100  # nested collections; a Kubernetes object needs fewer than 30
 MAX_NUMBER_CHARS = 100  # characters of one integer or float scalar
 # below this many nesting indicators a file cannot be deep enough to endanger libyaml
@@ -233,14 +236,15 @@ def _check_depth(root: yaml.Node, aliased: bool) -> None:
 
 
 def _check_aliases(root: yaml.Node) -> None:
-    """Refuse a document whose aliases would expand past ``MAX_ALIAS_NODES`` extra nodes.
+    """Refuse a document whose aliases would expand past ``MAX_ALIAS_NODES`` extra nodes,
+    or past ``MAX_ALIAS_CHARS`` extra characters of scalars.
 
     Aliases share node objects, so the expanded size is computed once per
     distinct node (memoised): a billion-laughs document is refused in
     microseconds instead of being expanded into gigabytes.
     """
-    sizes: dict[int, int] = {}
-    unique = 0
+    sizes: dict[int, tuple[int, int]] = {}  # node -> (nodes, scalar characters) expanded
+    unique = unique_chars = 0
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
@@ -252,18 +256,34 @@ def _check_aliases(root: yaml.Node) -> None:
             else []
         )
         if done:
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            sizes[id(node)] = (
+                1 + sum(sizes[id(c)][0] for c in children),
+                _chars(node) + sum(sizes[id(c)][1] for c in children),
+            )
         elif id(node) not in sizes:
+            chars = _chars(node)
             unique += 1
-            sizes[id(node)] = 1  # in progress (a recursive alias counts once)
+            unique_chars += chars
+            sizes[id(node)] = (1, chars)  # in progress (a recursive alias counts once)
             stack.append((node, True))
             stack.extend((c, False) for c in children if id(c) not in sizes)
-    extra = sizes[id(root)] - unique
+    nodes, chars = sizes[id(root)]
+    extra = nodes - unique
+    line = int(root.start_mark.line) + 1
     if extra > MAX_ALIAS_NODES:
         raise YamlReadError(
-            f"YAML aliases expand to {extra:,} more nodes; the limit is {MAX_ALIAS_NODES:,}",
-            int(root.start_mark.line) + 1,
+            f"YAML aliases expand to {extra:,} more nodes; the limit is {MAX_ALIAS_NODES:,}", line
         )
+    if chars - unique_chars > MAX_ALIAS_CHARS:
+        raise YamlReadError(
+            f"YAML aliases expand to {chars - unique_chars:,} more characters; "
+            f"the limit is {MAX_ALIAS_CHARS:,}",
+            line,
+        )
+
+
+def _chars(node: yaml.Node) -> int:
+    return len(node.value) if isinstance(node, yaml.ScalarNode) else 0
 
 
 def read_text(path: Path) -> str:

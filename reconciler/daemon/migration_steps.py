@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from reconciler.kube import ClusterUnreachable, KubeClient, Limits, LiveState
+from reconciler.kube import ClusterUnreachable, KubeClient, Limits, LiveState, read_refused
 from reconciler.migrations import (
     GLOBAL_NAME,
     Component,
@@ -93,6 +93,7 @@ class MigrationSteps:
         self.ledger_namespace = ledger_namespace
         self.components: tuple[Component, ...] = ()  # RECONCILER_COMPONENTS of this pass
         self._jobs = _WithinLimits(job_runner, _weakly(self.prepare), job_grace)
+        self._reader = _LimitedReader(client, limits)
         self._ledgers: dict[str, MigrationLedger] = {}
         self._global: MigrationLedger | None = None
         self._global_namespace = ""
@@ -121,7 +122,7 @@ class MigrationSteps:
             self._context(migration, instance, phase, deployed, to),
             checksum=checksum,
             deployed_version=deployed,
-            runtime=Runtime(self.client, self.registry, self._jobs, images=self.images),
+            runtime=Runtime(self._reader, self.registry, self._jobs, images=self.images),
             wait=self._jobs.wait(),
         )
         if isinstance(run, StillRunning):
@@ -152,7 +153,7 @@ class MigrationSteps:
             version,
             instance,
             self._context(migration, instance, UNDO, deployed, None),
-            runtime=Runtime(self.client, self.registry, self._jobs, images=self.images),
+            runtime=Runtime(self._reader, self.registry, self._jobs, images=self.images),
             wait=self._jobs.wait(),
         )
         if isinstance(done, StillRunning):
@@ -309,6 +310,29 @@ def _weakly(method: Callable[[str], str]) -> Callable[[str], str]:
         return bound(namespace) if bound is not None else "the pass that ran it has ended"
 
     return call
+
+
+class ReadRefused(KubeError):
+    """A migration check asked for an object outside the cluster's limits."""
+
+
+class _LimitedReader:
+    """The cluster as migration checks read it: only inside ``cluster.yaml``'s limits.
+
+    Validation refuses such a check already; this holds even for a catalog that
+    skipped it, so a Secret of another namespace is never read into a record.
+    """
+
+    def __init__(self, client: KubeClient, limits: Limits) -> None:
+        self._client = client
+        self._limits = limits
+
+    def get(self, ref: ObjectRef) -> Mapping[str, Any] | None:
+        namespaced = self._client.resource(ref.api_version, ref.kind).namespaced
+        refused = read_refused(ref, self._limits, namespaced=namespaced)
+        if refused is not None:
+            raise ReadRefused(refused)
+        return self._client.get(ref)
 
 
 class _WithinLimits:

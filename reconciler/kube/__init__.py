@@ -36,7 +36,7 @@ from reconciler.kube.errors import ClusterUnreachable, ConflictError, KubeApiErr
 from reconciler.kube.health import Health, HealthReport, ObjectHealth, evaluate, wait_healthy
 from reconciler.kube.inventory import Inventory, read_deployed_versions, read_inventories
 from reconciler.kube.jobs import KubeJobRunner
-from reconciler.kube.limits import Limits
+from reconciler.kube.limits import Limits, read_refused
 from reconciler.kube.live import LiveState
 from reconciler.kube.prune import EMPTY_RENDER, PRUNE_REFUSED, remove_instance
 from reconciler.kube.rollout import (
@@ -76,6 +76,7 @@ __all__ = [
     "place_objects",
     "read_deployed_versions",
     "read_inventories",
+    "read_refused",
     "release_partition",
     "remove_instance",
     "set_partition",

@@ -42,6 +42,28 @@ class Limits:
         return ", ".join(self.allowed_namespaces or ())
 
 
+def read_refused(ref: ObjectRef, limits: Limits, *, namespaced: bool) -> str | None:
+    """Why a migration check may not read ``ref`` in a cluster with ``limits`` (None: it may).
+
+    A check reads only what its instance could hold: otherwise ``fieldEquals`` on a
+    Secret in ``kube-system`` copies its value into the status record and ledger.
+    """
+    if not namespaced:
+        if limits.allow_cluster_scoped:
+            return None
+        return (
+            f"{ref}: cluster-scoped objects are not allowed in this cluster "
+            "(allowClusterScoped: false)"
+        )
+    if limits.namespace_allowed(ref.namespace):
+        return None
+    return (
+        f'{ref}: namespace "{ref.namespace}" is not allowed in this cluster '
+        f"(cluster.yaml allowedNamespaces: [{limits.describe_namespaces()}]); "
+        "a migration check reads only the instance's allowed namespaces"
+    )
+
+
 def violations(
     objects: Iterable[Mapping[str, Any]],
     limits: Limits,

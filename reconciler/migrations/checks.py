@@ -23,6 +23,7 @@ from reconciler.model.catalog import AppVersion, Instance
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.migrations import CheckRef, MigrationCheck
 from reconciler.model.problems import Problem
+from reconciler.model.secrets import CHANGED, MASK, is_secret
 from reconciler.model.version import VersionSyntaxError, parse_version
 from reconciler.render import render_template
 from reconciler.resolve import RangeSyntaxError, parse_range
@@ -141,6 +142,29 @@ def evaluate_check(
     return CheckResult(needed, reason, clock() - start)
 
 
+def _field_reason(
+    ref: ObjectRef, path: str, found: bool, equal: bool, live: Any, wanted: Any
+) -> str:
+    """What a ``fieldEquals`` found, for the status record and the ledger.
+
+    Both are written to Git and to a ConfigMap anyone with read access sees, so a
+    value read from a Secret is never shown, only whether it matched (the masks
+    of ``diff``: ``***``, ``*** (changed)``).
+    """
+    if not found:
+        return f"{ref} {path} is absent (wanted {MASK if _secret(ref) else repr(wanted)})"
+    if _secret(ref):
+        verdict = (
+            f"is the wanted value ({MASK}" if equal else f"differs from the wanted value ({CHANGED}"
+        )
+        return f"{ref} {path} {verdict}; Secret values are not shown)"
+    return f"{ref} {path} is {live!r} (wanted {wanted!r})"
+
+
+def _secret(ref: ObjectRef) -> bool:
+    return is_secret({"apiVersion": ref.api_version, "kind": ref.kind})
+
+
 def _evaluate(
     check: MigrationCheck,
     reader: ObjectReader,
@@ -174,8 +198,7 @@ def _evaluate(
             return False
         found, live = field_at(obj, fe.path)
         equal = found and _same(live, fe.value)
-        shown = repr(live) if found else "absent"
-        reasons.append(f"{ref} {fe.path} is {shown} (wanted {fe.value!r})")
+        reasons.append(_field_reason(ref, fe.path, found, equal, live, fe.value))
         if not equal:
             return False
     return True

@@ -21,13 +21,15 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from reconciler.migrations.checks import render_check
 from reconciler.migrations.checksum import migration_checksum
 from reconciler.migrations.registry import Registry
-from reconciler.model.catalog import AppVersion, Catalog, Migration
-from reconciler.model.migrations import CheckRef, Deprecation
+from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance, Migration
+from reconciler.model.migrations import CheckRef, Deprecation, MigrationCheck
 from reconciler.model.placeholders import PlaceholderError, find_placeholders
 from reconciler.model.problems import Problem, error, warning
 from reconciler.model.version import VersionSyntaxError, parse_version
+from reconciler.render import is_cluster_scoped, namespace_allowed
 from reconciler.resolve import RangeSyntaxError, parse_range
 
 API_VERSION = re.compile(
@@ -55,7 +57,76 @@ def check_migrations(catalog: Catalog, registry: Registry) -> list[Problem]:
                 out.extend(_check_one(version, migration, registry))
         out.extend(_checksum_changes(versions, dists))
         out.extend(_deprecations(versions))
+    out.extend(_reads_outside_limits(catalog))
     return out
+
+
+def _reads_outside_limits(catalog: Catalog) -> Iterator[Problem]:
+    """A check may read only what its instance's cluster allows it to hold.
+
+    A ``fieldEquals`` on ``Secret/kube-system/...`` would otherwise copy another
+    namespace's secret into the status record and the ledger. Each check
+    reference is rendered for each instance of its app (a namespace may be a
+    placeholder) and held to that cluster's ``allowedNamespaces`` and
+    ``allowClusterScoped``; the daemon refuses such a read again at run time.
+    """
+    seen: set[tuple[str, ...]] = set()
+    for entry in catalog.clusters.values():
+        for instance in entry.instances.values():
+            app = catalog.apps.get(instance.app)
+            for version in app.versions.values() if app is not None else ():
+                for migration in version.migrations:
+                    for key, message in _outside(migration, version, instance, entry.cluster):
+                        if key not in seen:  # one error per reference, not per instance
+                            seen.add(key)
+                            yield error(*_where(version, migration), message)
+
+
+def _outside(
+    migration: Migration, version: AppVersion, instance: Instance, cluster: Cluster
+) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(what identifies the reference, the message) of each it reads outside the limits."""
+    refs = _refs(migration.check)
+    if not any(ref.namespace or is_cluster_scoped(ref.kind) for _, ref in refs):
+        return  # every reference reads the instance's own namespace
+    rendered, problems = render_check(migration.check, instance, version)
+    if problems:
+        return  # reported where the instance and its parameters are checked
+    label = f'migration "{migration.name}"'
+    for key, ref in _refs(rendered):
+        namespace = ref.namespace or instance.namespace
+        where = f"{label}: check {key}: {ref.kind} {ref.name}"
+        seen = (version.origin.file, migration.name, key, cluster.name, namespace)
+        if is_cluster_scoped(ref.kind):
+            if not cluster.allow_cluster_scoped:
+                yield (
+                    seen,
+                    (
+                        f"{where} is cluster-scoped and cluster {cluster.name} allows no "
+                        "cluster-scoped objects (allowClusterScoped: false); a check reads only "
+                        "what its instance may hold"
+                    ),
+                )
+        elif not namespace_allowed(namespace, cluster):
+            allowed = ", ".join(cluster.allowed_namespaces or ())
+            yield (
+                seen,
+                (
+                    f'{where}: namespace "{namespace}" is not allowed in cluster {cluster.name} '
+                    f"(allowedNamespaces: {allowed}; rendered for instance {instance.name}): "
+                    "a check reads only the instance's allowed namespaces"
+                ),
+            )
+
+
+def _refs(check: MigrationCheck) -> list[tuple[str, CheckRef]]:
+    """The object references of ``check``, each with the key that names it."""
+    pairs = (
+        ("objectMissing", check.object_missing),
+        ("objectExists", check.object_exists),
+        ("fieldEquals.ref", None if check.field_equals is None else check.field_equals.ref),
+    )
+    return [(key, ref) for key, ref in pairs if ref is not None]
 
 
 def _where(version: AppVersion, migration: Migration) -> tuple[str, int | None]:
@@ -68,14 +139,9 @@ def _check_one(version: AppVersion, migration: Migration, registry: Registry) ->
     if migration.python is not None and migration.python not in registry:
         yield error(file, line, f"{label}: {registry.unknown_message(migration.python)}")
     check = migration.check
-    for key, ref in (
-        ("objectMissing", check.object_missing),
-        ("objectExists", check.object_exists),
-        ("fieldEquals.ref", None if check.field_equals is None else check.field_equals.ref),
-    ):
-        if ref is not None:
-            for message in _ref_problems(ref, version):
-                yield error(file, line, f"{label}: check {key}: {message}")
+    for key, ref in _refs(check):
+        for message in _ref_problems(ref, version):
+            yield error(file, line, f"{label}: check {key}: {message}")
     if check.deployed_version is not None:
         try:
             parse_range(check.deployed_version)

@@ -8,6 +8,7 @@ without reading YAML again.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.placeholders import Path, placeholder_paths
 from reconciler.model.problems import Problem
+from reconciler.model.sizes import json_size
 from reconciler.model.version import Version
 
 API_VERSION = "reconciler/v1"
@@ -128,6 +130,16 @@ class Template:
     def placeholder_paths(self) -> tuple[Path, ...] | None:
         """Where ``data`` holds placeholders (see :func:`placeholder_paths`), found once."""
         return placeholder_paths(self.data)
+
+    @cached_property
+    def size(self) -> int:
+        """About how many characters ``data`` takes as JSON, aliases counted per use, found once.
+
+        Rendering adds what its placeholders change to this, so it can bound an
+        object's size before building it (``render.MAX_OBJECT_BYTES``). The walk
+        is bounded: the reader caps a file's size and the nodes its aliases add.
+        """
+        return json_size(self.data, sys.maxsize)
 
 
 @dataclass(frozen=True)

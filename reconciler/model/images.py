@@ -26,6 +26,11 @@ _BUILD_TAG = re.compile(
 )
 
 
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a manifest digest as reconciler pins them: ``sha256:`` + 64 hex."""
+    return _DIGEST.fullmatch(text) is not None
+
+
 class ImageRefError(ValueError):
     """An image reference that does not parse; the message says which part is wrong."""
 

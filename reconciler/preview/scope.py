@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.catalog import load_catalog
+from reconciler.catalog import MAX_FILE_BYTES, load_catalog
 from reconciler.catalog.incremental import FullReloadNeeded, reload_catalog
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.errors import SourceError, UsageError
@@ -131,7 +131,7 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
         for commit in {base_commit, head_commit}
     }
     for commit, root in ((base_commit, base_dir), (head_commit, head_dir)):
-        export_paths(repo, commit, ["clusters"], root)
+        export_paths(repo, commit, ["clusters"], root, max_file_bytes=MAX_FILE_BYTES)
         if app_dirs[commit]:
             # the commit has apps even if none is in scope: not "an empty checkout"
             (root / "apps").mkdir(exist_ok=True)
@@ -149,9 +149,9 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
     if touched.everything:
         needed |= app_dirs[base_commit] | app_dirs[head_commit]
     app_paths = [f"apps/{app}" for app in sorted(needed)]
-    loaded = export_paths(repo, base_commit, app_paths, base_dir)
+    loaded = export_paths(repo, base_commit, app_paths, base_dir, max_file_bytes=MAX_FILE_BYTES)
     base = _reload(clusters_base, base_dir, loaded)
-    export_paths(repo, head_commit, app_paths, head_dir)
+    export_paths(repo, head_commit, app_paths, head_dir, max_file_bytes=MAX_FILE_BYTES)
     head = _reload(base, head_dir, changed)
     return Scope(
         base=Side(base_rev, base_commit, base, app_dirs[base_commit]),

@@ -3,7 +3,12 @@
 Two questions are asked (https://github.com/opencontainers/distribution-spec/blob/main/spec.md):
 
 * ``GET /v2/<name>/tags/list?n=N``: every tag of a repository, following the
-  ``Link: <...>; rel="next"`` header (a relative URL) page by page;
+  ``Link: <...>; rel="next"`` header (a relative URL) page by page. A ``Link`` to
+  another origin (scheme, host or port) is refused, not followed: every request
+  of the scan carries the registry's credentials, and a registry (or whoever
+  answers for it) must not be able to send them, or the scan, anywhere else.
+  Redirects behave the same way (urllib3 drops ``Authorization`` across hosts);
+  no registry we know pages across origins;
 * ``HEAD /v2/<name>/manifests/<reference>``: the manifest digest of a tag or
   digest, from ``Docker-Content-Digest``, accepting OCI indexes and manifests and
   Docker manifest lists and v2 manifests (so the digest is the one ``docker pull``
@@ -37,6 +42,7 @@ from urllib.parse import unquote, urlencode, urljoin, urlsplit
 import urllib3
 
 from reconciler.model.errors import ReconcilerError, UsageError
+from reconciler.model.images import is_digest
 from reconciler.registry.auth import Challenge, Credential, Credentials, parse_challenges
 from reconciler.registry.reference import Repository
 
@@ -187,6 +193,13 @@ class RegistryClient:
             self._check(response, repo, f"listing tags of {repo.name}")
             tags.extend(_tags_page(response, repo))
             url = _next_link(response, url)
+            if url is not None and _origin(url) != _origin(repo.base_url):
+                raise RegistryError(
+                    repo.host,
+                    f"tags of {repo.name}: the next page is on another origin "
+                    f"({_safe(url)}); refusing to follow it (the registry's credentials "
+                    "go to the registry only)",
+                )
         return tags
 
     def manifest_digest(self, repo: Repository, reference: str) -> str | None:
@@ -199,17 +212,23 @@ class RegistryClient:
             return None
         self._check(response, repo, what)
         digest = response.headers.get("Docker-Content-Digest")
-        if digest:
-            return str(digest)
-        # some registries send the digest only with the body: hash what GET returns
-        response = self._request("GET", url, repo, what, headers)
-        if response.status == 404:
-            return None
-        self._check(response, repo, what)
-        return str(
-            response.headers.get("Docker-Content-Digest")
-            or "sha256:" + hashlib.sha256(response.data).hexdigest()
-        )
+        if not digest:
+            # some registries send the digest only with the body: hash what GET returns
+            response = self._request("GET", url, repo, what, headers)
+            if response.status == 404:
+                return None
+            self._check(response, repo, what)
+            digest = response.headers.get("Docker-Content-Digest") or (
+                "sha256:" + hashlib.sha256(response.data).hexdigest()
+            )
+        if not is_digest(str(digest)):
+            # it ends up in builds.yaml and in image references: never trust its shape
+            raise RegistryError(
+                repo.host,
+                f"{what}: the registry answered the digest {str(digest)[:100]!r}, "
+                "not sha256: and 64 lowercase hex digits",
+            )
+        return str(digest)
 
     # --- HTTP, auth and retries ---------------------------------------------------------
 
@@ -404,6 +423,17 @@ def _next_link(response: urllib3.BaseHTTPResponse, current: str) -> str | None:
             if target.startswith("<") and target.endswith(">") and _REL_NEXT.search(params):
                 return urljoin(current, target[1:-1])
     return None
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in."""
+    parsed = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parsed.scheme)
+    try:
+        port = parsed.port or default
+    except ValueError:  # a port that is not a number: no origin matches it
+        return parsed.scheme, "", -1
+    return parsed.scheme, (parsed.hostname or "").lower(), port
 
 
 def _detail(response: urllib3.BaseHTTPResponse) -> str:

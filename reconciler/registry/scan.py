@@ -375,6 +375,10 @@ def scan_catalog(
             if digest is None:
                 warnings.append(f"{repo}: tag {newest} vanished while scanning; not pinned")
                 continue
+            missing = _manifest_missing(client, repo, newest, digest)
+            if missing is not None:
+                errors.add(f"{repo}:{newest}", missing)
+                continue
             found[use.app].append((use, repo, intermediate, ImageBuild(newest, digest)))
     finally:
         if own:
@@ -384,6 +388,27 @@ def scan_catalog(
         _app_scan(Path(catalog.root), name, entries) for name, entries in sorted(found.items())
     )
     return ScanResult(apps, tuple(dict.fromkeys(warnings)), count)
+
+
+def _manifest_missing(
+    client: RegistryClient, repo: Repository, tag: str, digest: str
+) -> RegistryError | None:
+    """Why the manifest ``digest`` (named for ``tag``) cannot be pinned; None when it can.
+
+    A HEAD by digest before ``builds.yaml`` names it: a registry that answered a
+    digest for a tag must also serve that manifest, or every node would fail to pull.
+    """
+    try:
+        confirmed = client.manifest_digest(repo, digest)
+    except RegistryError as e:
+        return e
+    if confirmed == digest:
+        return None
+    return RegistryError(
+        repo.host,
+        f"tag {tag} of {repo.name}: the registry named manifest {digest} for it, "
+        "and has no such manifest; not pinned",
+    )
 
 
 def _intermediate(use: ImageUse, warnings: list[str]) -> tuple[Repository, str] | None:

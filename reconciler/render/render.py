@@ -22,6 +22,7 @@ from reconciler.model.catalog import AppVersion, Catalog, Cluster, Instance, Tem
 from reconciler.model.names import is_dns_label, is_dns_subdomain
 from reconciler.model.placeholders import TOKEN, is_single_placeholder, parse_placeholder
 from reconciler.model.problems import Problem, Severity
+from reconciler.model.sizes import json_size, text_size
 from reconciler.render.kinds import custom_cluster_scoped, is_cluster_scoped, kind_rank
 from reconciler.render.strings import stringify_string_fields
 
@@ -35,6 +36,20 @@ RESERVED_NAME_PREFIXES = ("reconciler-inventory-", "reconciler-migrations-", "re
 RESERVED_LABEL_PREFIX = "reconciler.dev/"
 # RBAC objects only need to be valid path segments ("system:aggregate-to-view")
 PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+# Bounds on what rendering builds, checked before it builds it: a 1 MB parameter used
+# 1,000 times in one manifest is a 2 MB catalog and a 1 GB object, and encoding that
+# for the plan took the whole process down (SIGSEGV in the JSON encoder) for every
+# instance of the cluster. An object over the bound is a validation error on its
+# manifest and instance; that instance keeps its last good state, the others go on.
+MAX_OBJECT_BYTES = 1536 * 1024
+"""The largest rendered object, as JSON: etcd's default request limit (1.5 MiB), past
+which the API server refuses an object anyway."""
+MAX_INSTANCE_BYTES = 16 * 1024 * 1024
+"""All rendered objects of one instance together, as JSON: a pass keeps every
+instance's rendered objects until it ends, so one instance may not take the memory
+of thousands (a typical instance renders a few KiB; ten objects at the object bound
+still fit)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,13 @@ def render_instance(
     if builds is None:
         builds = catalog.builds_of(version)
     scope = _scope(instance, version, params, pinned_images(version.images, builds))
-    objects = [_rendered(t, scope) for t in version.templates]
+    objects = []
+    sizes = _Sizes(scope)
+    for template in version.templates:
+        problem = sizes.admit(template, instance)
+        if problem is not None:
+            return RenderResult((), (*problems, problem))
+        objects.append(_rendered(template, scope))
     problems.extend(_check_names(instance, version, objects))
     if any(p.is_error for p in problems):
         # a name that is not a DNS name could escape its namespace in a request path,
@@ -192,7 +213,19 @@ def render_template(
     params = _parameters(instance, version, problems)
     if any(p.is_error for p in problems):
         return None, tuple(problems)
-    return _substitute(value, _scope(instance, version, params, images)), ()
+    scope = _scope(instance, version, params, images)
+    size = _Sizes(scope).value(value)
+    if size > MAX_OBJECT_BYTES:
+        return None, (
+            Problem(
+                instance.origin.file,
+                None,
+                Severity.ERROR,
+                f"{instance.name}: a migration's Job or check renders to about {size:,} "
+                f"bytes; the limit is {MAX_OBJECT_BYTES:,} (MAX_OBJECT_BYTES)",
+            ),
+        )
+    return _substitute(value, scope), ()
 
 
 def _scope(
@@ -288,6 +321,96 @@ def _interpolate(text: str, scope: Mapping[str, Mapping[str, Any]]) -> Any:
         return _as_text(_lookup(match.group(1), scope))
 
     return TOKEN.sub(replace, text)
+
+
+class _Sizes:
+    """Sizes of rendered values, counted from the templates without building them.
+
+    A placeholder's value is measured once per render however often it is used;
+    the total of the instance's objects so far is kept, so the instance bound is
+    checked as each object is admitted, before the next is built.
+    """
+
+    def __init__(self, scope: Mapping[str, Mapping[str, Any]]) -> None:
+        self.scope = scope
+        self.total = 0
+        self._json: dict[str, int] = {}
+        self._text: dict[str, int] = {}
+
+    def admit(self, template: Template, instance: Instance) -> Problem | None:
+        """None when ``template`` may be rendered for ``instance``, else the problem."""
+        size = self.template(template)
+        self.total += size
+        where = f"{template.file} (document {template.index + 1}, rendered for {instance.name})"
+        if size > MAX_OBJECT_BYTES:
+            message = (
+                f"{where}: the rendered {template.kind or 'object'} would be about {size:,} "
+                f"bytes; the limit is {MAX_OBJECT_BYTES:,} (the API server refuses objects "
+                "over 1.5 MiB): look for a large parameter used many times, or aliases"
+            )
+        elif self.total > MAX_INSTANCE_BYTES:
+            message = (
+                f"{where}: the instance's rendered objects would be about {self.total:,} "
+                f"bytes so far; the limit for one instance is {MAX_INSTANCE_BYTES:,}"
+            )
+        else:
+            return None
+        return Problem(template.file, None, Severity.ERROR, message)
+
+    def template(self, template: Template) -> int:
+        """The rendered size of ``template``: its own size plus what placeholders change."""
+        paths = template.placeholder_paths
+        if paths is None:
+            return self.value(template.data)
+        size = template.size
+        for path in paths:
+            text: Any = template.data
+            for step in path:
+                text = text[step]
+            size += self.string(text) - (len(text) + 2)
+        return size
+
+    def value(self, value: Any) -> int:
+        """The rendered size of any value holding placeholders (keys included)."""
+        total = 0
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                total += self.string(item) if "${" in item else len(item) + 2
+            elif isinstance(item, dict):
+                total += 2
+                for key, child in item.items():
+                    is_text = isinstance(key, str)
+                    total += 2 + (self.string(key) if is_text and "${" in key else len(str(key)))
+                    stack.append(child)
+            elif isinstance(item, list):
+                total += 2 + len(item)
+                stack.extend(item)
+            else:
+                total += json_size(item, MAX_INSTANCE_BYTES)
+            if total > MAX_INSTANCE_BYTES:
+                break
+        return total
+
+    def string(self, text: str) -> int:
+        """The rendered size of one string holding placeholders, as JSON."""
+        if is_single_placeholder(text):
+            expr = text[2:-1]
+            if expr not in self._json:
+                self._json[expr] = json_size(_lookup(expr, self.scope), MAX_INSTANCE_BYTES)
+            return self._json[expr]
+        size = len(text) + 2
+        for match in TOKEN.finditer(text):
+            token = match.group(0)
+            if token == "$${":
+                size -= 1
+                continue
+            expr = match.group(1)
+            if expr not in self._text:
+                self._text[expr] = text_size(_lookup(expr, self.scope), MAX_INSTANCE_BYTES)
+            size += self._text[expr] - len(token)
+        return size
 
 
 def _rendered(template: Template, scope: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -95,24 +95,6 @@ def _text(value: str | bytes | None) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
-def run_binary(repo: git.Repo, args: Sequence[str]) -> bytes:
-    """Like ``run`` for local commands whose stdout is raw bytes (``cat-file``)."""
-    try:
-        status, out, err = repo.git.execute(
-            ["git", *args],
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
-        )
-    except git.GitCommandNotFound as e:
-        raise SourceError("git is not installed (no `git` on PATH)") from e
-    if status != 0:
-        text = redact_text(_text(err))
-        raise GitFailed(f"git {args[0]}: {_summarize(text)}", text)
-    return out if isinstance(out, bytes) else out.encode("utf-8")
-
-
 def run_remote(
     repo: git.Repo | Path,
     args: Sequence[str],

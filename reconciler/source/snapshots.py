@@ -12,7 +12,6 @@ symlink an earlier member created.
 
 from __future__ import annotations
 
-import io
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,7 +19,8 @@ from pathlib import Path
 import git
 
 from reconciler.model.errors import SourceError
-from reconciler.source.runner import GitFailed, run, run_binary
+from reconciler.source.redact import redact_text
+from reconciler.source.runner import GitFailed, run
 
 
 def _open(repo: str | Path) -> git.Repo:
@@ -68,16 +68,79 @@ def existing_paths(repo: str | Path, commit: str, paths: Iterable[str]) -> list[
     return [p for p in wanted if p in found]
 
 
-def export_paths(repo: str | Path, commit: str, paths: Iterable[str], dest: Path) -> list[str]:
-    """Write ``paths`` of ``commit``'s tree (those that exist) under ``dest``; return them."""
+def export_paths(
+    repo: str | Path,
+    commit: str,
+    paths: Iterable[str],
+    dest: Path,
+    *,
+    max_file_bytes: int | None = None,
+) -> list[str]:
+    """Write ``paths`` of ``commit``'s tree (those that exist) under ``dest``; return them.
+
+    The archive is streamed to disk member by member, so memory stays bounded
+    however large the tree. A file over ``max_file_bytes`` is never read: Git
+    leaves it out of the archive and an empty (sparse) file of its size stands
+    in for it, so the loader reports it as too large exactly as it would in a
+    checkout. A pull request adding one 400 MB file cost ``preview`` 847 MB.
+    """
     present = existing_paths(repo, commit, paths)
     dest.mkdir(parents=True, exist_ok=True)
     if not present:
         return []
-    data = run_binary(_open(repo), ["archive", "--format=tar", commit, "--", *present])
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        archive.extractall(dest, filter="tar")
+    opened = _open(repo)
+    oversized = _oversized(opened, commit, present, max_file_bytes)
+    excluded = [f":(exclude,literal){path}" for path in oversized]
+    proc = opened.git.execute(
+        ["git", "archive", "--format=tar", commit, "--", *present, *excluded],
+        as_process=True,
+        stdout_as_string=False,
+    )
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            archive.extractall(dest, filter="tar")
+    except tarfile.TarError as e:
+        raise GitFailed(f"git archive {commit}: {e}") from e
+    finally:
+        try:
+            proc.wait()
+        except git.GitCommandError as e:
+            detail = _text(e.stderr)
+            raise GitFailed(f"git archive {commit}: {detail.strip()}", detail) from e
+    for path, size in oversized.items():
+        _stand_in(dest, path, size)
     return present
+
+
+def _text(value: object) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+    return redact_text(text)
+
+
+def _oversized(repo: git.Repo, commit: str, paths: list[str], limit: int | None) -> dict[str, int]:
+    """Files among ``paths`` at ``commit`` larger than ``limit`` (Git reads only their headers)."""
+    if limit is None:
+        return {}
+    out = run(repo, ["ls-tree", "-r", "-l", "-z", commit, "--", *paths], what="ls-tree")
+    found = {}
+    for entry in out.split("\0"):
+        info, _, path = entry.partition("\t")
+        fields = info.split()
+        is_blob = len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit()
+        if is_blob and int(fields[3]) > limit:
+            found[path] = int(fields[3])
+    return found
+
+
+def _stand_in(dest: Path, path: str, size: int) -> None:
+    """An empty file of ``size`` bytes at ``path`` (sparse: no disk, no memory)."""
+    target = dest / path
+    root = dest.resolve()
+    if not target.parent.resolve().is_relative_to(root):
+        return  # behind a symlink the archive made: the loader refuses that path anyway
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as f:
+        f.truncate(size)
 
 
 __all__ = ["existing_paths", "export_paths", "list_directory", "resolve_commit"]

@@ -6,7 +6,7 @@ import base64
 import json
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -354,3 +354,55 @@ def test_www_authenticate_challenges_parse() -> None:
     assert bearer.params["scope"] == "repository:a/b:pull,push"
     assert bearer.params["service"] == "registry.example.com"
     assert (basic.scheme, basic.realm) == ("basic", "x")
+
+
+def test_a_link_to_another_host_is_refused_and_gets_no_credentials(
+    registry: LocalRegistry, repo_name: str
+) -> None:
+    """Issue 28: a registry answering ``Link: <http://OTHER-HOST/...>; rel="next"`` got the
+    scan's Basic credentials sent to that other host. Now such a page is refused; a
+    ``Link`` to the registry itself (absolute or relative) is still followed."""
+    push_image(registry.url, repo_name, "1.0.0-rev1-b1")
+    push_image(registry.url, repo_name, "1.0.1-rev1-b1")
+    good = "Basic " + base64.b64encode(b"reader:s3cret-Pa55").decode()
+    elsewhere: list[tuple[str, str | None]] = []
+
+    def other_host(
+        method: str, path: str, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, str], bytes] | None:
+        elsewhere.append((path, headers.get("Authorization")))
+        return 200, {"Content-Type": "application/json"}, b'{"name": "x", "tags": ["9.9.9"]}'
+
+    def front(next_host: str) -> Callable[..., tuple[int, dict[str, str], bytes] | None]:
+        def answer(
+            method: str, path: str, headers: Mapping[str, str]
+        ) -> tuple[int, dict[str, str], bytes] | None:
+            if headers.get("Authorization") != good:
+                return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
+            if "last=" in path:
+                return None  # the second page: what the registry answers
+            link = f'<http://{next_host()}/v2/{repo_name}/tags/list?n=1&last=1.0.0-rev1-b1>; rel="next"'
+            body = json.dumps({"name": repo_name, "tags": ["1.0.0-rev1-b1"]}).encode()
+            return 200, {"Content-Type": "application/json", "Link": link}, body
+
+        return answer
+
+    creds = Credentials(everywhere=READER)
+    with FaultProxy(registry.host, override=other_host) as other:
+        with FaultProxy(registry.host, override=front(lambda: other.host)) as proxy:
+            repo = repository_of(f"{proxy.host}/{repo_name}")
+            with (
+                RegistryClient(credentials=creds, policy=FAST) as c,
+                pytest.raises(RegistryError) as caught,
+            ):
+                c.list_tags(repo)
+        assert elsewhere == []  # not one request reached the other host, with or without them
+        assert f"the next page is on another origin (http://{other.host}/v2/" in str(caught.value)
+        assert "s3cret" not in str(caught.value)
+
+    same: list[str] = []
+    with FaultProxy(registry.host) as proxy:
+        proxy.override = front(lambda: same.append(proxy.host) or proxy.host)
+        with RegistryClient(credentials=creds, policy=FAST) as c:
+            tags = c.list_tags(repository_of(f"{proxy.host}/{repo_name}"))
+    assert "1.0.0-rev1-b1" in tags and "1.0.1-rev1-b1" in tags and same

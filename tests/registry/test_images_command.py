@@ -364,3 +364,46 @@ def test_scan_a_token_registry_with_credentials_from_the_environment(
     assert git(catalog, "log", "-1", "--format=%s") == (
         "shop: image builds web 2.6.2-rev1 -> 2.6.2-rev1-b1, worker 2.6.2-rev1 -> 2.6.2-rev1-b2"
     )
+
+
+@pytest.mark.parametrize(
+    ("answered", "needle"),
+    [
+        (
+            "sha256:../../../etc/passwd",
+            "the registry answered the digest 'sha256:../../../etc/passwd', not sha256: "
+            "and 64 lowercase hex digits",
+        ),
+        (
+            "sha256:" + "ab" * 32,
+            f"the registry named manifest sha256:{'ab' * 32} for it, and has no such manifest",
+        ),
+    ],
+    ids=["malformed", "no-such-manifest"],
+)
+def test_scan_commits_no_digest_it_did_not_check(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    registry: LocalRegistry,
+    repo_name: str,
+    answered: str,
+    needle: str,
+) -> None:
+    """Issue 28: ``sha256:../../../etc/passwd`` from a registry ended up in builds.yaml."""
+    push_image(registry.url, f"{repo_name}/web", "2.6.2-rev1-b1")
+    push_image(registry.url, f"{repo_name}/worker", "2.6.2-rev1-b1")
+
+    def lying(method: str, path: str, _: Mapping[str, str]) -> Answer:
+        if method == "HEAD" and path.endswith("/manifests/2.6.2-rev1-b1") and "/web/" in path:
+            return 200, {"Docker-Content-Digest": answered}, b""
+        return None
+
+    with FaultProxy(registry.host, override=lying) as proxy:
+        catalog = make_catalog(tmp_path / "c", proxy.host, repo_name)
+        head = git(catalog, "rev-parse", "HEAD")
+        code, _, err = run(capsys, "images", "scan", str(catalog))
+    assert code != 0
+    assert f"registry {proxy.host}:" in err and needle in err and "2.6.2-rev1-b1" in err
+    assert "nothing was committed" in err
+    assert git(catalog, "rev-parse", "HEAD") == head
+    assert not (catalog / "apps/shop/builds.yaml").exists()

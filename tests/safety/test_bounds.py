@@ -108,6 +108,14 @@ def test_over_limit_file_is_a_named_error_and_others_still_render(
 def test_daemon_keeps_reconciling_the_others(world: World) -> None:
     assert world.daemon.run_pass().ok
     world.commit("apps/podinfo/versions/6.6.0/manifests/bomb.yaml", BOMB, "a bomb")
+    assert "bomb.yaml" in api_stalled_while_web_moves_on(world)
+
+
+def api_stalled_while_web_moves_on(world: World) -> str:
+    """Move web to 3 replicas and run a pass: api must be CatalogInvalid, web must move.
+
+    Returns api's status message (which should name the broken file).
+    """
     world.commit(
         "clusters/prod/instances/web.yaml",
         "apiVersion: reconciler/v1\nkind: Instance\nname: web\napp: podinfo\n"
@@ -118,9 +126,9 @@ def test_daemon_keeps_reconciling_the_others(world: World) -> None:
     assert outcome.report is not None and outcome.error is None
     statuses = {s.instance: s for s in outcome.report.statuses}
     assert statuses["api"].phase is Phase.STALLED and statuses["api"].reason == "CatalogInvalid"
-    assert "bomb.yaml" in statuses["api"].message
-    web = world.client.get(ObjectRef("apps/v1", "Deployment", "web", "web"))
+    web = world.client.get(ObjectRef("apps/v1", "Deployment", world.ns("web"), "web"))
     assert web is not None and web["spec"]["replicas"] == 3  # the other instance moved on
+    return statuses["api"].message
 
 
 def _poison_status_branch(world: World, tmp_path: Path) -> None:
