@@ -11,6 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # model.status imports model.catalog, which imports this module
+    from reconciler.model.status import InstanceStatus
 
 WAVES_FILE = "waves.yaml"
 
@@ -118,3 +123,16 @@ class Waves:
             if each.name == wave:
                 return index
         return None
+
+
+@dataclass(frozen=True)
+class SeenRecord:
+    """Another cluster's status record, and since when its phase and version hold.
+
+    ``since`` is the time of the oldest status commit of the unbroken run of commits
+    that recorded this instance with this record's phase and version: how long it
+    has been Ready on V, counted by Git, not by the reader's memory.
+    """
+
+    status: InstanceStatus
+    since: datetime

@@ -6,6 +6,8 @@ Given ``waves.yaml`` (``model.waves.Waves``) and the other clusters' status reco
 commands and the status page hand it what they read from Git.
 """
 
+from reconciler.model.waves import SeenRecord
+from reconciler.waves.board import BoardInstance, BoardWave, wave_board
 from reconciler.waves.gate import (
     WAITING_FOR_WAVE,
     WAVE_HALTED,
@@ -13,7 +15,6 @@ from reconciler.waves.gate import (
     Freshness,
     Halted,
     Open,
-    SeenRecord,
     Waiting,
     change_waits,
     gate,
@@ -22,6 +23,8 @@ from reconciler.waves.gate import (
 __all__ = [
     "WAITING_FOR_WAVE",
     "WAVE_HALTED",
+    "BoardInstance",
+    "BoardWave",
     "Decision",
     "Freshness",
     "Halted",
@@ -30,4 +33,5 @@ __all__ = [
     "Waiting",
     "change_waits",
     "gate",
+    "wave_board",
 ]

@@ -19,26 +19,13 @@ from datetime import datetime
 from reconciler.model.rollout import RollingState, split_release
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.model.version import VersionSyntaxError, parse_version
-from reconciler.model.waves import Waves, format_duration
+from reconciler.model.waves import SeenRecord, Waves, format_duration
 
 WAITING_FOR_WAVE = "WaitingForWave"
 WAVE_HALTED = "WaveHalted"
 # reasons that say an earlier wave is itself held, not that V failed there
 _NOT_FAILURES = frozenset({WAITING_FOR_WAVE, WAVE_HALTED})
 _MORE = 3  # instances a message names before "and N more"
-
-
-@dataclass(frozen=True)
-class SeenRecord:
-    """Another cluster's status record, and since when its phase and version hold.
-
-    ``since`` is the time of the oldest status commit of the unbroken run of commits
-    that recorded this instance with this record's phase and version: how long it
-    has been Ready on V, counted by Git, not by the reader's memory.
-    """
-
-    status: InstanceStatus
-    since: datetime
 
 
 # (cluster, instance, record) -> does the record's sourceCommit contain the catalog
