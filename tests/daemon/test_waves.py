@@ -8,15 +8,21 @@ clock: no test sleeps for an hour.
 
 from __future__ import annotations
 
+import json
 import textwrap
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import git
 import pytest
 
+from reconciler.catalog import load_catalog
+from reconciler.cli import main
+from reconciler.commands.waves import fleet_board
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.ledger import StatusLedger
@@ -126,10 +132,11 @@ class Fleet:
             "apps/podinfo/channels.yaml", CHANNELS.format(version=version), f"stable {version}"
         )
 
-    def approve(self, version: str, max_failures: int = 0) -> str:
-        text = WAVES.format(max_failures=max_failures)
-        text += f"approvals:\n  - {{app: podinfo, version: {version}, wave: eu}}\n"
-        return self.world.commit("waves.yaml", text, f"approve podinfo {version} for eu")
+    def approve(self, version: str) -> None:
+        """``reconciler wave approve`` in the work clone, pushed, as a person runs it."""
+        work = str(self.world.repo.work)
+        argv = ["wave", "approve", "podinfo", version, "--wave", "eu", "--repo", work, "--push"]
+        assert main(argv) == 0
 
 
 @pytest.fixture
@@ -147,7 +154,18 @@ def web(outcome: PassOutcome) -> InstanceStatus:
     return next(s for s in outcome.report.statuses if s.instance == "web")
 
 
-def test_a_good_release_flows_canary_approval_eu_soak_rest(fleet: Fleet) -> None:
+def wave_status(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    url = fleet.world.repo.url
+    code = main(["wave", "status", "podinfo", "--repo", url, "-o", "json"])
+    board: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["waves"]
+    assert code == (1 if any(w["gate"] == "halted" for w in board) else 0)
+    return board
+
+
+def test_a_good_release_flows_canary_approval_eu_soak_rest(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
     fleet.release("6.6.0")
     held = web(fleet.run("prod-us"))
     assert (held.phase, held.reason, held.version, held.desired_version) == (
@@ -180,6 +198,22 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(fleet: Fleet) -> None
     metrics = fleet.daemon("prod-us").metrics.render().decode()
     assert 'reconciler_wave_gate_waiting{app="podinfo",wave="rest"} 1.0' in metrics
 
+    # the CLI's clock is the real one: long after the tests' pinned commit dates
+    board = wave_status(fleet, capsys)
+    assert [(w["wave"], w["gate"]) for w in board] == [
+        ("canary", "open"),
+        ("eu", "open"),
+        ("rest", "open"),
+    ]
+    # the same board at the daemons' time says what the daemon said
+    catalog = load_catalog(fleet.world.repo.work)
+    head = git.Repo(fleet.world.repo.work).head.commit.hexsha
+    bare = str(fleet.world.repo.remote)  # a local path this time: its refs, its history
+    at = fleet_board(catalog, bare, "podinfo", None, head, now=fleet.now)
+    assert at[2].decision.message == soaking.message and at[2].state == "waiting"
+    assert [(i["cluster"], i["version"], i["phase"]) for i in board[1]["instances"]] == [
+        ("prod-eu", "6.6.0", "Ready")
+    ]
     fleet.now = T0 + timedelta(hours=1, minutes=1)
     done = web(fleet.settle("prod-us"))
     assert (done.phase, done.version) == (Phase.READY, "6.6.0")
@@ -204,7 +238,9 @@ def bad_release(fleet: Fleet) -> None:
     assert failed.phase is Phase.FAILED and failed.desired_version == "6.7.0", failed
 
 
-def test_a_bad_release_halts_the_later_waves(fleet: Fleet) -> None:
+def test_a_bad_release_halts_the_later_waves(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad_release(fleet)
     fleet.approve("6.7.0")
     for cluster in ("prod-eu", "prod-us"):
@@ -217,6 +253,9 @@ def test_a_bad_release_halts_the_later_waves(fleet: Fleet) -> None:
         assert "failed in earlier waves on staging/web (1 > maxFailures 0)" in halted.message
     metrics = fleet.daemon("prod-eu").metrics.render().decode()
     assert 'reconciler_wave_halts_total{app="podinfo",wave="eu"} 1.0' in metrics
+    board = wave_status(fleet, capsys)  # exit 1: halted
+    assert [w["gate"] for w in board] == ["open", "halted", "halted"]
+    assert board[1]["message"].startswith("halted: podinfo 6.7.0 failed in earlier waves")
     # moving the channel back clears it
     fleet.release("6.5.0")
     back = web(fleet.settle("prod-eu"))
