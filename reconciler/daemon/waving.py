@@ -26,7 +26,6 @@ from reconciler.waves import (
     Decision,
     Halted,
     Open,
-    Waiting,
     gate,
 )
 from reconciler.waves import change_waits as waits
@@ -87,14 +86,6 @@ class WaveStep:
     @property
     def held(self) -> set[str]:
         return {h.instance for h in self.holds if not isinstance(h.decision, Open)}
-
-    def next_looks(self) -> list[float]:
-        """When each soak under way ends: the pass looks again then, not a poll later."""
-        return [
-            h.decision.remaining
-            for h in self.holds
-            if isinstance(h.decision, Waiting) and h.decision.remaining is not None
-        ]
 
 
 def hold_for_waves(

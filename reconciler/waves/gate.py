@@ -45,8 +45,8 @@ class Open:
 class Waiting:
     """Earlier waves have not proven V yet (or this wave's approval is missing).
 
-    ``remaining`` is the soak still to run when that is all the gate waits for (the
-    daemon looks again then); None when it waits for other clusters or a commit.
+    ``remaining`` is the soak still to run when that is all the gate waits for (for
+    ``wave status`` and pages to show); None when it waits for other clusters or a commit.
     """
 
     wave: str
