@@ -329,6 +329,8 @@ COMMANDS: dict[str, str] = {
     "rollout pause": "rollout:rollout_gate_command",
     "rollout resume": "rollout:rollout_gate_command",
     "rollout status": "rollout:rollout_status_command",
+    "wave approve": "waves:wave_approve_command",
+    "wave status": "waves:wave_status_command",
     "preview": "preview:preview_command",
     "report": "report:report_command",
     "sandbox": "sandbox:sandbox_command",
@@ -583,6 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output(cs)
 
     _rollout_parser(sub)
+    _wave_parser(sub)
     _images_parser(sub)
     _preview_parser(sub)
     _report_parser(sub)
@@ -897,8 +900,61 @@ def _rollout_parser(sub: Any) -> None:
     _output(st)
 
 
+def _wave_parser(sub: Any) -> None:
+    """``wave approve|status``: a release through the fleet, gated by status branches."""
+    p = _subcommand(
+        sub,
+        "wave",
+        help="waves: approve a wave for a release, show a release's progress",
+        description=(
+            "Waves (waves.yaml at the catalog root) move a release through the clusters: "
+            "a cluster starts a version once earlier waves ran it Ready for their soak. "
+            "Approve a wave with a commit; see what each wave waits for."
+        ),
+    )
+    wsub = p.add_subparsers(dest="wave_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    ap = _subcommand(
+        wsub,
+        "approve",
+        help="approve a wave for one version of an app (a one-line commit)",
+        description=(
+            "Add {app, version, wave} to approvals in waves.yaml and commit it with trailers "
+            "Reconciler-App, Reconciler-Wave and Reconciler-Version. The approval is bound "
+            "to VERSION: the next release needs its own."
+        ),
+    )
+    ap.add_argument("app")
+    ap.add_argument("version")
+    ap.add_argument("--wave", required=True, help="the wave to approve")
+    ap.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    ap.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
+    _output(ap)
+    st = _subcommand(
+        wsub,
+        "status",
+        help="show each wave's gate and clusters for a release, from Git",
+        description=(
+            "Per wave: its gate (open, waiting for what, halted by which clusters) and each "
+            "cluster's instances of APP: the version that runs, its phase, since when. "
+            "Read from the catalog branch and every status/<cluster> branch. Exit 1 when "
+            "the release is halted."
+        ),
+    )
+    st.add_argument("app")
+    st.add_argument("--version", help="the release to show (default: what most instances want)")
+    st.add_argument(
+        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
+    )
+    st.add_argument("--branch", help="catalog branch (default: the remote's default branch)")
+    _output(st)
+
+
 def _handler(args: argparse.Namespace) -> Handler:
     name = args.command
+    if name == "wave":
+        if args.wave_command is None:
+            raise UsageError("wave: missing subcommand (try: reconciler wave --help)")
+        name = f"wave {args.wave_command}"
     if name == "rollout":
         if args.rollout_command is None:
             raise UsageError("rollout: missing subcommand (try: reconciler rollout --help)")

@@ -28,6 +28,7 @@ STAGES = {
     "status",
     "sandbox",
     "registry",
+    "waves",
 }
 UPPER = {"daemon", "preview", "commands", "cli"}
 

@@ -44,9 +44,11 @@ from reconciler.catalog.loader import (
     load_catalog,
     sorted_problems,
 )
+from reconciler.catalog.waves import load_waves
 from reconciler.model.catalog import Catalog, ClusterEntry, Instance
 from reconciler.model.errors import ReconcilerError
 from reconciler.model.problems import Problem
+from reconciler.model.waves import WAVES_FILE
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ class _OldProblems:
     def of(cls, problems: Iterable[Problem]) -> _OldProblems:
         out = cls()
         for problem in problems:
+            if problem.file == WAVES_FILE:
+                continue  # waves.yaml is read again by every load (``catalog.waves``)
             parts = problem.file.split("/")
             if len(parts) >= 2 and parts[0] == "apps":
                 out.apps.setdefault(parts[1], []).append(problem)
@@ -179,6 +183,7 @@ def _reload(previous: Catalog, base: Path, changes: _Changes) -> Catalog:
         # such an instance reads a file from its app's versions (``rollout.analysis``
         # in the instance file): the one dependency across directories
         raise FullReloadNeeded("an instance file names an analysis Job")
+    catalog.waves = load_waves(ctx, base, catalog)
     catalog.problems = sorted_problems(problems + ctx.problems)
     catalog.files_with_errors = {p.file for p in catalog.problems if p.is_error}
     return catalog

@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.manifests import attach_analysis_job, load_templates
+from reconciler.catalog.waves import load_waves
 from reconciler.catalog.yamlread import Document
 from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.catalog import (
@@ -95,6 +96,7 @@ def _load_catalog(base: Path) -> Catalog:
     for cluster_dir in _subdirs(ctx, clusters_dir):
         catalog.clusters[cluster_dir.name] = _load_cluster(ctx, cluster_dir)
     _attach_instance_analyses(ctx, base, catalog)
+    catalog.waves = load_waves(ctx, base, catalog)
     catalog.problems = sorted_problems(ctx.problems)
     catalog.files_with_errors = ctx.files_with_errors
     return catalog
@@ -531,6 +533,7 @@ def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
                 allow_cluster_scoped=bool(doc.data.get("allowClusterScoped", True)),
                 max_removed=limit if isinstance(limit, int) else None,
                 max_removed_percent=int(str(limit).rstrip("%")) if isinstance(limit, str) else 50,
+                labels=dict(doc.data.get("labels") or {}),
                 origin=_origin(ctx, path, doc),
             )
         else:

@@ -29,6 +29,7 @@ SCHEMA_FILES = {
     "Cluster": "cluster.schema.json",
     "Instance": "instance.schema.json",
     "ImageBuilds": "imagebuilds.schema.json",
+    "Waves": "waves.schema.json",
 }
 
 _LABEL_HINT = 'lowercase letters, digits and "-", starting and ending alphanumeric, at most 63'
@@ -143,6 +144,10 @@ def _phrase(err: jsonschema.ValidationError) -> SchemaViolation:
         return SchemaViolation(
             path,
             f"{name} must be {_type_words(expected)}, got {_describe(instance)}{hint}",
+        )
+    if v == "pattern" and path and path[-1] == "soak":
+        return SchemaViolation(
+            path, f'{name} "{instance}" is not a duration (e.g. 30s, 20m, 1h, 1h30m, 2d)'
         )
     if v == "pattern":
         if expected.startswith("^[a-z0-9]("):

@@ -14,9 +14,10 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.catalog.incremental import CatalogCache
@@ -29,6 +30,7 @@ from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
+from reconciler.daemon.waving import WaveView
 from reconciler.kube import PRUNE_REFUSED, KubeClient
 from reconciler.kube.events import EventQueue, EventRecorder
 from reconciler.kube.inventory import inventory_name
@@ -42,16 +44,22 @@ from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.changes import TreeState, changed_since, tree_state
 from reconciler.source.checkout import CatalogSource
+from reconciler.source.fleet import ReleaseHistory
 from reconciler.source.ledger import CommitInfo, StatusLedger
 from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
+from reconciler.waves import Halted, Waiting
 
 log = logging.getLogger("reconciler.daemon")
 
 # The annotation naming the pass that recorded (or last bumped) an Event.
 PASS_ANNOTATION = "reconciler.dev/pass"
 EVENT_FLUSH_SECONDS = 10.0  # how long a stopping daemon waits for its queued Events
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 @contextmanager
@@ -171,8 +179,10 @@ class Daemon:
         *,
         metrics: DaemonMetrics | None = None,
         registry: Registry | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # the wave gate's "now" (soak); tests move it instead of waiting
         self.client = client
         self.registry = registry or Registry.installed()  # Python migrations, read once
         self.metrics = metrics or DaemonMetrics()
@@ -183,6 +193,9 @@ class Daemon:
             branch=settings.status_branch,
             cache_dir=settings.cache_dir,
         )
+        self.fleet = self.ledger.fleet()  # other clusters' status branches (waves.yaml)
+        self._history: ReleaseHistory | None = None  # where releases began, per catalog head
+        self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
         self.source: CatalogSource | None = None
         if not settings.watch:
             self.source = CatalogSource(
@@ -254,6 +267,7 @@ class Daemon:
             else:
                 result = self.source.sync()
                 checkout = Checkout(result.path, result.commit)
+                self._catalog_branch = f"refs/heads/{result.branch}"
         except SourceError as e:
             self.metrics.observe_fetch(time.monotonic() - started, ok=False)
             if self.last_good is None:
@@ -314,8 +328,12 @@ class Daemon:
             if moved:
                 log.info("catalog at %s", checkout.commit[:12], extra={"cluster": cluster})
             fetched = self._seed_statuses(scope)
+            catalog = self.catalog_at(checkout)
+            waves = self._wave_view(checkout) if catalog.waves is not None else None
+            # the fleet's fetch brought this cluster's branch too: ``record`` builds on it
+            fetched = fetched or (waves is not None and self._default_branch)
             report = reconcile_checkout(
-                self.catalog_at(checkout),
+                catalog,
                 checkout.commit,
                 self.client,
                 self.settings.pass_settings,
@@ -327,6 +345,7 @@ class Daemon:
                 scope=scope,
                 memo=self.memo,
                 cache=self.live_cache,
+                waves=waves,
             )
         except ReconcilerError as e:
             self.metrics.observe_pass(cluster, time.monotonic() - started, ok=False)
@@ -340,9 +359,35 @@ class Daemon:
         self._log_changes(report, {c.instance for c in commits})
         self._emit_events(report, {c.instance for c in commits})
         self._report_rollouts(report)
+        self._report_waves(report, {c.instance for c in commits})
         self._update_backoff(report)
         self._report_metrics(report, time.monotonic() - started, error is None)
         return PassOutcome(report, commits, error, moved)
+
+    @property
+    def _default_branch(self) -> bool:
+        return self.ledger.branch == f"status/{self.settings.cluster}"
+
+    def _wave_view(self, checkout: Checkout) -> WaveView | None:
+        """The other clusters' records (one fetch of ``status/*``) and the time, for the gate.
+
+        None when they cannot be read: the gate then holds every change it would judge
+        (``daemon.waving``), since deciding without them could release to the fleet.
+        """
+        head = checkout.commit.removesuffix("-dirty")
+        try:
+            self.fleet.refresh(self._catalog_branch)
+            records = self.fleet.records(skip=self.settings.cluster)
+        except SourceError as e:
+            log.warning(
+                "cannot read the status branches for the wave gate: %s",
+                e,
+                extra={"cluster": self.settings.cluster},
+            )
+            return None
+        if self._history is None or self._history.head != head:
+            self._history = ReleaseHistory(self.fleet.repo, head)
+        return WaveView(records, self._history.contains, self.clock(), self._history.start)
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields.
@@ -536,6 +581,17 @@ class Daemon:
             log.error("cannot write status: %s", e, extra={"cluster": self.settings.cluster})
             self.metrics.count_status_push_failure(self.settings.cluster)
             return [], f"{e.reason}: {e}"
+
+    def _report_waves(self, report: PassReport, changed: set[str]) -> None:
+        """The wave gate's metrics: instances waiting per app and wave, and new halts."""
+        waiting: dict[tuple[str, str], int] = {}
+        for hold in report.waves:
+            key = (hold.app, hold.decision.wave)
+            if isinstance(hold.decision, Waiting):
+                waiting[key] = waiting.get(key, 0) + 1
+            elif isinstance(hold.decision, Halted) and hold.instance in changed:
+                self.metrics.count_wave_halt(*key)
+        self.metrics.set_wave_waiting(waiting)
 
     def _report_metrics(self, report: PassReport, seconds: float, ok: bool) -> None:
         cluster = self.settings.cluster

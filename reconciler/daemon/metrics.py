@@ -4,7 +4,7 @@ The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
 ``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``,
 ``set_instances``, ``count_status_push_failure``, ``observe_health_wait``,
-``set_throttled``); the
+``set_throttled``, ``set_wave_waiting``, ``count_wave_halt``); the
 Kubernetes client reports its answers and retries through
 ``reconciler.kube.observe`` (``count_request``, ``count_retry``), since ``kube/``
 cannot import the daemon. ``DaemonHttpServer`` serves ``render()`` on ``GET
@@ -235,6 +235,21 @@ class DaemonMetrics:
             buckets=HEALTH_WAIT_BUCKETS,
             registry=self.registry,
         )
+        self.wave_waiting = Gauge(
+            "reconciler_wave_gate_waiting",
+            "Instances of this cluster holding on their version until earlier waves prove "
+            "the new one (WaitingForWave), by app and by the wave whose gate holds them.",
+            ["app", "wave"],
+            registry=self.registry,
+        )
+        self.wave_halts = Counter(
+            "reconciler_wave_halts",
+            "Instances that became WaveHalted: earlier waves failed the version beyond "
+            "maxFailures, so this cluster never starts it.",
+            ["app", "wave"],
+            registry=self.registry,
+        )
+        self._waiting_seen: set[tuple[str, str]] = set()
         self._phases_seen: dict[str, set[str]] = {}
         observe.add_listener(self)
 
@@ -381,6 +396,15 @@ class DaemonMetrics:
 
     def count_status_push_failure(self, cluster: str) -> None:
         self.status_push_failures.labels(cluster).inc()
+
+    def set_wave_waiting(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Instances waiting per (app, wave) this pass; pairs no longer waiting drop to 0."""
+        for key in self._waiting_seen | set(counts):
+            self.wave_waiting.labels(*key).set(counts.get(key, 0))
+        self._waiting_seen |= set(counts)
+
+    def count_wave_halt(self, app: str, wave: str) -> None:
+        self.wave_halts.labels(app, wave).inc()
 
     def observe_health_wait(self, cluster: str, outcome: str, seconds: float) -> None:
         if outcome not in HEALTH_WAIT_OUTCOMES:

@@ -38,6 +38,7 @@ from reconciler.daemon.rolling import (
     rolls,
 )
 from reconciler.daemon.statuses import InstanceOutcome, build_removed_status, build_status
+from reconciler.daemon.waving import WaveHold, WaveView, hold_for_waves
 from reconciler.kube import (
     ApplyOptions,
     Health,
@@ -90,6 +91,7 @@ class PassReport:
     duration: float = 0.0
     next_look: float | None = None  # seconds until a rollout or a health wait wants a pass
     reused: frozenset[str] = frozenset()  # instances whose last verdict stood (``PassMemo``)
+    waves: tuple[WaveHold, ...] = ()  # the wave gate's answer for each change it looked at
 
     @property
     def all_ready(self) -> bool:
@@ -122,6 +124,7 @@ def reconcile_checkout(
     scope: ShardScope | None = None,
     memo: PassMemo | None = None,
     cache: WatchCache | None = None,
+    waves: WaveView | None = None,
 ) -> PassReport:
     """One pass over ``catalog`` (loaded from ``commit``).
 
@@ -139,7 +142,9 @@ def reconcile_checkout(
     ended settled keeps that pass's verdict without being rendered or compared
     again (``reconciler.daemon.memo``); anything else takes the full path.
     ``cache`` (the long-running daemon's): live objects kept current by watches,
-    read instead of listed (``kube.watchcache``).
+    read instead of listed (``kube.watchcache``). ``waves``: the other clusters'
+    records this pass read, for the wave gate (``daemon.waving``) when the catalog
+    has a ``waves.yaml``.
     """
     watch = watch if watch is not None else HealthWatch()
     started = time.time()
@@ -174,6 +179,10 @@ def reconcile_checkout(
         for p in every_plan
         if p.name in reused and p is reused[p.name].plan and (scope is None or scope.owns(p.name))
     }
+    gated_by_waves = hold_for_waves(
+        catalog, settings.cluster, every_plan, deployed, previous, waves
+    )
+    every_plan = gated_by_waves.plans
     plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]
     options = ApplyOptions(
         limits=Limits.of(entry.cluster),
@@ -318,9 +327,9 @@ def reconcile_checkout(
     looks += [HEALTH_LOOK] if waiting else []
     looks += [hooks.next_look] if hooks.next_look is not None else []
     watch.forget_except(p.name for p in plans)
-    statuses = hooks.recorded(statuses, held)
+    statuses = gated_by_waves.stamped(hooks.recorded(statuses, held))
     if memo is not None:
-        busy = {*rolled, *held, *gated, *handed_back}
+        busy = {*rolled, *held, *gated, *handed_back, *gated_by_waves.held}
         _remember(memo, catalog, outcomes, built, statuses, live, set(reused), busy)
         memo.forget_except(p.name for p in plans)
         memo.mark_reused(reused)
@@ -351,6 +360,7 @@ def reconcile_checkout(
         next_look=min(looks) if looks else None,
         migrations=tuple(hooks.events),
         reused=frozenset(reused),
+        waves=tuple(h for h in gated_by_waves.holds if scope is None or scope.owns(h.instance)),
     )
 
 

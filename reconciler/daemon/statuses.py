@@ -20,6 +20,7 @@ from reconciler.daemon.plan import NO_IMAGES, InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
 from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
+from reconciler.waves import WAITING_FOR_WAVE
 
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
 HEALTH_CHECK_PENDING = "Progressing"  # kstatus's reason while objects come up (SPEC section 3)
@@ -121,7 +122,9 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
             o.deployed,
         )
     if not plan.ok:
-        return Phase.STALLED, plan.reason or "ReconcileFailed", plan.message or "", o.deployed
+        # held by the waves: it runs what it runs and moves on once the fleet proved V
+        phase = Phase.PROGRESSING if plan.reason == WAITING_FOR_WAVE else Phase.STALLED
+        return phase, plan.reason or "ReconcileFailed", plan.message or "", o.deployed
     applied = plan.version.key if plan.version is not None and not o.gated else o.deployed
     if o.result is not None and o.result.reason == EMPTY_RENDER:
         # a commit must fix it (or allow it): like a broken catalog, not a retryable failure

@@ -20,6 +20,7 @@ from reconciler.model.placeholders import Path, placeholder_paths
 from reconciler.model.problems import Problem
 from reconciler.model.sizes import json_size
 from reconciler.model.version import Version
+from reconciler.model.waves import Waves
 
 API_VERSION = "reconciler/v1"
 
@@ -197,6 +198,7 @@ class Cluster:
     # prune.maxRemovedInstances: how many instances one commit may uninstall
     max_removed: int | None = None  # an absolute count; None: use ``max_removed_percent``
     max_removed_percent: int = 50
+    labels: Mapping[str, str] = field(default_factory=dict)  # what waves.yaml matchLabels see
     origin: Origin = field(default_factory=lambda: Origin(""))
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)
@@ -293,6 +295,8 @@ class Catalog:
     # files (relative paths) that have at least one error, for telling a broken
     # commit (CatalogInvalid) apart from a selection that cannot be met (ResolveFailed)
     files_with_errors: set[str] = field(default_factory=set)
+    # waves.yaml (SPEC section 4b); None when the catalog has none: no wave holds anything
+    waves: Waves | None = None
 
     def builds_of(self, version: AppVersion) -> Mapping[str, ImageBuild]:
         """The builds ``version``'s app's builds.yaml pins for it (SPEC section 8)."""

@@ -12,6 +12,7 @@ from reconciler.source.builds import BuildsCommit, BuildsCommits, commit_builds,
 from reconciler.source.changes import changed_between
 from reconciler.source.channels import ChannelMove, ChannelMoveRefused, set_channel
 from reconciler.source.checkout import CatalogSource, SyncResult
+from reconciler.source.fleet import FleetStatus, ReleaseHistory
 from reconciler.source.gates import GateChange, GateRefused, change_gate
 from reconciler.source.ledger import (
     CommitInfo,
@@ -35,11 +36,13 @@ __all__ = [
     "ChannelMoveRefused",
     "CommitInfo",
     "Credentials",
+    "FleetStatus",
     "GateChange",
     "GateRefused",
     "GitFailed",
     "MissingRemoteBranch",
     "NetworkPolicy",
+    "ReleaseHistory",
     "RemoteAccess",
     "SignaturePolicy",
     "SignatureRefused",

@@ -23,6 +23,7 @@ from reconciler.model.errors import SourceError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.fleet import FleetStatus
 from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
@@ -117,6 +118,17 @@ class StatusLedger:
             if refresh:
                 self._store.refresh()
             return store.tip(self._store)
+
+    def fleet(self) -> FleetStatus:
+        """A reader of every cluster's status branch in this repository (the wave gate's),
+        sharing this ledger's mirror, lock and parsed records."""
+        return FleetStatus(
+            self._store.repo,
+            self.access,
+            self._lock,
+            self._parse,
+            remote=isinstance(self._store, store.RemoteStore),
+        )
 
     def read(self) -> dict[str, InstanceStatus]:
         """The current record of every instance; unreadable files are logged and skipped."""

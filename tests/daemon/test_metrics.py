@@ -50,6 +50,8 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_api_retries": "counter",
         "reconciler_status_push_failures": "counter",
         "reconciler_health_wait_seconds": "histogram",
+        "reconciler_wave_gate_waiting": "gauge",
+        "reconciler_wave_halts": "counter",
     }
 
 

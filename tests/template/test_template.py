@@ -35,6 +35,7 @@ KIND_SCHEMA = {
     "Cluster": "cluster",
     "Instance": "instance",
     "ImageBuilds": "imagebuilds",
+    "Waves": "waves",
 }
 CHANNELS = {"stable", "fast", "experimental"}
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
