@@ -103,6 +103,10 @@ class StatusLedger:
         # used first: a blob never changes, and a daemon compares every instance's
         # record on every pass
         self._parsed: dict[bytes, InstanceStatus] = {}
+        # per instance, the status last given that left its record unchanged, and that
+        # record: the same status against the same record is unchanged again, so a
+        # no-op pass compares two values per instance instead of preparing a record
+        self._settled: dict[str, tuple[InstanceStatus, InstanceStatus]] = {}
 
     @property
     def display(self) -> str:
@@ -306,8 +310,12 @@ class StatusLedger:
             for name in sorted(wanted):
                 previous, note = self._previous(entries, name)
                 for status in wanted[name]:
+                    if previous is not None and self._still_settled(name, status, previous):
+                        continue
                     prepared = prepare_record(status, previous, now=now)
                     if not prepared.changed:
+                        if previous is not None:
+                            self._settled[name] = (status, previous)
                         continue
                     message = commit_message(prepared.status, previous, note=note, pass_id=pass_id)
                     data = dump_record(prepared.status)
@@ -318,6 +326,8 @@ class StatusLedger:
                         self._parsed.pop(replaced[0], None)
                     # what the next pass compares with: no need to parse back what was written
                     self._remember(objects.blob_id(data), prepared.status)
+                    # the same status again leaves the record just written unchanged
+                    self._settled[name] = (status, prepared.status)
                     yield objects.Change(status_path(name), data, message)
 
         shas = objects.write_chain(self._store.repo, base, changes())
@@ -325,6 +335,16 @@ class StatusLedger:
             CommitInfo(sha, name, subject) for sha, (name, subject) in zip(shas, made, strict=True)
         ]
         return commits, shas[-1] if shas else (base or "")
+
+    def _still_settled(self, name: str, status: InstanceStatus, previous: InstanceStatus) -> bool:
+        """True when ``status`` left this very record unchanged last time already.
+
+        Whether a status changes its record depends only on the two (``prepare_record``
+        carries every time from the record when nothing changed), and ``previous`` is
+        the object parsed from the record's blob, kept while the blob stays the same.
+        """
+        settled = self._settled.get(name)
+        return settled is not None and settled[1] is previous and settled[0] == status
 
     def _parse(self, sha: bytes, path: str) -> InstanceStatus:
         """The record in blob ``sha``, parsed once per blob (raises ``StatusFileError``)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,3 +299,34 @@ def test_records_are_made_as_their_commits_are_written(
     assert [c.instance for c in commits] == ["a", "b", "c"]
     assert [c.subject for c in commits] == [f"prod/{n}: podinfo 6.5.0 (Ready)" for n in "abc"]
     assert events == ["record", "commit"] * 3
+
+
+def test_a_status_that_left_its_record_unchanged_is_not_prepared_again(
+    empty_remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A no-op pass gives the ledger every instance's status again: one that left the same
+    record unchanged before is known unchanged without preparing a record; anything new
+    (the status, or the record another writer replaced) is prepared and compared."""
+    prepared: list[str] = []
+    prepare = ledger_module.prepare_record
+
+    def counting(new: InstanceStatus, previous: InstanceStatus | None, **kw: str | None) -> Any:
+        prepared.append(new.instance)
+        return prepare(new, previous, **kw)
+
+    monkeypatch.setattr(ledger_module, "prepare_record", counting)
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    assert len(ledger.record([status(), status("api")], now=NOW)) == 2
+    assert ledger.record([status(), status("api")], now=NOW) == []  # compared once more
+    prepared.clear()
+    assert ledger.record([status(), status("api")], now="2026-03-01T00:00:00Z") == []
+    assert prepared == []  # settled: nothing prepared
+    # a new status of one instance is prepared and committed; the other stays settled
+    commits = ledger.record([status(phase=Phase.STALLED), status("api")], now=NOW)
+    assert [c.instance for c in commits] == ["web"] and prepared == ["web"]
+    # another writer replaces api's record: the same status is compared with the new one
+    other = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST, cache_dir=tmp_path / "other")
+    assert [c.instance for c in other.record([status("api", version="6.6.0")], now=NOW)] == ["api"]
+    prepared.clear()
+    commits = ledger.record([status(phase=Phase.STALLED), status("api")], now=NOW)
+    assert [c.instance for c in commits] == ["api"] and prepared == ["api"]  # web: settled
