@@ -36,6 +36,7 @@ from reconciler.model.catalog import (
     Migration,
     Origin,
     Parameter,
+    Promotion,
     RolloutPlan,
 )
 from reconciler.model.errors import UsageError
@@ -476,8 +477,16 @@ def _rollout(raw: Any) -> RolloutPlan | None:
         health_timeout_seconds=int(raw.get("healthTimeoutSeconds", 300)),
         pause_seconds=int(raw.get("pauseSeconds", 0)),
         analysis=raw.get("analysis"),
+        promoted=_promotion(raw.get("promoted")),
         given=frozenset(str(k) for k in raw),
     )
+
+
+def _promotion(raw: Any) -> Promotion | None:
+    """``promoted: {to, through}``; the schema has checked the shape (null: none)."""
+    if not isinstance(raw, dict):
+        return None
+    return Promotion(to=str(raw["to"]), through=int(raw["through"]))
 
 
 def _migration(raw: dict[str, Any], line: int | None) -> Migration:

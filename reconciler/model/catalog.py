@@ -51,6 +51,19 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Promotion:
+    """An approval of one rollout: batches up to ``through`` of the rollout to ``to``.
+
+    ``rollout promote`` writes it (``promoted: {to: 6.6.0, through: 2}``). It is
+    bound to the target version, so it never opens the gate of a later release:
+    ``partition`` stays the policy for every rollout of the instance.
+    """
+
+    to: str
+    through: int
+
+
+@dataclass(frozen=True)
 class RolloutPlan:
     """A batch plan (SPEC section 4): batches, an optional partition and a pause.
 
@@ -66,6 +79,7 @@ class RolloutPlan:
     health_timeout_seconds: int = 300
     pause_seconds: int = 0
     analysis: str | None = None  # Job manifest path relative to the version directory
+    promoted: Promotion | None = None  # only in an instance file
     given: frozenset[str] = frozenset()
 
 

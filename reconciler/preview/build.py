@@ -27,6 +27,7 @@ from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.problems import Problem
 from reconciler.model.secrets import mask_secret_pair
 from reconciler.model.version import parse_version
+from reconciler.preview.guards import gate_warnings
 from reconciler.preview.model import (
     ADDED,
     BUILDS,
@@ -83,7 +84,8 @@ def compare(
     base_plans, head_plans = _plans(base_cat, chosen), _plans(head_cat, chosen)
     changes: list[InstanceChange] = []
     unchanged = 0
-    for key in sorted(k for k in scope.instances if k[0] in chosen):
+    keys = sorted(k for k in scope.instances if k[0] in chosen)
+    for key in keys:
         change = _instance_change(key, scope, base_plans.get(key), head_plans.get(key), diff)
         if change is None:
             unchanged += 1
@@ -103,7 +105,10 @@ def compare(
         new_problems=new,
         existing_problems=existing,
         fixed_problems=fixed,
-        warnings=tuple(_prune_guard(scope, chosen, changes)),
+        warnings=(
+            *_prune_guard(scope, chosen, changes),
+            *gate_warnings(keys, base_plans, head_plans),
+        ),
         unchanged=unchanged,
     )
 

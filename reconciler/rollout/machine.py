@@ -159,7 +159,7 @@ def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Ob
         state=RollingState.INITIALIZING,
         batches=len(settings.batches),
         replicas=obs.replicas,
-        partition=settings.partition,
+        partition=settings.gate(to_plain),
         paused=settings.paused,
         started_at=stamp,
         updated_at=stamp,
@@ -217,25 +217,29 @@ def _initializing(record: RolloutRecord, settings: RolloutSettings, obs: Observa
 
 
 def _gates(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step | None:
-    """Pause, resume and promotion: read from the instance file on every call."""
+    """Pause, resume and promotion: read from the instance file on every call.
+
+    The record's ``partition`` is the gate of *this* rollout: the policy partition,
+    or further where an approval for ``to`` opens more batches (``settings.gate``).
+    """
+    gate = settings.gate(record.to_version)
     if settings.paused != record.paused:
-        return _moved(record, obs, paused=settings.paused, partition=settings.partition)
+        return _moved(record, obs, paused=settings.paused, partition=gate)
     if record.state is RollingState.WAITING:
         if record.paused:
-            if settings.partition != record.partition:
-                return _moved(record, obs, partition=settings.partition)
+            if gate != record.partition:
+                return _moved(record, obs, partition=gate)
             return Step(record, (), None)
-        if settings.partition is None or settings.partition > record.batch:
-            part = settings.partition
+        if gate is None or gate > record.batch:
             if record.batch >= record.batches:
-                return _moved(record, obs, state=RollingState.FINALISING, partition=part)
+                return _moved(record, obs, state=RollingState.FINALISING, partition=gate)
             nxt = record.batch + 1
-            return _moved(record, obs, state=RollingState.ROLLING, batch=nxt, partition=part)
-        if settings.partition != record.partition:
-            return _moved(record, obs, partition=settings.partition)
+            return _moved(record, obs, state=RollingState.ROLLING, batch=nxt, partition=gate)
+        if gate != record.partition:
+            return _moved(record, obs, partition=gate)
         return Step(record, (), None)
-    if settings.partition != record.partition:
-        return _moved(record, obs, partition=settings.partition)
+    if gate != record.partition:
+        return _moved(record, obs, partition=gate)
     if record.paused and record.batch_state in (BatchState.INITIALIZING, BatchState.READY):
         return Step(record, (), None)  # paused: start no further batch
     return None
@@ -277,7 +281,8 @@ def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -
     # batchReady: the next batch, a promotion gate, or the end
     if k >= record.batches:
         return _moved(record, obs, state=RollingState.FINALISING)
-    if settings.partition is not None and k >= settings.partition:
+    gate = settings.gate(record.to_version)
+    if gate is not None and k >= gate:
         return _moved(record, obs, state=RollingState.WAITING)
     return _moved(record, obs, batch=k + 1)
 
