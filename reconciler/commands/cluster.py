@@ -68,7 +68,8 @@ def apply_command(args: argparse.Namespace) -> int:
         )
         applied = apply_plans(client, live, plans, options, before=hooks.before_apply)
         hooks.after_health(plans, applied)  # waits only for instances with post migrations
-        results = applied + remove_deleted(client, live, entry, options, hooks)
+        blocked = catalog.cluster_errors(args.cluster)
+        results = applied + remove_deleted(client, live, entry, options, hooks, blocked=blocked)
         changes = ChangeSet.of(e for r in results for e in r.changes.entries)
         if is_data(args.output):
             print_data([e.to_dict() for e in changes.entries], args.output)

@@ -258,6 +258,7 @@ def reconcile_checkout(
         hooks,
         held=hold_removal,
         owns=None if scope is None else scope.owns,
+        blocked=catalog.cluster_errors(settings.cluster),
     )
     for plan, result in zip(plans, results, strict=True):
         if plan.name in reused:

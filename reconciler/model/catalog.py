@@ -301,6 +301,16 @@ class Catalog:
         entry = self.apps.get(version.app)
         return entry.builds_of(version.key) if entry is not None else {}
 
+    def cluster_errors(self, cluster: str) -> list[str]:
+        """The files of ``clusters/<cluster>/`` (or the directory itself) with errors, sorted.
+
+        A commit with any of them removes no instance of the cluster: a renamed
+        instance file or ``instances/`` directory is an "unexpected" error, and must
+        never read as the deletion that uninstalls (SPEC section 3b).
+        """
+        top = f"clusters/{cluster}"
+        return sorted(f for f in self.files_with_errors if f == top or f.startswith(top + "/"))
+
     def has_errors_in(self, *paths: str) -> bool:
         """True if any file equal to, or under the directory of, one of ``paths`` has errors."""
         for bad in self.files_with_errors:

@@ -489,14 +489,22 @@ def _migration(
 
 
 def _prune_guard(scope: Scope, chosen: Sequence[str], changes: list[InstanceChange]) -> list[str]:
-    """The cluster guard of SPEC section 3, said up front: a mass removal would be refused."""
+    """The cluster guards of SPEC section 3, said up front: a removal would be refused
+    because the cluster's directory has errors, or because it removes too many."""
     out = []
     for cluster in chosen:
         entry = scope.base.catalog.clusters.get(cluster)
         removed = sum(1 for c in changes if c.cluster == cluster and c.kind == REMOVED)
         if entry is None or not removed or cluster not in scope.head.catalog.clusters:
             continue
-        if not entry.removal_allowed(removed, len(entry.instances)):
+        errors = scope.head.catalog.cluster_errors(cluster)
+        if errors:
+            out.append(
+                f"{cluster}: the head has validation errors in clusters/{cluster}/ "
+                f"({', '.join(errors[:3])}): the reconciler removes none of the {removed} "
+                "instance(s) shown as removed (CatalogInvalid) until they are fixed"
+            )
+        elif not entry.removal_allowed(removed, len(entry.instances)):
             out.append(
                 f"{cluster}: removing {removed} of {len(entry.instances)} instances exceeds the "
                 "cluster's prune limit: the reconciler would remove none (PruneRefused) unless "

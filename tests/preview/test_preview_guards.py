@@ -105,3 +105,18 @@ def test_an_approval_of_the_version_a_channel_move_rolls_to_says_nothing(
     commit(root, "release 6.6.0, approved through batch 2")
     code, data = as_json(capsys, root)
     assert code == 0 and data["warnings"] == []
+
+
+def test_a_renamed_instance_file_warns_that_nothing_would_be_removed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path)
+    (root / WEB).rename(root / (WEB + ".bak"))
+    commit(root, "web: oops")
+    code, data = as_json(capsys, root)
+    assert code == 1  # the head has a new error: the unexpected file
+    assert data["warnings"] == [
+        "prod: the head has validation errors in clusters/prod/ "
+        "(clusters/prod/instances/web.yaml.bak): the reconciler removes none of the 1 "
+        "instance(s) shown as removed (CatalogInvalid) until they are fixed"
+    ]
