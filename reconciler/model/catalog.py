@@ -203,6 +203,9 @@ class Cluster:
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)
     valid: bool = True
+    # True when the limits come from a cluster.yaml (read, or there and unreadable):
+    # inventories then record the file, and a later commit may not drop it
+    declared: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,3 +120,56 @@ def test_a_renamed_instance_file_warns_that_nothing_would_be_removed(
         "(clusters/prod/instances/web.yaml.bak): the reconciler removes none of the 1 "
         "instance(s) shown as removed (CatalogInvalid) until they are fixed"
     ]
+
+
+LIMITS = "clusters/prod/cluster.yaml"
+OPEN = 'allowedNamespaces: [web, "team-*"]\n        allowClusterScoped: false\n'
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        (None, ["prod: the change removes clusters/prod/cluster.yaml: limits are never dropped"]),
+        ("", ["prod: the change allows every namespace", "prod: the change allows cluster-"]),
+        (
+            'allowedNamespaces: [web, "team-*", kube-system]\n        allowClusterScoped: false\n',
+            ["prod: the change allows more namespaces: kube-system"],
+        ),
+        (
+            OPEN + '        prune: {maxRemovedInstances: "100%"}\n',
+            ["prod: the change raises prune.maxRemovedInstances from 50% to 100%"],
+        ),
+        (OPEN + "        prune: {maxRemovedInstances: 2}\n", ["prod: the change moves prune."]),
+        (OPEN + '        prune: {maxRemovedInstances: "10%"}\n', []),
+        ('allowedNamespaces: ["team-*", web]\n        allowClusterScoped: false\n', []),
+    ],
+)
+def test_a_change_that_widens_a_clusters_limits_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], new: str | None, expected: list[str]
+) -> None:
+    root = repo(tmp_path)
+    if new is None:
+        (root / LIMITS).unlink()
+    else:
+        edit(root, LIMITS, OPEN.replace("        ", ""), new.replace("        ", ""))
+    commit(root, "limits edited")
+    code, data = as_json(capsys, root)
+    assert code == 0
+    assert len(data["warnings"]) == len(expected), data["warnings"]
+    for line, start in zip(data["warnings"], expected, strict=True):
+        assert line.startswith(start), line
+
+
+def test_a_renamed_cluster_yaml_is_an_error_and_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = repo(tmp_path)
+    (root / LIMITS).rename(root / "clusters/prod/cluster.yml")
+    commit(root, "limits renamed")
+    code, data = as_json(capsys, root)
+    assert code == 1  # cluster.yaml missing while cluster.yml is there: an error
+    assert any("cluster.yaml is missing, but" in p["message"] for p in data["problems"]["new"])
+    assert data["warnings"] == [
+        "prod: the change leaves clusters/prod/cluster.yaml unreadable (renamed, or invalid): "
+        "the reconciler applies nothing to this cluster (CatalogInvalid) until it is fixed"
+    ]
