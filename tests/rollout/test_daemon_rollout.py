@@ -188,20 +188,28 @@ V67_MANIFEST = (
 )
 
 
+def _release_66_gated(world: World, *, partition: int) -> Any:
+    """web at 6.5.0 gated after batch ``partition``, 6.7.0 in the catalog, and
+    channel stable moved to 6.6.0: the status once that rollout waits at its gate."""
+    world.commit(
+        "clusters/prod/instances/web.yaml",
+        WEB.format(extra=f"  partition: {partition}\n"),
+        "web: gate",
+    )
+    world.commit("apps/podinfo/versions/6.7.0/version.yaml", V67, "6.7.0")
+    world.commit("apps/podinfo/versions/6.7.0/manifests/deployment.yaml", V67_MANIFEST, "6.7.0")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release 6.6.0")
+    return _web(settle(world.daemon, until_waiting=True)[-1])
+
+
 def test_the_gate_rearms_two_releases_in_a_row_each_stop_at_the_partition(
     world: World,
 ) -> None:
     """SPEC section 4, "gates re-arm": approving every batch of 6.6.0 leaves the
     partition in the file, and that approval is inert for 6.7.0, which stops after
     batch 1 again without anyone re-adding the gate."""
-    world.commit(
-        "clusters/prod/instances/web.yaml", WEB.format(extra="  partition: 1\n"), "web: gate"
-    )
-    world.commit("apps/podinfo/versions/6.7.0/version.yaml", V67, "6.7.0")
-    world.commit("apps/podinfo/versions/6.7.0/manifests/deployment.yaml", V67_MANIFEST, "6.7.0")
-    world.daemon.run_pass()
-    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release 6.6.0")
-    first = _web(settle(world.daemon, until_waiting=True)[-1])
+    first = _release_66_gated(world, partition=1)
     assert first.reason == "WaitingForPromotion" and first.rollout is not None
     assert (first.rollout.to_version, first.rollout.batch) == ("6.6.0", 1)
     _promote(world, "6.6.0", approve_all=True)
@@ -486,3 +494,28 @@ def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World
             "batch 3/3 ready (5/5 replicas)",
             "succeeded (5/5 replicas)",
         ]
+
+
+def test_a_new_version_mid_rollout_starts_from_the_version_most_replicas_run(
+    world: World,
+) -> None:
+    """SPEC section 4 (issue 28): with 3 of 5 replicas on 6.6.0, a move to 6.7.0
+    abandons the rollout saying so (3/5 replicas), brings every replica to 6.6.0,
+    and the new rollout goes 6.6.0 -> 6.7.0, never back through 6.5.0."""
+    waiting = _release_66_gated(world, partition=2)
+    assert waiting.rollout is not None and waiting.rollout.batch == 2
+    assert waiting.rollout.replicas.updated == 3
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.7.0"), "release 6.7.0")
+    outcomes = settle(world.daemon, until_waiting=True)
+    web = _web(outcomes[-1])
+    assert web.rollout is not None and web.reason == "WaitingForPromotion"
+    assert (web.rollout.from_version, web.rollout.to_version) == ("6.6.0", "6.7.0")
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    rollout = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
+    assert "prod/web: rollout podinfo 6.5.0 -> 6.6.0: abandoned at batch 2/3 (3/5 replicas)" in (
+        rollout
+    )
+    assert "prod/web: rollout podinfo 6.6.0 -> 6.7.0: started, 3 batches" in rollout
+    assert not any("6.5.0 -> 6.7.0" in s for s in rollout)
+    assert "6.5.0" not in _pod_versions(world)
+    assert _image(world, _deploy(world)).endswith(":6.7.0")

@@ -364,6 +364,25 @@ def test_prepare_repeats_until_the_copy_is_ready() -> None:
     assert out.actions == (Prepare(),) and out.record.state is RollingState.INITIALIZING
 
 
+def test_an_abandoned_rollout_keeps_the_majority_it_recorded_while_cleaning_up() -> None:
+    """Issue 28: after the abandon, the pods of the new desired version (none yet) must
+    not decide where the replicas go: 3 of 5 ran 2.0.0, so they all go to 2.0.0."""
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    records = run(cluster, settings_(partition=2))
+    abandoned = step(records[-1], settings_(partition=2), cluster.observe(T0, "3.0.0"))
+    assert abandoned.record.state is RollingState.ABANDONED
+    assert abandoned.record.replicas.updated == 3  # counted against 2.0.0, its own ``to``
+    as_the_daemon_sees_3 = Observation(
+        now=T0,
+        desired_version="3.0.0",
+        workloads=(Workload("Deployment/web", 5, updated=0, ready=5, old=5),),
+        helpers_left=True,
+    )
+    cleanup = step(abandoned.record, settings_(partition=2), as_the_daemon_sees_3)
+    assert cleanup.actions == (Consolidate("2.0.0"),)
+    assert cleanup.record == abandoned.record  # the recorded counts stay as they were
+
+
 def test_an_abandoned_rollout_consolidates_until_no_helper_is_left() -> None:
     cluster = Cluster(5, "1.0.0", "2.0.0")
     records = run(cluster, settings_(partition=2))  # 3 of 5 run 2.0.0
