@@ -349,7 +349,7 @@ def promote(w: World, batch: int) -> tuple[float, float, int]:
     wait_for(quiet, timeout=300, what="the sandbox to finish the rollouts' cleanup")
     wait_for(idle, timeout=120, what="the daemon to be idle")
     start = time.perf_counter()
-    change_gate(w.repo.work, CLUSTER, GATE, "promote", batches=3, push=True)
+    change_gate(w.repo.work, CLUSTER, GATE, "promote", batches=3, target="1.1.0", push=True)
     send_webhook(w.service.http_port)
 
     def scaled() -> bool:

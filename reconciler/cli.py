@@ -864,7 +864,10 @@ def _rollout_parser(sub: Any) -> None:
     )
     rsub = p.add_subparsers(dest="rollout_command", metavar="SUBCOMMAND", parser_class=_Parser)
     gates = {
-        "promote": "raise rollout.partition by one batch (remove it at the last batch)",
+        "promote": (
+            "approve one more batch of the rollout to the version the instance goes to "
+            "(rollout.promoted; the partition stays, so the next release stops there again)"
+        ),
         "pause": "set rollout.paused: true (no further batch starts)",
         "resume": "remove rollout.paused (the rollout continues)",
     }
@@ -883,6 +886,12 @@ def _rollout_parser(sub: Any) -> None:
         g.add_argument("--cluster", required=True, help="cluster of the instance")
         g.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
         g.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
+        if action == "promote":
+            g.add_argument(
+                "--all",
+                action="store_true",
+                help="approve every remaining batch of this rollout (not of later releases)",
+            )
         _output(g)
     st = _subcommand(
         rsub,

@@ -37,6 +37,7 @@ from reconciler.model.catalog import (
     Migration,
     Origin,
     Parameter,
+    Promotion,
     RolloutPlan,
 )
 from reconciler.model.errors import UsageError
@@ -172,15 +173,17 @@ def _is_documentation(path: Path) -> bool:
 
 def _check_entries(
     ctx: LoadContext, directory: Path, files: frozenset[str], dirs: frozenset[str]
-) -> None:
+) -> list[Path]:
     """Report anything in ``directory`` that the catalog format does not define.
 
     A renamed ``instances/`` or a stray ``web.yaml.bak`` is silently ignored by
     a loader that only looks for what it knows, and then reads as a deletion.
     SPEC section 3 makes every unknown file or directory a validation error.
+    Returns the unknown files (a renamed ``cluster.yaml`` is one of them).
     """
+    strays: list[Path] = []
     if not directory.is_dir():
-        return
+        return strays
     for child in sorted(directory.iterdir()):
         name = child.name
         if name.startswith(".") or _is_documentation(child):
@@ -200,6 +203,8 @@ def _check_entries(
                 None,
                 f"unknown file {name} in {ctx.rel(directory)}/ (expected: {expected})",
             )
+            strays.append(child)
+    return strays
 
 
 def _origin(ctx: LoadContext, path: Path, doc: Document) -> Origin:
@@ -478,8 +483,16 @@ def _rollout(raw: Any) -> RolloutPlan | None:
         health_timeout_seconds=int(raw.get("healthTimeoutSeconds", 300)),
         pause_seconds=int(raw.get("pauseSeconds", 0)),
         analysis=raw.get("analysis"),
+        promoted=_promotion(raw.get("promoted")),
         given=frozenset(str(k) for k in raw),
     )
+
+
+def _promotion(raw: Any) -> Promotion | None:
+    """``promoted: {to, through}``; the schema has checked the shape (null: none)."""
+    if not isinstance(raw, dict):
+        return None
+    return Promotion(to=str(raw["to"]), through=int(raw["through"]))
 
 
 def _migration(raw: dict[str, Any], line: int | None) -> Migration:
@@ -535,14 +548,26 @@ def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
                 max_removed_percent=int(str(limit).rstrip("%")) if isinstance(limit, str) else 50,
                 labels=dict(doc.data.get("labels") or {}),
                 origin=_origin(ctx, path, doc),
+                declared=True,
             )
         else:
             # Its limits are unknown: fail closed rather than treat the cluster as open.
-            cluster = replace(cluster, valid=False)
+            cluster = replace(cluster, valid=False, declared=True)
     elif os.path.lexists(path):
         ctx.error(ctx.rel(path), None, "cluster.yaml is not a readable file")
-        cluster = replace(cluster, valid=False)
-    _check_entries(ctx, cluster_dir, CLUSTER_FILES, CLUSTER_DIRS)
+        cluster = replace(cluster, valid=False, declared=True)
+    strays = _check_entries(ctx, cluster_dir, CLUSTER_FILES, CLUSTER_DIRS)
+    if strays and not os.path.lexists(path):
+        # ``cluster.yml``, ``cluster.yaml.bak``...: most likely the limits, renamed. Read
+        # as "no limits", the rename would drop them: fail closed instead.
+        ctx.error(
+            ctx.rel(path),
+            None,
+            f"cluster.yaml is missing, but {', '.join(ctx.rel(p) for p in strays)} is there: "
+            "if it held the cluster's limits, they cannot be read, so nothing is applied "
+            "to this cluster (name the file cluster.yaml, or remove the stray file)",
+        )
+        cluster = replace(cluster, valid=False, declared=True)
     return cluster
 
 

@@ -28,6 +28,7 @@ from reconciler.daemon.applying import (
     instance_target,
     remove_deleted,
 )
+from reconciler.daemon.keeplimits import keep_limits
 from reconciler.daemon.migrating import MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.kube import (
@@ -61,6 +62,8 @@ def apply_command(args: argparse.Namespace) -> int:
         allow_mass_prune=bool(getattr(args, "allow_mass_prune", False)),
     )
     with _connected(args, entry) as (client, live):
+        catalog = keep_limits(catalog, args.cluster, client, live)  # limits never dropped
+        entry = catalog.clusters[args.cluster]
         deployed = live.deployed_versions(entry.instances)
         plans = plan_cluster(catalog, args.cluster, deployed)
         hooks = MigrationHooks.begin(
@@ -68,7 +71,8 @@ def apply_command(args: argparse.Namespace) -> int:
         )
         applied = apply_plans(client, live, plans, options, before=hooks.before_apply)
         hooks.after_health(plans, applied)  # waits only for instances with post migrations
-        results = applied + remove_deleted(client, live, entry, options, hooks)
+        blocked = catalog.cluster_errors(args.cluster)
+        results = applied + remove_deleted(client, live, entry, options, hooks, blocked=blocked)
         changes = ChangeSet.of(e for r in results for e in r.changes.entries)
         if is_data(args.output):
             print_data([e.to_dict() for e in changes.entries], args.output)

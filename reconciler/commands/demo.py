@@ -190,7 +190,9 @@ def _tell(
             story.chapter(
                 "Approve the next batch: reconciler rollout promote web (a one-line commit)"
             )
-            gate = change_gate(repo.work, CLUSTER, "web", "promote", batches=3, push=True)
+            gate = change_gate(
+                repo.work, CLUSTER, "web", "promote", batches=3, target="6.6.0", push=True
+            )
             story.line(f"commit {gate.commit[:12]}: {gate.before} -> {gate.after}")
             upgrade = _roll(story, daemon, "web")
         story.line(f"web now runs {_image(client, 'web', 'web')}")

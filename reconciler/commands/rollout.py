@@ -19,12 +19,15 @@ from reconciler.status.progress import progress_dict, progress_text
 
 def rollout_gate_command(args: argparse.Namespace) -> int:
     """Promote, pause or resume INSTANCE's rollout with a one-line commit."""
+    batches, target = _plan(args.repo, args.cluster, args.instance)
     change = change_gate(
         args.repo,
         args.cluster,
         args.instance,
         args.rollout_command,
-        batches=_batches(args.repo, args.cluster, args.instance),
+        batches=batches,
+        target=target,
+        approve_all=bool(getattr(args, "all", False)),
         push=args.push,
     )
     if is_data(args.output):
@@ -39,24 +42,27 @@ def rollout_gate_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _batches(repo: str, cluster: str, instance: str) -> int | None:
-    """How many batches the instance's effective plan has (None: it has no plan).
+def _plan(repo: str, cluster: str, instance: str) -> tuple[int | None, str | None]:
+    """How many batches the instance's effective plan has (None: it has no plan), and
+    the version it rolls to (None: the catalog cannot resolve it).
 
     The version's plan counts, so it resolves the version the instance would move
-    to now; an instance the catalog cannot resolve counts its own file's plan.
+    to now: that is also the rollout a promotion approves. An instance the catalog
+    cannot resolve counts its own file's plan.
     """
     catalog = load_catalog(repo)
     require_cluster(catalog, cluster)
     entry = catalog.clusters[cluster].instances.get(instance)
     if entry is None:
-        return None  # change_gate names the missing file
+        return None, None  # change_gate names the missing file
     plans = [p for p in plan_cluster(catalog, cluster, render=False) if p.name == instance]
     version = plans[0].version if plans else None
     try:
         settings = merge_plans(version.rollout if version else None, entry.rollout)
     except PlanError as e:
         raise UsageError(f"{cluster}/{instance}: {e}") from e
-    return None if settings is None else len(settings.batches)
+    target = version.key if version is not None else None
+    return (None if settings is None else len(settings.batches)), target
 
 
 def rollout_status_command(args: argparse.Namespace) -> int:

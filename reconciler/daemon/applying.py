@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 from reconciler.daemon.lanes import run_lanes
-from reconciler.daemon.plan import InstancePlan
+from reconciler.daemon.plan import CATALOG_INVALID, InstancePlan
 from reconciler.daemon.rendered import refs_of
 from reconciler.kube import (
     PRUNE_REFUSED,
@@ -201,13 +201,17 @@ def remove_deleted(
     uninstaller: Uninstaller | None = None,
     held: Callable[[str], bool] | None = None,
     owns: Callable[[str], bool] | None = None,
+    blocked: Sequence[str] = (),
 ) -> list[InstanceResult]:
     """Uninstall instances that have an inventory in the cluster but no file in Git.
 
     Deleting an instance file is the request, so no flag is needed. Broken
     instance files stay listed in the catalog (``valid=False``), so a file that
     fails to parse never counts as deleted. A cluster whose ``cluster.yaml`` is
-    invalid gets no deletions at all (fail closed), and a commit that would
+    invalid gets no deletions at all (fail closed), nor does one with any file
+    in error under its directory (``blocked``, ``Catalog.cluster_errors``): a
+    renamed ``web.yaml.bak`` or ``instance/`` is an error, not a deletion, so each
+    instance it would remove is ``CatalogInvalid`` instead. A commit that would
     remove more instances than ``prune.maxRemovedInstances`` allows (default:
     more than half, or all) removes none: each is ``PruneRefused``.
     Each result carries the inventory it removed, for the status record.
@@ -224,6 +228,8 @@ def remove_deleted(
     inventories = live.inventories()
     gone = sorted(name for name in inventories if name not in entry.instances)
     mine = [name for name in gone if owns is None or owns(name)]
+    if blocked:
+        return [_removal_blocked(inventories[name], blocked) for name in mine]
     if not options.allow_mass_prune and not entry.removal_allowed(len(gone), len(inventories)):
         return [_prune_refused(inventories[name], len(gone), len(inventories)) for name in mine]
     results = []
@@ -242,16 +248,30 @@ def remove_deleted(
     return results
 
 
+def _removal_blocked(inventory: Inventory, blocked: Sequence[str]) -> InstanceResult:
+    shown = ", ".join(blocked[:3]) + (f" and {len(blocked) - 3} more" if len(blocked) > 3 else "")
+    message = (
+        f"not removed: this commit has validation errors in clusters/{inventory.cluster}/ "
+        f"({shown}); an instance is removed only when its file is deleted in a valid "
+        "commit (a renamed instance file or instances/ directory is an error, not a "
+        "deletion)"
+    )
+    return _not_removed(inventory, CATALOG_INVALID, message)
+
+
 def _prune_refused(inventory: Inventory, removed: int, total: int) -> InstanceResult:
     message = (
         f"not removed: this commit removes {removed} of the cluster's {total} instances, "
         "more than cluster.yaml prune.maxRemovedInstances allows (default 50%, never all); "
         "restore the instance files, raise the limit, or run with --allow-mass-prune"
     )
+    return _not_removed(inventory, PRUNE_REFUSED, message)
+
+
+def _not_removed(inventory: Inventory, reason: str, message: str) -> InstanceResult:
+    """A removal refused: every object of the inventory kept (skipped), saying why."""
     entries = [
         ChangeSetEntry.for_ref(inventory.instance, ref, Action.SKIPPED, message)
         for ref in sorted(inventory.objects)
     ]
-    return InstanceResult(
-        inventory.instance, ChangeSet.of(entries), PRUNE_REFUSED, message, inventory
-    )
+    return InstanceResult(inventory.instance, ChangeSet.of(entries), reason, message, inventory)

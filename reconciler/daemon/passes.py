@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
+from reconciler.daemon.keeplimits import keep_limits
 from reconciler.daemon.memo import PassMemo, Reused
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
@@ -157,6 +158,10 @@ def reconcile_checkout(
         inventory_cache=memo.inventories if memo is not None else None,
         cache=cache,
     )
+    catalog = keep_limits(
+        catalog, settings.cluster, client, live, None if scope is None else scope.owns
+    )
+    entry = catalog.clusters[settings.cluster]
     deployed = live.deployed_versions(entry.instances)
     releases = live.deployed_releases(entry.instances)  # with the builds that run
     previous = previous or {}
@@ -267,6 +272,7 @@ def reconcile_checkout(
         hooks,
         held=hold_removal,
         owns=None if scope is None else scope.owns,
+        blocked=catalog.cluster_errors(settings.cluster),
     )
     for plan, result in zip(plans, results, strict=True):
         if plan.name in reused:

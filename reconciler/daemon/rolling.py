@@ -166,6 +166,20 @@ def drive(
     from_version, _ = split_release(from_key)
     target = instance_target(live.cluster, plan, source_commit)
 
+    def render_release(key: str) -> tuple[dict[str, Any], ...]:
+        """The objects of release ``key`` other than ``to``: the catalog's version with
+        exactly the builds the key names (what ran, whatever ``builds.yaml`` says now)."""
+        version, images = split_release(key)
+        entry = catalog.apps.get(inst.app)
+        old = entry.versions.get(version) if entry is not None else None
+        if old is None:
+            raise KubeError(f"cannot return to {inst.app} {version}: not in the catalog")
+        builds = {n: _build(b) for n, b in images.items()}
+        rendered = render_instance(catalog, inst, old, builds=builds)
+        if not rendered.ok:
+            raise KubeError(f"cannot render {inst.app} {version} to return to it")
+        return tuple(rendered.objects)
+
     def apply_render(key: str, *, settled: bool = False) -> None:
         """The plain render of release ``key`` through the normal apply (inventory, prune).
 
@@ -183,16 +197,8 @@ def drive(
             recorded, recorded_images = split_release(to_key if settled else from_key)
             render_target = replace(target, version=recorded, images=recorded_images)
         else:
-            entry = catalog.apps.get(inst.app)
-            old = entry.versions.get(version) if entry is not None else None
-            if old is None:
-                raise KubeError(f"cannot return to {inst.app} {version}: not in the catalog")
-            builds = {n: _build(b) for n, b in images.items()}
-            rendered = render_instance(catalog, inst, old, builds=builds)
-            if not rendered.ok:
-                raise KubeError(f"cannot render {inst.app} {version} to return to it")
             render_target = replace(
-                target, objects=tuple(rendered.objects), version=version, images=images
+                target, objects=render_release(key), version=version, images=images
             )
         # the driver writes workloads directly (Prepare, ScaleBatch), so the pass's view
         # of them may predate this very pass's batch: read them again, or the apply
@@ -235,18 +241,6 @@ def drive(
         if settings.analysis
         else None
     )
-    driver = KubeRolloutDriver(
-        client=reads or client,
-        instance=inst.name,
-        namespace=inst.namespace,
-        objects=place_objects(client, target),
-        from_version=from_key,
-        to_version=to_key,
-        label=rollout_label(from_key, to_key),
-        apply_render=apply_render,
-        instance_digest=rollout_digest(plan, settings),
-        analysis=analysis,
-    )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
 
     def failed(e: KubeError, last: RolloutRecord | None, look: float | None = None) -> Rolled:
@@ -255,6 +249,24 @@ def drive(
             last, InstanceResult(inst.name, ChangeSet.of([entry]), e.reason, str(e)), look
         )
 
+    observed = target  # the pods of ``to`` are counted against its render
+    if record is not None and _abandoning(record, to_key):
+        try:
+            observed = replace(target, objects=render_release(record.to_key))
+        except KubeError as e:
+            return failed(e, record)
+    driver = KubeRolloutDriver(
+        client=reads or client,
+        instance=inst.name,
+        namespace=inst.namespace,
+        objects=place_objects(client, observed),
+        from_version=from_key,
+        to_version=to_key,
+        label=rollout_label(from_key, to_key),
+        apply_render=apply_render,
+        instance_digest=rollout_digest(plan, settings),
+        analysis=analysis,
+    )
     try:
         step = _steps(record, settings, driver, deployed, to_key)
     except KubeError as e:
@@ -273,6 +285,18 @@ def drive(
     action = Action.CONFIGURED if driver.executed and moved else Action.UNCHANGED
     entry = ChangeSetEntry.for_ref(inst.name, ref, action, f"rollout: {done}")
     return Rolled(step.record, InstanceResult(inst.name, ChangeSet.of([entry])), step.next_look)
+
+
+def _abandoning(record: RolloutRecord, desired: str) -> bool:
+    """Whether the unfinished rollout of ``record`` is being abandoned for ``desired``.
+
+    Its pods are then counted against its own ``to``, not the new desired version:
+    the new rollout starts from the version most replicas run, and the record says
+    how many ran ``to`` when it was abandoned (SPEC section 4). Counted against the
+    new version, 3 of 5 replicas on ``to`` read as 0 and every replica went back to
+    ``from``.
+    """
+    return record.to_key != desired and not record.state.terminal
 
 
 @dataclass(frozen=True)

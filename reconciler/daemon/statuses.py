@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from reconciler.daemon.plan import NO_IMAGES, InstancePlan
+from reconciler.daemon.plan import CATALOG_INVALID, NO_IMAGES, InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
 from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
@@ -172,7 +172,8 @@ def build_removed_status(
 
     Uninstalled: phase ``Removed``, one commit ``prod/web: removed (3 objects
     deleted)``, and ``status`` stops listing it. Refused by the cluster guard:
-    ``Stalled``/``PruneRefused``. A delete that failed: ``Failed``/``PruneFailed``.
+    ``Stalled``/``PruneRefused``; by errors in the cluster's directory,
+    ``Stalled``/``CatalogInvalid``. A delete that failed: ``Failed``/``PruneFailed``.
     """
     inventory = result.inventory
     app = inventory.app if inventory is not None else ""
@@ -182,8 +183,8 @@ def build_removed_status(
         noun = "object" if deleted == 1 else "objects"
         phase, reason, message = Phase.REMOVED, "Removed", f"removed ({deleted} {noun} deleted)"
         version = None
-    elif result.reason == PRUNE_REFUSED:
-        phase, reason, message = Phase.STALLED, PRUNE_REFUSED, result.message
+    elif result.reason in (PRUNE_REFUSED, CATALOG_INVALID):
+        phase, reason, message = Phase.STALLED, result.reason, result.message
     else:
         phase = Phase.FAILED
         reason = result.reason or "PruneFailed"

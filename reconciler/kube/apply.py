@@ -175,6 +175,7 @@ def apply_instance(
             source_commit=old.source_commit if old is not None else "",
             objects=kept,
             writer=options.writer or (old.writer if old is not None else ""),
+            limits=options.limits.source,
         ),
         old,
         target.source_commit if applied_ok or old is None else "",

@@ -55,6 +55,10 @@ class Inventory:
     # section 8): a rebuild keeps the version, so this is how the next pass, or a
     # restarted daemon, knows which build runs and renders it to roll back to.
     images: Mapping[str, str] = field(default_factory=dict)
+    # The limits file its objects were applied under ("clusters/prod/cluster.yaml"),
+    # "" when the cluster had none: the cluster's own memory that limits existed, so a
+    # commit that deletes them is refused even after a restart (SPEC section 3b).
+    limits: str = ""
 
     @property
     def release(self) -> str:
@@ -89,6 +93,7 @@ class Inventory:
             "objects": self._object_list(),
             **({"writer": self.writer} if self.writer else {}),
             **({"images": dict(sorted(self.images.items()))} if self.images else {}),
+            **({"limits": self.limits} if self.limits else {}),
         }
 
     @classmethod
@@ -108,6 +113,7 @@ class Inventory:
             objects=objects,
             writer=str(data.get("writer", "")),
             images=_images(data.get("images")),
+            limits=str(data.get("limits", "")),
         )
 
     def same_as(self, other: Inventory | None) -> bool:
@@ -182,6 +188,7 @@ def to_configmap(inv: Inventory) -> dict[str, Any]:
             "objects": _objects_text(data["objects"]),
             **({"writer": inv.writer} if inv.writer else {}),
             **({"images": json.dumps(dict(inv.images), sort_keys=True)} if inv.images else {}),
+            **({"limits": inv.limits} if inv.limits else {}),
         },
     }
 
@@ -213,6 +220,7 @@ def from_configmap(cm: Mapping[str, Any]) -> Inventory | None:
             "objects": objects,
             "writer": data.get("writer", ""),
             "images": _images_json(data.get("images")),
+            "limits": data.get("limits", ""),
         }
     )
 

@@ -24,12 +24,14 @@ class Limits:
 
     allowed_namespaces: tuple[str, ...] | None = None
     allow_cluster_scoped: bool = True
+    source: str = ""  # the cluster.yaml they come from; "" when the cluster has none
 
     @classmethod
     def of(cls, cluster: Cluster | None) -> Limits:
         if cluster is None:
             return cls()
-        return cls(cluster.allowed_namespaces, cluster.allow_cluster_scoped)
+        source = cluster.origin.file if cluster.declared else ""
+        return cls(cluster.allowed_namespaces, cluster.allow_cluster_scoped, source)
 
     def namespace_allowed(self, namespace: str) -> bool:
         if self.allowed_namespaces is None:

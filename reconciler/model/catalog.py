@@ -54,6 +54,19 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Promotion:
+    """An approval of one rollout: batches up to ``through`` of the rollout to ``to``.
+
+    ``rollout promote`` writes it (``promoted: {to: 6.6.0, through: 2}``). It is
+    bound to the target version, so it never opens the gate of a later release:
+    ``partition`` stays the policy for every rollout of the instance.
+    """
+
+    to: str
+    through: int
+
+
+@dataclass(frozen=True)
 class RolloutPlan:
     """A batch plan (SPEC section 4): batches, an optional partition and a pause.
 
@@ -69,6 +82,7 @@ class RolloutPlan:
     health_timeout_seconds: int = 300
     pause_seconds: int = 0
     analysis: str | None = None  # Job manifest path relative to the version directory
+    promoted: Promotion | None = None  # only in an instance file
     given: frozenset[str] = frozenset()
 
 
@@ -203,6 +217,9 @@ class Cluster:
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)
     valid: bool = True
+    # True when the limits come from a cluster.yaml (read, or there and unreadable):
+    # inventories then record the file, and a later commit may not drop it
+    declared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +319,16 @@ class Catalog:
         """The builds ``version``'s app's builds.yaml pins for it (SPEC section 8)."""
         entry = self.apps.get(version.app)
         return entry.builds_of(version.key) if entry is not None else {}
+
+    def cluster_errors(self, cluster: str) -> list[str]:
+        """The files of ``clusters/<cluster>/`` (or the directory itself) with errors, sorted.
+
+        A commit with any of them removes no instance of the cluster: a renamed
+        instance file or ``instances/`` directory is an "unexpected" error, and must
+        never read as the deletion that uninstalls (SPEC section 3b).
+        """
+        top = f"clusters/{cluster}"
+        return sorted(f for f in self.files_with_errors if f == top or f.startswith(top + "/"))
 
     def has_errors_in(self, *paths: str) -> bool:
         """True if any file equal to, or under the directory of, one of ``paths`` has errors."""

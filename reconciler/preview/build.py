@@ -27,6 +27,7 @@ from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.problems import Problem
 from reconciler.model.secrets import mask_secret_pair
 from reconciler.model.version import parse_version
+from reconciler.preview.guards import gate_warnings, limit_warnings
 from reconciler.preview.model import (
     ADDED,
     BUILDS,
@@ -83,7 +84,8 @@ def compare(
     base_plans, head_plans = _plans(base_cat, chosen), _plans(head_cat, chosen)
     changes: list[InstanceChange] = []
     unchanged = 0
-    for key in sorted(k for k in scope.instances if k[0] in chosen):
+    keys = sorted(k for k in scope.instances if k[0] in chosen)
+    for key in keys:
         change = _instance_change(key, scope, base_plans.get(key), head_plans.get(key), diff)
         if change is None:
             unchanged += 1
@@ -103,7 +105,11 @@ def compare(
         new_problems=new,
         existing_problems=existing,
         fixed_problems=fixed,
-        warnings=tuple(_prune_guard(scope, chosen, changes)),
+        warnings=(
+            *_prune_guard(scope, chosen, changes),
+            *limit_warnings(scope.base.catalog, scope.head.catalog, chosen),
+            *gate_warnings(keys, base_plans, head_plans),
+        ),
         unchanged=unchanged,
     )
 
@@ -484,14 +490,22 @@ def _migration(
 
 
 def _prune_guard(scope: Scope, chosen: Sequence[str], changes: list[InstanceChange]) -> list[str]:
-    """The cluster guard of SPEC section 3, said up front: a mass removal would be refused."""
+    """The cluster guards of SPEC section 3, said up front: a removal would be refused
+    because the cluster's directory has errors, or because it removes too many."""
     out = []
     for cluster in chosen:
         entry = scope.base.catalog.clusters.get(cluster)
         removed = sum(1 for c in changes if c.cluster == cluster and c.kind == REMOVED)
         if entry is None or not removed or cluster not in scope.head.catalog.clusters:
             continue
-        if not entry.removal_allowed(removed, len(entry.instances)):
+        errors = scope.head.catalog.cluster_errors(cluster)
+        if errors:
+            out.append(
+                f"{cluster}: the head has validation errors in clusters/{cluster}/ "
+                f"({', '.join(errors[:3])}): the reconciler removes none of the {removed} "
+                "instance(s) shown as removed (CatalogInvalid) until they are fixed"
+            )
+        elif not entry.removal_allowed(removed, len(entry.instances)):
             out.append(
                 f"{cluster}: removing {removed} of {len(entry.instances)} instances exceeds the "
                 "cluster's prune limit: the reconciler would remove none (PruneRefused) unless "

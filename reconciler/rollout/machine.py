@@ -159,7 +159,7 @@ def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Ob
         state=RollingState.INITIALIZING,
         batches=len(settings.batches),
         replicas=obs.replicas,
-        partition=settings.partition,
+        partition=settings.gate(to_plain),
         paused=settings.paused,
         started_at=stamp,
         updated_at=stamp,
@@ -179,9 +179,10 @@ def _summed_targets(settings: RolloutSettings, obs: Observation) -> tuple[int, .
 
 def step(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
     """One transition of ``record`` given what the cluster shows now."""
+    recorded = record
     record = replace(record, replicas=obs.replicas)
     if record.state.terminal:
-        return _after_end(record, settings, obs)
+        return _after_end(record, settings, obs, recorded)
     if obs.desired_version == record.from_key:
         why = "desired version reverted"
         return _end(record, obs, RollingState.ROLLED_BACK, why, rollback=True)
@@ -217,25 +218,29 @@ def _initializing(record: RolloutRecord, settings: RolloutSettings, obs: Observa
 
 
 def _gates(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step | None:
-    """Pause, resume and promotion: read from the instance file on every call."""
+    """Pause, resume and promotion: read from the instance file on every call.
+
+    The record's ``partition`` is the gate of *this* rollout: the policy partition,
+    or further where an approval for ``to`` opens more batches (``settings.gate``).
+    """
+    gate = settings.gate(record.to_version)
     if settings.paused != record.paused:
-        return _moved(record, obs, paused=settings.paused, partition=settings.partition)
+        return _moved(record, obs, paused=settings.paused, partition=gate)
     if record.state is RollingState.WAITING:
         if record.paused:
-            if settings.partition != record.partition:
-                return _moved(record, obs, partition=settings.partition)
+            if gate != record.partition:
+                return _moved(record, obs, partition=gate)
             return Step(record, (), None)
-        if settings.partition is None or settings.partition > record.batch:
-            part = settings.partition
+        if gate is None or gate > record.batch:
             if record.batch >= record.batches:
-                return _moved(record, obs, state=RollingState.FINALISING, partition=part)
+                return _moved(record, obs, state=RollingState.FINALISING, partition=gate)
             nxt = record.batch + 1
-            return _moved(record, obs, state=RollingState.ROLLING, batch=nxt, partition=part)
-        if settings.partition != record.partition:
-            return _moved(record, obs, partition=settings.partition)
+            return _moved(record, obs, state=RollingState.ROLLING, batch=nxt, partition=gate)
+        if gate != record.partition:
+            return _moved(record, obs, partition=gate)
         return Step(record, (), None)
-    if settings.partition != record.partition:
-        return _moved(record, obs, partition=settings.partition)
+    if gate != record.partition:
+        return _moved(record, obs, partition=gate)
     if record.paused and record.batch_state in (BatchState.INITIALIZING, BatchState.READY):
         return Step(record, (), None)  # paused: start no further batch
     return None
@@ -277,7 +282,8 @@ def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -
     # batchReady: the next batch, a promotion gate, or the end
     if k >= record.batches:
         return _moved(record, obs, state=RollingState.FINALISING)
-    if settings.partition is not None and k >= settings.partition:
+    gate = settings.gate(record.to_version)
+    if gate is not None and k >= gate:
         return _moved(record, obs, state=RollingState.WAITING)
     return _moved(record, obs, batch=k + 1)
 
@@ -322,7 +328,7 @@ def _finalising(record: RolloutRecord, settings: RolloutSettings, obs: Observati
 
 
 def _abandon(record: RolloutRecord, obs: Observation) -> Step:
-    keep = _majority(record, obs)
+    keep = _majority(record)
     why = (
         f"new desired version {release_label(obs.desired_version)}; "
         f"every replica returns to {release_label(keep)}"
@@ -331,9 +337,11 @@ def _abandon(record: RolloutRecord, obs: Observation) -> Step:
     return replace(step_, actions=(Consolidate(keep),), next_look=0)
 
 
-def _majority(record: RolloutRecord, obs: Observation) -> str:
-    """The version most replicas run (``from`` on a tie: it is the one known to work)."""
-    r = obs.replicas
+def _majority(record: RolloutRecord) -> str:
+    """The version most of the record's replicas run (``from`` on a tie: it is the one
+    known to work). The daemon counts them against the rollout's own ``to`` while it
+    abandons it, not against the new desired version (``daemon.rolling``)."""
+    r = record.replicas
     return record.to_key if r.updated * 2 > r.desired else record.from_key
 
 
@@ -352,7 +360,9 @@ _REASONS = {
 }
 
 
-def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
+def _after_end(
+    record: RolloutRecord, settings: RolloutSettings, obs: Observation, recorded: RolloutRecord
+) -> Step:
     """A finished rollout stays finished; a failed ``to`` waits for a change of the file.
 
     ``rolloutFailed``/``rolledBack`` with the same desired version and instance file
@@ -362,6 +372,8 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
     between the action and its cleanup, or a revert of the desired version before the
     cleanup finished) repeats its idempotent final action; a held failure whose
     desired version goes back to ``from`` is rolled back (SPEC: reverting rolls back).
+    ``recorded`` is the record as it was stored (its replica counts from the last
+    transition, not from this observation).
     """
     if obs.helpers_left and record.state is RollingState.SUCCEEDED:
         # converge on the version that succeeded, named: the driver's ``to`` is the
@@ -379,8 +391,9 @@ def _after_end(record: RolloutRecord, settings: RolloutSettings, obs: Observatio
             record, obs, RollingState.ROLLED_BACK, "desired version reverted", rollback=True
         )
     if obs.helpers_left and record.state is RollingState.ABANDONED:
-        # consolidating moves replicas towards the majority, so it stays the majority
-        return Step(record, (Consolidate(_majority(record, obs)),), POLL_SECONDS)
+        # the version chosen when it was abandoned, from the counts recorded then: the
+        # observation now counts pods of the new desired version, which none run yet
+        return Step(recorded, (Consolidate(_majority(recorded)),), POLL_SECONDS)
     return Step(record, (), None)
 
 

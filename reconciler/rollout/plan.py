@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.model.catalog import Batch, RolloutPlan
+from reconciler.model.catalog import Batch, Promotion, RolloutPlan
 
 ON_FAILURE = ("hold", "rollback")
 
@@ -62,9 +62,25 @@ class RolloutSettings:
     health_timeout_seconds: int = 300
     pause_seconds: int = 0
     analysis: str | None = None
+    promoted: Promotion | None = None
 
     def targets(self, replicas: int) -> tuple[int, ...]:
         return plan_batches(replicas, self.batches)
+
+    def gate(self, to_version: str) -> int | None:
+        """The batch a rollout to ``to_version`` stops after, ``None`` when it runs to the end.
+
+        ``partition`` is policy for every rollout; an approval (``promoted``) opens
+        batches up to its ``through`` only for the rollout to the version it names,
+        so the next release stops at the partition again (SPEC section 4, "gates
+        re-arm"). A gate at or past the last batch gates nothing.
+        """
+        if self.partition is None:
+            return None
+        stop = self.partition
+        if self.promoted is not None and self.promoted.to == to_version:
+            stop = max(stop, self.promoted.through)
+        return None if stop >= len(self.batches) else stop
 
 
 _FIELDS = {
@@ -75,6 +91,7 @@ _FIELDS = {
     "healthTimeoutSeconds": "health_timeout_seconds",
     "pauseSeconds": "pause_seconds",
     "analysis": "analysis",
+    "promoted": "promoted",
 }
 
 

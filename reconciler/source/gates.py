@@ -7,6 +7,14 @@ round-trip (comments, order and quoting survive), refuses an edit that would
 change more than one line, and commits only that file with the trailers
 ``Reconciler-Instance`` and ``Reconciler-Rollout-Action``. The daemon's next pass
 reads the new gate; nothing talks to the cluster here.
+
+A promotion never touches ``partition``: that is the instance's policy for every
+rollout. It writes an approval bound to the version the rollout goes to,
+``promoted: {to: 6.6.0, through: 2}``, which a rollout to any other version
+ignores, so the next release stops at the partition again. (Until v2 a promotion
+raised ``partition`` and the last one removed it, which disarmed the gate for
+every later release; a file a v2 promotion edited is read as it stands: its
+partition is the gate, see docs/ROLLOUTS.md.)
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ def change_gate(
     action: str,
     *,
     batches: int | None,
+    target: str | None = None,
+    approve_all: bool = False,
     push: bool = False,
     credentials: Credentials | None = None,
     policy: NetworkPolicy | None = None,
@@ -77,9 +87,10 @@ def change_gate(
 
     ``batches`` is the number of batches of the instance's effective plan (the
     caller merges version and instance file), ``None`` when it has none: then
-    there is nothing to gate. Promote raises ``partition`` by one batch, or removes
-    it when the raise would reach the last batch; pause sets ``paused: true``;
-    resume removes ``paused``.
+    there is nothing to gate. ``target`` is the version the instance rolls to
+    (what promote approves). Promote approves one more batch of the rollout to
+    ``target`` past the partition (``approve_all``: every remaining batch); pause
+    sets ``paused: true``; resume removes ``paused``.
     """
     if action not in ACTIONS:
         raise UsageError(f"unknown rollout action {action!r} (one of {', '.join(ACTIONS)})")
@@ -96,7 +107,9 @@ def change_gate(
             "file or its version.yaml); it changes at once and has nothing to gate"
         )
     text = path.read_text(encoding="utf-8")
-    new_text, before, after = edit_gate(text, action, batches, rel)
+    new_text, before, after = edit_gate(
+        text, action, batches, rel, target=target, approve_all=approve_all
+    )
     _check_clean(repo, path)
     path.write_text(new_text, encoding="utf-8")
     message = _message(cluster, instance, action, before, after)
@@ -105,12 +118,21 @@ def change_gate(
     return GateChange(cluster, instance, action, rel, before, after, commit, pushed)
 
 
-def edit_gate(text: str, action: str, batches: int, where: str) -> tuple[str, str, str]:
+def edit_gate(
+    text: str,
+    action: str,
+    batches: int,
+    where: str,
+    *,
+    target: str | None = None,
+    approve_all: bool = False,
+) -> tuple[str, str, str]:
     """``text`` with the gate changed, and the gate before/after in words.
 
     Raises ``GateRefused`` when the action does not apply (promote without a
-    partition, pause when paused, resume when not paused) or the edit would
-    change more than one line.
+    partition or a target version, or with every batch already approved; pause
+    when paused, resume when not paused) or the edit would change more than one
+    line.
     """
     yaml = _yaml()
     data = _load(yaml, text, where)
@@ -121,23 +143,9 @@ def edit_gate(text: str, action: str, batches: int, where: str) -> tuple[str, st
         rollout = CommentedMap()
         rollout.fa.set_flow_style()
         data["rollout"] = rollout
-    partition = rollout.get("partition")
     paused = rollout.get("paused") is True
     if action == "promote":
-        if paused:
-            raise GateRefused(f"{where}: the rollout is paused; resume it before promoting")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise GateRefused(
-                f"{where}: rollout.partition is not set, so there is no gate to raise "
-                "(the rollout already goes through every batch)"
-            )
-        before = f"partition {partition}"
-        if partition + 1 >= batches:
-            rollout["partition"] = _REMOVE
-            after = "no partition"
-        else:
-            rollout["partition"] = partition + 1
-            after = f"partition {partition + 1}"
+        before, after = _promote(rollout, paused, batches, where, target, approve_all)
     elif action == "pause":
         if paused:
             raise GateRefused(f"{where}: the rollout is already paused")
@@ -159,11 +167,58 @@ def edit_gate(text: str, action: str, batches: int, where: str) -> tuple[str, st
 _REMOVE = object()  # marks a gate key to remove
 
 
+def _promote(
+    rollout: CommentedMap,
+    paused: bool,
+    batches: int,
+    where: str,
+    target: str | None,
+    approve_all: bool,
+) -> tuple[str, str]:
+    """Write ``promoted: {to: target, through: n}``; the partition stays as it is."""
+    if paused:
+        raise GateRefused(f"{where}: the rollout is paused; resume it before promoting")
+    partition = rollout.get("partition")
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise GateRefused(
+            f"{where}: rollout.partition is not set, so there is no gate to promote "
+            "(every rollout already goes through every batch)"
+        )
+    if target is None:
+        raise GateRefused(
+            f"{where}: cannot tell which version the instance rolls to, so there is "
+            "nothing to approve (fix the catalog first: reconciler validate)"
+        )
+    promoted = rollout.get("promoted")
+    if promoted is not None and not isinstance(promoted, CommentedMap):
+        raise GateRefused(f"{where}: rollout.promoted must be a mapping {{to, through}}")
+    approved = partition
+    if promoted is not None and str(promoted.get("to")) == target:
+        through = promoted.get("through")
+        if isinstance(through, int) and not isinstance(through, bool):
+            approved = max(partition, through)
+    if approved >= batches:
+        raise GateRefused(
+            f"{where}: the rollout to {target} is already approved through its last batch "
+            f"({batches})"
+        )
+    upto = batches if approve_all else approved + 1
+    before = f"gated after batch {approved}"
+    after = f"{target} approved through batch {upto}"
+    if promoted is None:
+        promoted = CommentedMap()
+        promoted.fa.set_flow_style()
+        rollout["promoted"] = promoted
+    promoted["to"] = target
+    promoted["through"] = upto
+    return before, after
+
+
 def _dump_removing(yaml: YAML, data: CommentedMap, rollout: CommentedMap) -> str:
     """Dump with marked keys removed; where removing would empty ``rollout`` (two
-    lines change), the key is kept with its neutral value instead (``partition:
-    null``, ``paused: false``), so the commit stays a one-line diff."""
-    neutral = {"partition": None, "paused": False}
+    lines change), the key is kept with its neutral value instead (``paused:
+    false``), so the commit stays a one-line diff."""
+    neutral = {"paused": False}
     marked = [k for k, v in rollout.items() if v is _REMOVE]
     if len(rollout) > len(marked):
         for key in marked:

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from reconciler.catalog import load_catalog
 from reconciler.cli import main
+from reconciler.model.catalog import Promotion
 from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
 from reconciler.model.status import Phase
+from reconciler.rollout import merge_plans
 from reconciler.source.ledger import StatusLedger
 from tests.factories import write_catalog
 from tests.ledger.test_ledger import NOW, log_subjects, status
@@ -60,30 +63,71 @@ def gate(
     return run(capsys, "rollout", action, "web", "--cluster", "prod", "--repo", str(repo), *extra)
 
 
-def test_promote_raises_the_partition_with_a_one_line_commit_and_trailers(
+def test_promote_approves_the_next_batch_of_the_rolling_version_with_one_line(
     capsys: pytest.CaptureFixture[str], gated: Path
 ) -> None:
+    """The partition is policy and stays; the approval names the version (channel fast: 6.6.0)."""
     code, out, _ = gate(capsys, gated, "promote")
-    assert code == 0 and "prod/web: rollout promote: partition 1 -> partition 2" in out
-    assert diff_lines(gated) == ["-  partition: 1", "+  partition: 2"]
+    assert code == 0, out
+    assert "prod/web: rollout promote: gated after batch 1 -> 6.6.0 approved through batch 2" in out
+    assert diff_lines(gated) == ["+  promoted: {to: 6.6.0, through: 2}"]
     assert git(gated, "log", "-1", "--format=%s") == (
-        "prod/web: rollout promote (partition 1 -> partition 2)"
+        "prod/web: rollout promote (gated after batch 1 -> 6.6.0 approved through batch 2)"
     )
     trailers = git(gated, "log", "-1", "--format=%(trailers:only,unfold)")
     assert "Reconciler-Instance: web" in trailers
     assert "Reconciler-Rollout-Action: promote" in trailers
-    assert "# gates: promote with" in (gated / "clusters/prod/instances/web.yaml").read_text()
+    text = (gated / "clusters/prod/instances/web.yaml").read_text()
+    assert "# gates: promote with" in text and "  partition: 1\n" in text
     assert git(gated, "status", "--porcelain") == ""
 
 
-def test_promote_at_the_last_batch_removes_the_partition(
+def test_promote_to_the_last_batch_keeps_the_partition_and_then_refuses(
     capsys: pytest.CaptureFixture[str], gated: Path
 ) -> None:
     assert gate(capsys, gated, "promote")[0] == 0
     code, out, _ = gate(capsys, gated, "promote", "-o", "json")
     assert code == 0
-    assert json.loads(out)["to"] == "no partition"
-    assert diff_lines(gated) == ["-  partition: 2", "+  partition: null"]
+    assert json.loads(out)["to"] == "6.6.0 approved through batch 3"
+    assert diff_lines(gated) == [
+        "-  promoted: {to: 6.6.0, through: 2}",
+        "+  promoted: {to: 6.6.0, through: 3}",
+    ]
+    code, _, err = gate(capsys, gated, "promote")
+    assert code == 1 and "already approved through its last batch (3)" in err
+    rollout = yaml.safe_load((gated / "clusters/prod/instances/web.yaml").read_text())["rollout"]
+    assert rollout == {"partition": 1, "promoted": {"to": "6.6.0", "through": 3}}
+
+
+def test_promote_all_approves_every_remaining_batch(
+    capsys: pytest.CaptureFixture[str], gated: Path
+) -> None:
+    code, _, err = gate(capsys, gated, "promote", "--all")
+    assert code == 0, err
+    assert diff_lines(gated) == ["+  promoted: {to: 6.6.0, through: 3}"]
+
+
+def test_promote_replaces_an_approval_for_another_version_in_one_line(
+    capsys: pytest.CaptureFixture[str], gated: Path
+) -> None:
+    """The approval of the last release is inert for this one: it starts from the partition."""
+    path = gated / "clusters/prod/instances/web.yaml"
+    path.write_text(path.read_text() + "  promoted: {to: 6.5.0, through: 3}\n")
+    git(gated, "commit", "-q", "-am", "the last release was approved through")
+    assert gate(capsys, gated, "promote")[0] == 0
+    assert diff_lines(gated) == [
+        "-  promoted: {to: 6.5.0, through: 3}",
+        "+  promoted: {to: 6.6.0, through: 2}",
+    ]
+
+
+def test_promote_without_a_partition_is_refused(
+    capsys: pytest.CaptureFixture[str], gated: Path
+) -> None:
+    """A v2 file whose last promotion removed the partition: nothing to approve."""
+    path = gated / "clusters/prod/instances/web.yaml"
+    path.write_text(path.read_text().replace("partition: 1", "partition: null"))
+    git(gated, "commit", "-q", "-am", "v2: the last promotion removed the gate")
     code, _, err = gate(capsys, gated, "promote")
     assert code == 1 and "rollout.partition is not set" in err
 
@@ -230,3 +274,42 @@ def test_status_of_an_unknown_instance_names_the_recorded_ones(
     assert code == 2 and 'instance "db" has no status' in err and "(recorded: web)" in err
     code, out, _ = run(capsys, *argv[:2], "web", *argv[3:])
     assert code == 0 and "no rollout recorded" in out
+
+
+@pytest.mark.parametrize(
+    ("promoted", "message"),
+    [
+        ("{to: 6.6.0}", "through"),
+        ("{to: 6.6.0, through: 0}", "through"),
+        ("{to: v6.6.0, through: 2}", "to"),
+        ("{to: 6.6.0, through: 2, by: me}", "by"),
+    ],
+)
+def test_a_malformed_approval_is_a_validation_error_naming_the_line(
+    capsys: pytest.CaptureFixture[str], gated: Path, promoted: str, message: str
+) -> None:
+    path = gated / "clusters/prod/instances/web.yaml"
+    path.write_text(path.read_text() + f"  promoted: {promoted}\n")
+    code, out, _ = run(capsys, "validate", str(gated), "-o", "json")
+    assert code == 1
+    errors = [p for p in json.loads(out)["problems"] if p["severity"] == "error"]
+    assert len(errors) == 1, errors
+    assert errors[0]["file"] == "clusters/prod/instances/web.yaml" and errors[0]["line"] == 11
+    assert "promoted" in errors[0]["message"] and message in errors[0]["message"]
+
+
+def test_an_approval_loads_and_a_v2_raised_partition_still_reads_as_the_gate(
+    gated: Path,
+) -> None:
+    path = gated / "clusters/prod/instances/web.yaml"
+    text = path.read_text()
+    path.write_text(text + "  promoted: {to: 6.6.0, through: 2}\n")
+    instance = load_catalog(gated).clusters["prod"].instances["web"]
+    assert instance.rollout is not None
+    assert instance.rollout.promoted == Promotion("6.6.0", 2)
+    path.write_text(text.replace("partition: 1", "partition: 2"))  # a v2 promotion's edit
+    instance = load_catalog(gated).clusters["prod"].instances["web"]
+    version = load_catalog(gated).apps["podinfo"].versions["6.6.0"]
+    settings = merge_plans(version.rollout, instance.rollout)
+    assert settings is not None and settings.promoted is None
+    assert (settings.gate("6.6.0"), settings.gate("6.7.0")) == (2, 2)

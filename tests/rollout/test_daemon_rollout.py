@@ -154,13 +154,86 @@ def test_partition_waits_for_a_promotion_commit(world: World) -> None:
     quiet = world.daemon.run_pass()
     assert quiet.commits == [] and _web(quiet).reason == "WaitingForPromotion"
     assert quiet.report is not None and quiet.report.next_look is None  # only a commit moves it
-    change_gate(world.repo.work, "prod", "web", "promote", batches=3, push=True)  # partition 2
+    _promote(world, "6.6.0")  # approved through batch 2
     second = settle(world.daemon, until_waiting=True)
     assert _web(second[-1]).rollout.batch == 2  # type: ignore[union-attr]
-    change_gate(world.repo.work, "prod", "web", "promote", batches=3, push=True)  # no partition
+    _promote(world, "6.6.0")  # approved through batch 3
     done = settle(world.daemon)
     assert _web(done[-1]).phase is Phase.READY and _web(done[-1]).version == "6.6.0"
     assert _pod_versions(world) == {"6.6.0"}
+
+
+def _promote(world: World, target: str, *, approve_all: bool = False) -> None:
+    change_gate(
+        world.repo.work,
+        "prod",
+        "web",
+        "promote",
+        batches=3,
+        target=target,
+        approve_all=approve_all,
+        push=True,
+    )
+
+
+V67 = (
+    "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: 6.7.0\n"
+    'upgradeFrom: ">=6.0.0"\n'
+    "images:\n  podinfo: ghcr.io/stefanprodan/podinfo:6.7.0\n"
+    "parameters:\n  replicas: {default: 2}\n  message: {default: hello}\n"
+)
+V67_MANIFEST = (
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
+    "spec:\n  replicas: ${params.replicas}\n  template:\n    spec:\n      containers:\n"
+    "        - name: podinfo\n          image: ${images.podinfo}\n"
+)
+
+
+def _release_66_gated(world: World, *, partition: int) -> Any:
+    """web at 6.5.0 gated after batch ``partition``, 6.7.0 in the catalog, and
+    channel stable moved to 6.6.0: the status once that rollout waits at its gate."""
+    world.commit(
+        "clusters/prod/instances/web.yaml",
+        WEB.format(extra=f"  partition: {partition}\n"),
+        "web: gate",
+    )
+    world.commit("apps/podinfo/versions/6.7.0/version.yaml", V67, "6.7.0")
+    world.commit("apps/podinfo/versions/6.7.0/manifests/deployment.yaml", V67_MANIFEST, "6.7.0")
+    world.daemon.run_pass()
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release 6.6.0")
+    return _web(settle(world.daemon, until_waiting=True)[-1])
+
+
+def test_the_gate_rearms_two_releases_in_a_row_each_stop_at_the_partition(
+    world: World,
+) -> None:
+    """SPEC section 4, "gates re-arm": approving every batch of 6.6.0 leaves the
+    partition in the file, and that approval is inert for 6.7.0, which stops after
+    batch 1 again without anyone re-adding the gate."""
+    first = _release_66_gated(world, partition=1)
+    assert first.reason == "WaitingForPromotion" and first.rollout is not None
+    assert (first.rollout.to_version, first.rollout.batch) == ("6.6.0", 1)
+    _promote(world, "6.6.0", approve_all=True)
+    done = _web(settle(world.daemon)[-1])
+    assert done.phase is Phase.READY and done.version == "6.6.0"
+    text = (world.repo.work / "clusters/prod/instances/web.yaml").read_text()
+    assert "  partition: 1\n" in text and "promoted: {to: 6.6.0, through: 3}" in text
+
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.7.0"), "release 6.7.0")
+    second = _web(settle(world.daemon, until_waiting=True)[-1])
+    assert second.reason == "WaitingForPromotion" and second.rollout is not None
+    assert (second.rollout.from_version, second.rollout.to_version) == ("6.6.0", "6.7.0")
+    assert second.rollout.batch == 1 and second.rollout.partition == 1
+    assert _pod_versions(world) == {"6.6.0", "6.7.0"}  # 1 new pod, 4 on 6.6.0 still serve
+    quiet = world.daemon.run_pass()  # the 6.6.0 approval opens nothing
+    assert quiet.commits == [] and _web(quiet).reason == "WaitingForPromotion"
+    _promote(world, "6.7.0")
+    again = _web(settle(world.daemon, until_waiting=True)[-1])
+    assert again.rollout is not None and again.rollout.batch == 2
+    _promote(world, "6.7.0")
+    final = _web(settle(world.daemon)[-1])
+    assert final.phase is Phase.READY and final.version == "6.7.0"
+    assert _pod_versions(world) == {"6.7.0"}
 
 
 def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
@@ -422,3 +495,28 @@ def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World
             "batch 3/3 ready (5/5 replicas)",
             "succeeded (5/5 replicas)",
         ]
+
+
+def test_a_new_version_mid_rollout_starts_from_the_version_most_replicas_run(
+    world: World,
+) -> None:
+    """SPEC section 4 (issue 28): with 3 of 5 replicas on 6.6.0, a move to 6.7.0
+    abandons the rollout saying so (3/5 replicas), brings every replica to 6.6.0,
+    and the new rollout goes 6.6.0 -> 6.7.0, never back through 6.5.0."""
+    waiting = _release_66_gated(world, partition=2)
+    assert waiting.rollout is not None and waiting.rollout.batch == 2
+    assert waiting.rollout.replicas.updated == 3
+    world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.7.0"), "release 6.7.0")
+    outcomes = settle(world.daemon, until_waiting=True)
+    web = _web(outcomes[-1])
+    assert web.rollout is not None and web.reason == "WaitingForPromotion"
+    assert (web.rollout.from_version, web.rollout.to_version) == ("6.6.0", "6.7.0")
+    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    rollout = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
+    assert "prod/web: rollout podinfo 6.5.0 -> 6.6.0: abandoned at batch 2/3 (3/5 replicas)" in (
+        rollout
+    )
+    assert "prod/web: rollout podinfo 6.6.0 -> 6.7.0: started, 3 batches" in rollout
+    assert not any("6.5.0 -> 6.7.0" in s for s in rollout)
+    assert "6.5.0" not in _pod_versions(world)
+    assert _image(world, _deploy(world)).endswith(":6.7.0")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.catalog import Batch
+from reconciler.model.catalog import Batch, Promotion
 from reconciler.rollout import (
     BatchState,
     Consolidate,
@@ -117,6 +117,65 @@ def test_partition_waits_for_promotion_and_a_raise_continues() -> None:
     assert promoted.record.state is RollingState.ROLLING and promoted.record.batch == 2
     removed = step(last, settings_(), cluster.observe(T0, "2.0.0"))
     assert removed.record.batch == 2 and removed.record.partition is None
+
+
+def test_an_approval_opens_batches_only_for_the_version_it_names() -> None:
+    """SPEC section 4: batch b > partition of a rollout to V runs only while
+    ``promoted.to == V`` and ``promoted.through >= b``; another version's approval
+    is inert, so the gate re-arms for every release."""
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    records = run(cluster, settings_(partition=1))
+    waiting = records[-1]
+    assert waiting.state is RollingState.WAITING and waiting.batch == 1
+    obs = cluster.observe(T0, "2.0.0")
+    other = settings_(partition=1, promoted=Promotion(to="1.5.0", through=3))
+    inert = step(waiting, other, obs)
+    assert inert.record == replace(waiting, replicas=inert.record.replicas)
+    assert inert.actions == () and inert.next_look is None
+    one_more = step(waiting, settings_(partition=1, promoted=Promotion("2.0.0", 2)), obs)
+    assert one_more.record.state is RollingState.ROLLING and one_more.record.batch == 2
+    assert one_more.record.partition == 2  # the gate of this rollout: after batch 2
+    approved = settings_(partition=1, promoted=Promotion("2.0.0", 2))
+    records = run(Cluster(5, "1.0.0", "2.0.0"), approved)
+    assert records[-1].state is RollingState.WAITING and records[-1].batch == 2
+    everything = settings_(partition=1, promoted=Promotion("2.0.0", 3))
+    assert run(Cluster(5, "1.0.0", "2.0.0"), everything)[-1].state is RollingState.SUCCEEDED
+
+
+def test_the_gate_rearms_for_the_next_release_with_the_old_approval_in_place() -> None:
+    settings = settings_(partition=1, promoted=Promotion("2.0.0", 3))
+    assert run(Cluster(5, "1.0.0", "2.0.0"), settings)[-1].state is RollingState.SUCCEEDED
+    next_release = run(Cluster(5, "2.0.0", "3.0.0"), settings, desired="3.0.0")
+    last = next_release[-1]
+    assert last.state is RollingState.WAITING and last.batch == 1 and last.partition == 1
+
+
+def test_withdrawing_an_approval_stops_before_the_next_batch() -> None:
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    approved = settings_(partition=1, promoted=Promotion("2.0.0", 3))
+    withdrawn = settings_(partition=1)
+    out = begin("1.0.0", "2.0.0", approved, cluster.observe(T0, "2.0.0"))
+    for _ in range(200):  # roll until batch 2 is ready, then the approval goes away
+        for action in out.actions:
+            cluster.apply(action)
+        cluster.tick(1)
+        if out.record.batch == 2 and out.record.batch_state is BatchState.READY:
+            break
+        out = step(out.record, approved, cluster.observe(T0, "2.0.0"))
+    stopped = step(out.record, withdrawn, cluster.observe(T0, "2.0.0"))
+    assert stopped.record.partition == 1
+    held = step(stopped.record, withdrawn, cluster.observe(T0, "2.0.0"))
+    assert held.record.state is RollingState.WAITING and held.record.batch == 2
+
+
+def test_settings_gate_reads_partition_as_policy() -> None:
+    assert settings_().gate("2.0.0") is None
+    assert settings_(partition=1).gate("2.0.0") == 1
+    assert settings_(partition=3).gate("2.0.0") is None  # at the last batch: gates nothing
+    mine = settings_(partition=1, promoted=Promotion("2.0.0", 2))
+    assert (mine.gate("2.0.0"), mine.gate("3.0.0")) == (2, 1)
+    lower = settings_(partition=2, promoted=Promotion("2.0.0", 1))  # never below the policy
+    assert lower.gate("2.0.0") == 2
 
 
 def test_paused_starts_no_further_batch_and_resume_continues() -> None:
@@ -303,6 +362,25 @@ def test_prepare_repeats_until_the_copy_is_ready() -> None:
     out = begin("1.0.0", "2.0.0", plan, cluster.observe(T0, "2.0.0"))
     out = step(out.record, plan, cluster.observe(T0, "2.0.0"))
     assert out.actions == (Prepare(),) and out.record.state is RollingState.INITIALIZING
+
+
+def test_an_abandoned_rollout_keeps_the_majority_it_recorded_while_cleaning_up() -> None:
+    """Issue 28: after the abandon, the pods of the new desired version (none yet) must
+    not decide where the replicas go: 3 of 5 ran 2.0.0, so they all go to 2.0.0."""
+    cluster = Cluster(5, "1.0.0", "2.0.0")
+    records = run(cluster, settings_(partition=2))
+    abandoned = step(records[-1], settings_(partition=2), cluster.observe(T0, "3.0.0"))
+    assert abandoned.record.state is RollingState.ABANDONED
+    assert abandoned.record.replicas.updated == 3  # counted against 2.0.0, its own ``to``
+    as_the_daemon_sees_3 = Observation(
+        now=T0,
+        desired_version="3.0.0",
+        workloads=(Workload("Deployment/web", 5, updated=0, ready=5, old=5),),
+        helpers_left=True,
+    )
+    cleanup = step(abandoned.record, settings_(partition=2), as_the_daemon_sees_3)
+    assert cleanup.actions == (Consolidate("2.0.0"),)
+    assert cleanup.record == abandoned.record  # the recorded counts stay as they were
 
 
 def test_an_abandoned_rollout_consolidates_until_no_helper_is_left() -> None:

@@ -37,18 +37,67 @@ def _git(world: World, *args: str) -> None:
     subprocess.run(["git", *args], cwd=world.repo.work, check=True, capture_output=True)
 
 
-def test_renaming_instances_directory_deletes_nothing(world: World) -> None:
+def _commit_all(world: World, message: str) -> None:
+    _git(world, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", message)
+    _git(world, "push", "-q")
+
+
+@pytest.mark.parametrize("limit", ["", 'prune: {maxRemovedInstances: "100%"}\n'])
+def test_renaming_instances_directory_deletes_nothing(world: World, limit: str) -> None:
+    """Issue 28 (4): even where the cluster's prune limit allows removing every
+    instance, the renamed directory is a validation error, and that removes nothing."""
+    if limit:
+        world.commit("clusters/prod/cluster.yaml", CLUSTER + limit, "allow removing all")
     assert world.daemon.run_pass().ok
     _git(world, "mv", "clusters/prod/instances", "clusters/prod/instance")
-    _git(world, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "oops")
-    _git(world, "push", "-q")
+    _commit_all(world, "oops")
     outcome = world.daemon.run_pass()
     assert outcome.report is not None
     assert world.client.get(API) is not None and world.client.get(WEB) is not None
     removed = {s.instance: s for s in outcome.report.statuses}
-    assert {removed["api"].reason, removed["web"].reason} == {"PruneRefused"}
+    assert {removed["api"].reason, removed["web"].reason} == {"CatalogInvalid"}
     assert removed["api"].phase is Phase.STALLED
-    assert "more than cluster.yaml prune.maxRemovedInstances allows" in removed["api"].message
+    assert "validation errors in clusters/prod/ (clusters/prod/instance)" in removed["api"].message
+
+
+def test_a_mistyped_instance_file_name_uninstalls_nothing(world: World) -> None:
+    """Issue 28 (4): ``git mv web.yaml web.yaml.bak`` is an "unexpected file" error, so
+    the commit is not valid and removes nothing; deleting the file in a valid commit
+    then uninstalls as usual."""
+    assert world.daemon.run_pass().ok
+    _git(world, "mv", "clusters/prod/instances/web.yaml", "clusters/prod/instances/web.yaml.bak")
+    _commit_all(world, "web: oops")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None
+    assert world.client.get(WEB) is not None and world.client.get(API) is not None
+    statuses = {s.instance: s for s in outcome.report.statuses}
+    web = statuses["web"]
+    assert (web.phase, web.reason) == (Phase.STALLED, "CatalogInvalid")
+    assert "clusters/prod/instances/web.yaml.bak" in web.message and "not removed" in web.message
+    assert statuses["api"].phase is Phase.READY  # the rest of the cluster carries on
+    assert not any("removed (" in c.subject for c in outcome.commits)
+    again = world.daemon.run_pass()
+    assert world.client.get(WEB) is not None and again.commits == []
+    _git(world, "rm", "-q", "clusters/prod/instances/web.yaml.bak")
+    _commit_all(world, "web: removed on purpose")
+    done = world.daemon.run_pass()
+    assert world.client.get(WEB) is None
+    assert [c.subject for c in done.commits] == ["prod/web: removed (1 object deleted)"]
+
+
+def test_apply_removes_nothing_from_a_cluster_directory_with_errors(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``reconciler apply`` follows the same rule as the daemon."""
+    assert world.daemon.run_pass().ok
+    _git(world, "mv", "clusters/prod/instances/web.yaml", "clusters/prod/instances/web.yaml.bak")
+    code = main(
+        ["apply", str(world.repo.work), "--cluster", "prod", "--kubeconfig", str(world.kubeconfig)]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert world.client.get(WEB) is not None
+    assert "not removed" in out + err
 
 
 def test_mass_removal_allowed_by_cluster_yaml(world: World) -> None:
