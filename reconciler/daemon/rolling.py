@@ -94,7 +94,11 @@ def rollout_digest(plan: InstancePlan, settings: RolloutSettings) -> str:
     too: it is what verifies a batch.
     """
     version = plan.version
-    job = version.analysis_jobs.get(settings.analysis) if version and settings.analysis else None
+    job = (
+        version.analysis_jobs.get(settings.analysis_job)
+        if version and settings.analysis_job
+        else None
+    )
     data = {
         "plan": plan_fingerprint(plan),
         "settings": repr(settings),
@@ -212,10 +216,10 @@ def drive(
 
     def render_analysis(batch: int, key: str) -> Mapping[str, Any]:
         """The batch's analysis Job from the ``to`` version's file (see rollout/analysis.py)."""
-        assert plan.version is not None and settings.analysis
-        template = plan.version.analysis_jobs.get(settings.analysis)
+        assert plan.version is not None and settings.analysis_job
+        template = plan.version.analysis_jobs.get(settings.analysis_job)
         if template is None:  # plan_instance refuses such a plan; a guard, not a path
-            raise KubeError(f"analysis job {settings.analysis} is missing from {to_version}")
+            raise KubeError(f"analysis job {settings.analysis_job} is missing from {to_version}")
         run = AnalysisRun(live.cluster, from_version, to_version, batch, len(settings.batches), key)
         pinned = pinned_images(plan.version.images, {n: _build(b) for n, b in plan.images.items()})
         job, problems = render_analysis_job(
@@ -227,12 +231,12 @@ def drive(
             images=pinned,
         )
         if job is None:
-            raise KubeError(f"analysis job {settings.analysis}: {problems[0].message}")
+            raise KubeError(f"analysis job {settings.analysis_job}: {problems[0].message}")
         return job
 
     analysis = (
         RolloutAnalysis(client, inst.name, inst.namespace, render_analysis)
-        if settings.analysis
+        if settings.analysis_job
         else None
     )
     driver = KubeRolloutDriver(

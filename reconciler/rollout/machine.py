@@ -259,9 +259,9 @@ def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -
         baked = _elapsed(record.updated_at, obs.now)
         if baked < settings.pause_seconds:
             return Step(record, (), min(settings.pause_seconds - baked, POLL_SECONDS * 5))
-        if settings.analysis:
+        if settings.analysis_job:
             if obs.analysis is None:
-                return Step(record, (RunAnalysis(k, settings.analysis),), POLL_SECONDS)
+                return Step(record, (RunAnalysis(k, settings.analysis_job),), POLL_SECONDS)
             if obs.analysis != "succeeded":
                 return Step(record, (), POLL_SECONDS)
         retire = tuple(
@@ -292,7 +292,7 @@ def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation)
     if failing:
         why = f"batch {record.batch} pods failing: " + ", ".join(failing[:3])
         return _fail(record, settings, obs, why)
-    if settings.analysis and obs.analysis == "failed":
+    if settings.analysis_job and obs.analysis == "failed":
         why = f"batch {record.batch} analysis Job failed"
         if obs.analysis_message:
             why += f": {obs.analysis_message}"
