@@ -202,6 +202,15 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         "access to the catalog branch",
     )
     p.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="the Prometheus that rollout analyses without an address of their own query "
+        "(e.g. http://prometheus.monitoring:9090); credentials from RECONCILER_PROMETHEUS_TOKEN "
+        "or RECONCILER_PROMETHEUS_USERNAME/PASSWORD (or their _FILE forms), a private CA from "
+        "RECONCILER_PROMETHEUS_CA_FILE",
+    )
+    p.add_argument(
         "--health-timeout",
         type=duration,
         default=120.0,
