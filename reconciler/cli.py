@@ -338,6 +338,7 @@ COMMANDS: dict[str, str] = {
     "rollout pause": "rollout:rollout_gate_command",
     "rollout resume": "rollout:rollout_gate_command",
     "rollout status": "rollout:rollout_status_command",
+    "rollout analyze": "analyze:rollout_analyze_command",
     "preview": "preview:preview_command",
     "report": "report:report_command",
     "sandbox": "sandbox:sandbox_command",
@@ -904,6 +905,33 @@ def _rollout_parser(sub: Any) -> None:
     _repo_args(st)
     _watch_args(st, "follow the rollout until it ends (Ctrl-C stops)")
     _output(st)
+    an = _subcommand(
+        rsub,
+        "analyze",
+        help="run an instance's Prometheus analysis queries once, now",
+        description=(
+            "Ask Prometheus each query of INSTANCE's rollout.analysis.prometheus once, with "
+            "its placeholders filled for the rollout in flight (read from the status "
+            "branch) or the next one, and print each value and verdict. Records nothing. "
+            "Exit 1 when a query fails or has no data."
+        ),
+    )
+    an.add_argument("instance")
+    an.add_argument("--cluster", required=True, help="cluster of the instance")
+    an.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    an.add_argument(
+        "--status-repo",
+        help="repository (path or Git URL) holding the status branch, when the checkout has "
+        "not fetched it (default: --repo)",
+    )
+    an.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
+    an.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="the Prometheus to ask when the analysis names no address; credentials as for run",
+    )
+    _output(an)
 
 
 def _handler(args: argparse.Namespace) -> Handler:

@@ -3,10 +3,14 @@ every bad query, condition or duration a ``validate`` problem at its own line.""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from reconciler.catalog import load_catalog
+from reconciler.cli import main
 from reconciler.model.analysis import PrometheusAnalysis
 from tests.factories import BASE_FILES, write_catalog
 from tests.rollout.test_daemon_rollout import WEB
@@ -155,3 +159,14 @@ def test_an_instance_file_may_carry_the_queries(tmp_path: Path) -> None:
     inst = catalog.clusters["prod"].instances["web"]  # type: ignore[attr-defined]
     assert isinstance(inst.rollout.analysis, PrometheusAnalysis)
     assert inst.rollout.analysis.interval_seconds == 30  # the default
+
+
+def test_validate_names_the_file_and_line_of_a_wrong_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = GOOD.replace('"< ${params.ceiling}"', '"< 0.01"').replace("[2m])) / sum", "[2m]) / sum")
+    root = write_catalog(tmp_path, {VERSION: bad})
+    assert main(["validate", str(root), "--output", "json"]) == 1
+    (problem,) = json.loads(capsys.readouterr().out)["problems"]
+    assert (problem["file"], problem["line"], problem["severity"]) == (VERSION, 23, "error")
+    assert problem["message"].startswith('analysis query "error-rate": PromQL: ')

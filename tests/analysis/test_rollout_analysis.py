@@ -8,10 +8,15 @@ fails, or holds from what Prometheus answers.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from datetime import datetime
+
+import pytest
 
 from reconciler.analysis.local import Exporter, LocalPrometheus, free_port
+from reconciler.cli import main
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.model.analysis import FAILED, INCONCLUSIVE, PASSED
 from reconciler.model.status import Phase
@@ -27,13 +32,13 @@ RATIO = 'http_error_ratio{{series="{series}",version="${{rollout.to}}"}}'
 
 def analysed(address: str, series: str, *, extra: str = "", query: str = RATIO) -> str:
     """web's instance file: [1, 50%, 50%] on 5 replicas, each batch measured twice."""
+    address = f"      address: {address}\n" if address else ""
     return WEB.format(
         extra=f"""\
   onFailure: rollback
 {extra}  analysis:
     prometheus:
-      address: {address}
-      interval: 1s
+{address}      interval: 1s
       count: 2
       inconclusiveLimit: 1
       queries:
@@ -74,7 +79,11 @@ def _subjects(outcomes: list[PassOutcome]) -> list[str]:
 
 
 def test_a_healthy_release_passes_every_batch_with_its_values_recorded(
-    world: World, prometheus: LocalPrometheus, exporter: Exporter, series: str
+    world: World,
+    prometheus: LocalPrometheus,
+    exporter: Exporter,
+    series: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     exporter.serve({"series": series, "version": "6.6.0"}, error_rate=0.002)
     wait_for_value(prometheus, f'http_error_ratio{{series="{series}"}}')
@@ -100,6 +109,10 @@ def test_a_healthy_release_passes_every_batch_with_its_values_recorded(
     assert 'reconciler_analysis_measurements_total{result="passed"} 6.0' in metrics
     assert 'reconciler_analysis_measurements_total{result="failed"} 0.0' in metrics
     assert 'reconciler_analysis_measurements_total{result="inconclusive"} 0.0' in metrics
+    capsys.readouterr()
+    assert main(["rollout", "status", "web", "--cluster", "prod", "--repo", world.repo.url]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("analysis: error-rate 0.002 < 0.05 (2/2)") == 3, shown
 
 
 def test_an_error_spike_at_batch_2_fails_the_batch_and_rolls_back(
@@ -170,6 +183,45 @@ def test_an_unreachable_prometheus_holds_and_never_rolls_forward(world: World, s
 
 
 def _seconds(stamp: str) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_rollout_analyze_runs_the_queries_once_for_the_next_or_current_rollout(
+    world: World,
+    prometheus: LocalPrometheus,
+    exporter: Exporter,
+    series: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    labels = {"series": series, "version": "6.6.0"}
+    exporter.serve(labels, error_rate=0.002)
+    wait_for_value(prometheus, f'http_error_ratio{{series="{series}"}}')
+    _release(world, analysed("", series))  # no address: --prometheus-url says where
+    repos = ["--repo", str(world.repo.work), "--status-repo", world.repo.url]
+    argv = ["rollout", "analyze", "web", "--cluster", "prod", *repos]
+    capsys.readouterr()
+    assert main([*argv, "--prometheus-url", prometheus.url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "prod/web: podinfo 6.5.0 -> 6.6.0, batch 1, the next rollout"
+    assert out[1].split() == ["QUERY", "VALUE", "CONDITION", "RESULT"]
+    assert out[2].split() == ["error-rate", "0.002", "<", "0.05", "passed"]
+
+    exporter.serve(labels, error_rate=0.08)
+    wait_for_value(prometheus, f'http_error_ratio{{series="{series}"}}', want=0.08)
+    assert main([*argv, "--prometheus-url", prometheus.url, "-o", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["from"], data["to"], data["batch"]) == ("6.5.0", "6.6.0", 1)
+    (measured,) = data["measurements"]
+    assert (measured["value"], measured["ok"], measured["result"]) == (0.08, False, "failed")
+
+    assert main(argv) == 1  # no address anywhere: inconclusive, saying so
+    assert "no Prometheus address" in capsys.readouterr().out
+    started = _web(world.daemon.run_pass())  # the rollout starts: it is in flight now
+    assert started.rollout is not None and not started.rollout.state.terminal
+    assert main([*argv, "--prometheus-url", prometheus.url]) == 1
+    assert capsys.readouterr().out.startswith(
+        "prod/web: podinfo 6.5.0 -> 6.6.0, batch 1, in flight"
+    )
+    world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "no analysis")
+    assert main([*argv, "--prometheus-url", prometheus.url]) == 2
+    assert "has no rollout.analysis.prometheus" in capsys.readouterr().err
