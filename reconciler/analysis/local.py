@@ -7,10 +7,10 @@ cannot start raises ``PrometheusStartError`` with its own output.
 
 ``Exporter`` serves what an app's ``/metrics`` would: per ``labels`` set (a version,
 a namespace...), a counter ``http_requests_total`` that grows on every scrape, split
-between ``code="200"`` and ``code="500"`` by the error rate the caller sets, a gauge
-``http_error_ratio`` with that rate and a gauge ``http_request_duration_seconds``
-with the latency. The caller changes the numbers while Prometheus scrapes, so a test
-or the demo controls what the release "serves".
+between ``status="200"`` and ``status="500"`` (podinfo's label) by the error rate the
+caller sets, a gauge ``http_error_ratio`` with that rate and a gauge
+``http_request_duration_seconds`` with the latency. The caller changes the numbers
+while Prometheus scrapes, so a test or the demo controls what the release "serves".
 """
 
 from __future__ import annotations
@@ -158,10 +158,10 @@ class Exporter:
         with self._lock:
             for labels, (errors, latency) in sorted(self._rates.items()):
                 failed = REQUESTS_PER_SCRAPE * errors
-                for code, amount in (("200", REQUESTS_PER_SCRAPE - failed), ("500", failed)):
-                    total = self._counts.get((labels, code), 0.0) + amount
-                    self._counts[(labels, code)] = total
-                    lines.append(f"http_requests_total{_text(labels, code=code)} {total}")
+                for status, amount in (("200", REQUESTS_PER_SCRAPE - failed), ("500", failed)):
+                    total = self._counts.get((labels, status), 0.0) + amount
+                    self._counts[(labels, status)] = total
+                    lines.append(f"http_requests_total{_text(labels, status=status)} {total}")
                 lines.append(f"http_error_ratio{_text(labels)} {errors}")
                 lines.append(f"http_request_duration_seconds{_text(labels)} {latency}")
         return "\n".join(lines) + "\n"

@@ -170,3 +170,17 @@ def test_validate_names_the_file_and_line_of_a_wrong_query(
     (problem,) = json.loads(capsys.readouterr().out)["problems"]
     assert (problem["file"], problem["line"], problem["severity"]) == (VERSION, 23, "error")
     assert problem["message"].startswith('analysis query "error-rate": PromQL: ')
+
+
+def test_the_documented_podinfo_query_validates(tmp_path: Path) -> None:
+    """The worked query of README.md and docs/ROLLOUTS.md, as a user copies it."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "ROLLOUTS.md").read_text()
+    start = docs.index("rollout:\n  batches: [1, 50%, 50%]\n  onFailure: rollback\n  analysis:")
+    block = docs[start : docs.index("```", start)]
+    version = textwrap.dedent(str(BASE_FILES[VERSION])).split("rollout:\n")[0] + block.replace(
+        "http://prometheus.monitoring:9090", "http://prometheus:9090"
+    )
+    catalog, problems = _load(tmp_path, {VERSION: version})
+    assert problems == []
+    analysis = catalog.apps["podinfo"].versions["6.6.0"].rollout.analysis  # type: ignore[attr-defined]
+    assert isinstance(analysis, PrometheusAnalysis) and analysis.count == 4

@@ -68,7 +68,7 @@ def test_a_rate_over_the_request_counter(
     total = f'sum(rate(http_requests_total{{series="{series}"}}[5s]))'
     wait_for_value(prometheus, f"{total} > 0")
     query = _query(
-        'sum(rate(http_requests_total{series="${instance.name}",code=~"5.."}[5s]))'
+        'sum(rate(http_requests_total{series="${instance.name}",status=~"5.."}[5s]))'
         ' / sum(rate(http_requests_total{series="${instance.name}"}[5s]))',
         "< 0.3",
     )
