@@ -181,8 +181,7 @@ class DaemonMetrics:
         )
         self.analysis_measurements = Counter(
             "reconciler_analysis_measurements",
-            "Prometheus measurements of rollout batches (SPEC section 4c), by result "
-            "(passed, failed, inconclusive).",
+            "Prometheus measurements of rollout batches, by result (passed, failed, inconclusive).",
             ["result"],
             registry=self.registry,
         )
