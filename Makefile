@@ -24,11 +24,14 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml requirements/dev.lock
 
 install: $(STAMP)
 
-# The demo's image-build chapter runs a real registry too: installed when root and apt
-# allow it; otherwise the demo skips that chapter and says how to get it.
+# The demo's image-build chapter runs a real registry too, and its metrics chapter a real
+# Prometheus: installed when root and apt allow it; otherwise the demo skips that chapter
+# and says how to get it.
 demo: install
 	@if [ ! -x $(REGISTRY_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		$(MAKE) --no-print-directory registry || true; fi
+	@if [ ! -x $(PROMETHEUS_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		$(MAKE) --no-print-directory prometheus || true; fi
 	$(BIN)/reconciler demo
 
 lint: install

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
@@ -98,7 +98,7 @@ class AnalysisQuery:
     name: str
     query: str
     condition: Condition
-    line: int | None = None  # of the query in its file, for problems found later
+    line: int | None = field(default=None, compare=False, repr=False)  # of the query, in its file
 
 
 @dataclass(frozen=True)
