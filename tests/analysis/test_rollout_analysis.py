@@ -225,3 +225,26 @@ def test_rollout_analyze_runs_the_queries_once_for_the_next_or_current_rollout(
     world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "no analysis")
     assert main([*argv, "--prometheus-url", prometheus.url]) == 2
     assert "has no rollout.analysis.prometheus" in capsys.readouterr().err
+
+
+def test_a_restarted_daemon_goes_on_from_the_last_committed_record(
+    world: World, prometheus: LocalPrometheus, exporter: Exporter, series: str
+) -> None:
+    """Killed between two looks of batch 2: the new daemon reads the record from Git (batch
+    1 verified, its values), measures batch 2 again and finishes; nothing is undone."""
+    exporter.serve({"series": series, "version": "6.6.0"}, error_rate=0.002)
+    wait_for_value(prometheus, f'http_error_ratio{{series="{series}"}}')
+    _release(world, analysed(prometheus.url, series))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        web = _web(world.daemon.run_pass())
+        if web.rollout is not None and web.rollout.measured(2):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("batch 2 was never measured")
+    restarted = world.new_daemon()
+    web = _web(_roll(restarted)[-1])
+    assert web.phase is Phase.READY and web.version == "6.6.0" and web.rollout is not None
+    assert [m.batch for m in web.rollout.analysis] == [1, 1, 2, 2, 3, 3]
+    assert all(m.ok for m in web.rollout.analysis)
