@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean registry
+.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean registry prometheus
 
 # The template's example Python migrations (catalog-repo-template/migrations-example) are
 # installed too: validating the template needs their registered names.
@@ -28,11 +28,14 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml requirements/dev.lock require
 
 install: $(STAMP)
 
-# The demo's image-build chapter runs a real registry too: installed when root and apt
-# allow it; otherwise the demo skips that chapter and says how to get it.
+# The demo's image-build chapter runs a real registry too, and its metrics chapter a real
+# Prometheus: installed when root and apt allow it; otherwise the demo skips that chapter
+# and says how to get it.
 demo: install
 	@if [ ! -x $(REGISTRY_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		$(MAKE) --no-print-directory registry || true; fi
+	@if [ ! -x $(PROMETHEUS_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		$(MAKE) --no-print-directory prometheus || true; fi
 	$(BIN)/reconciler demo
 
 lint: install
@@ -42,7 +45,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install registry
+unit: install registry prometheus
 	$(BIN)/pytest -n 2
 
 test: lint typecheck unit
@@ -59,6 +62,19 @@ $(REGISTRY_BINARY):
 			"(apt-get install -y docker-registry); the registry tests need it" >&2; exit 2; fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry \
 		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry; }
+
+# The tests of reconciler.analysis query a real Prometheus server: Debian's prometheus
+# package. Installed when missing (needs root and apt); without it those tests fail with
+# this install command, they never skip.
+PROMETHEUS_BINARY := /usr/bin/prometheus
+prometheus: $(PROMETHEUS_BINARY)
+
+$(PROMETHEUS_BINARY):
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "$(PROMETHEUS_BINARY) is missing: install Debian's prometheus package as root" \
+			"(apt-get install -y prometheus); the analysis tests need it" >&2; exit 2; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
 
 # The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
 # the daemon's rollouts and migrations, migration checks), serially, each in namespaces

@@ -202,6 +202,15 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         "access to the catalog branch",
     )
     p.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="the Prometheus that rollout analyses without an address of their own query "
+        "(e.g. http://prometheus.monitoring:9090); credentials from RECONCILER_PROMETHEUS_TOKEN "
+        "or RECONCILER_PROMETHEUS_USERNAME/PASSWORD (or their _FILE forms), a private CA from "
+        "RECONCILER_PROMETHEUS_CA_FILE",
+    )
+    p.add_argument(
         "--health-timeout",
         type=duration,
         default=120.0,
@@ -331,6 +340,7 @@ COMMANDS: dict[str, str] = {
     "rollout status": "rollout:rollout_status_command",
     "wave approve": "waves:wave_approve_command",
     "wave status": "waves:wave_status_command",
+    "rollout analyze": "analyze:rollout_analyze_command",
     "preview": "preview:preview_command",
     "report": "report:report_command",
     "sandbox": "sandbox:sandbox_command",
@@ -907,6 +917,33 @@ def _rollout_parser(sub: Any) -> None:
     _repo_args(st)
     _watch_args(st, "follow the rollout until it ends (Ctrl-C stops)")
     _output(st)
+    an = _subcommand(
+        rsub,
+        "analyze",
+        help="run an instance's Prometheus analysis queries once, now",
+        description=(
+            "Ask Prometheus each query of INSTANCE's rollout.analysis.prometheus once, with "
+            "its placeholders filled for the rollout in flight (read from the status "
+            "branch) or the next one, and print each value and verdict. Records nothing. "
+            "Exit 1 when a query fails or has no data."
+        ),
+    )
+    an.add_argument("instance")
+    an.add_argument("--cluster", required=True, help="cluster of the instance")
+    an.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    an.add_argument(
+        "--status-repo",
+        help="repository (path or Git URL) holding the status branch, when the checkout has "
+        "not fetched it (default: --repo)",
+    )
+    an.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
+    an.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="the Prometheus to ask when the analysis names no address; credentials as for run",
+    )
+    _output(an)
 
 
 def _wave_parser(sub: Any) -> None:

@@ -13,16 +13,18 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from reconciler.catalog.analysis import read_prometheus
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.manifests import attach_analysis_job, load_templates
 from reconciler.catalog.waves import load_waves
 from reconciler.catalog.yamlread import Document
+from reconciler.model.analysis import PrometheusAnalysis
 from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.catalog import (
     App,
@@ -426,7 +428,12 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
         deprecated=("deprecated" if deprecated is True else deprecated) or None,
         images=images,
         parameters=parameters,
-        rollout=_rollout(d.get("rollout")),
+        rollout=_rollout(
+            d.get("rollout"),
+            _prometheus(
+                ctx, rel, doc, params={n: p.default for n, p in parameters.items()}, images=images
+            ),
+        ),
         migrations=tuple(
             _migration(m, doc.line_of(["migrations", i]))
             for i, m in enumerate(d.get("migrations", ()))
@@ -472,9 +479,24 @@ def _batches(raw: Any) -> tuple[Batch, ...]:
     return tuple(out)
 
 
-def _rollout(raw: Any) -> RolloutPlan | None:
+def _prometheus(
+    ctx: LoadContext,
+    rel: str,
+    doc: Document,
+    *,
+    params: Mapping[str, object] | None = None,
+    images: Mapping[str, str] | None = None,
+) -> PrometheusAnalysis | None:
+    """``rollout.analysis`` in its Prometheus form (SPEC section 4c), checked at its lines."""
+    rollout = doc.data.get("rollout")
+    raw = rollout.get("analysis") if isinstance(rollout, dict) else None
+    return read_prometheus(ctx, rel, doc, raw, params=params, images=images)
+
+
+def _rollout(raw: Any, prometheus: PrometheusAnalysis | None = None) -> RolloutPlan | None:
     if not raw:
         return None
+    analysis = raw.get("analysis")
     return RolloutPlan(
         batches=_batches(raw.get("batches")),
         partition=raw.get("partition"),
@@ -482,7 +504,7 @@ def _rollout(raw: Any) -> RolloutPlan | None:
         on_failure=raw.get("onFailure", "hold"),
         health_timeout_seconds=int(raw.get("healthTimeoutSeconds", 300)),
         pause_seconds=int(raw.get("pauseSeconds", 0)),
-        analysis=raw.get("analysis"),
+        analysis=analysis if isinstance(analysis, str) else prometheus,
         promoted=_promotion(raw.get("promoted")),
         given=frozenset(str(k) for k in raw),
     )
@@ -663,7 +685,7 @@ def _load_instance(ctx: LoadContext, cluster: str, path: Path) -> Instance:
         allow_prerelease=bool(d.get("allowPrerelease", False)),
         suspend=bool(d.get("suspend", False)),
         allow_empty_prune=bool(d.get("allowEmptyPrune", False)),
-        rollout=_rollout(d.get("rollout")),
+        rollout=_rollout(d.get("rollout"), _prometheus(ctx, rel, doc)),
         origin=origin,
     )
 

@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 
+from reconciler.analysis.client import PrometheusClient
 from reconciler.commands.client import webhook_secret
 from reconciler.commands.connect import connect
 from reconciler.commands.output import is_data, print_data, print_names, table_options
@@ -99,7 +100,16 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         probe_address=args.probe_address,
         webhook_secret=secret,
         scan_images=check_scan_images(args),
+        prometheus_url=check_prometheus_url(getattr(args, "prometheus_url", "")),
     )
+
+
+def check_prometheus_url(url: str) -> str:
+    """``--prometheus-url`` is an http(s) URL without credentials (those come from the
+    environment), refused before the daemon starts."""
+    if url:
+        PrometheusClient(url).close()  # raises UsageError naming what is wrong
+    return url
 
 
 def run_command(args: argparse.Namespace) -> int:

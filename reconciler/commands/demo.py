@@ -15,10 +15,13 @@ daemon's passes and tells what happens:
 5. moving ledger to 2.1.0 considers its migration hooks: the global one runs as a
    Job, the post one is skipped because the cluster is already in shape, and both
    land in the ledger (in the cluster and on the status branch);
-6. a rebuilt image (a CVE fix under a new long tag) is committed by the daemon's
+6. a release that serves 8% errors is measured by a real Prometheus after its
+   first batch and rolls back by itself, the commit saying why (``demo_analysis``;
+   needs Debian's prometheus, which ``make demo`` installs when it can);
+7. a rebuilt image (a CVE fix under a new long tag) is committed by the daemon's
    image scan and rolls out in batches (``demo_builds``; needs Debian's
    docker-registry, which ``make demo`` installs when it can);
-7. it prints the status branch's ``git log`` and the commands to explore.
+8. it prints the status branch's ``git log`` and the commands to explore.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reconciler.analysis.local import Exporter, LocalPrometheus
+from reconciler.commands.demo_analysis import demo_prometheus, metrics_chapter
 from reconciler.commands.demo_builds import (
     NAMESPACE,
     demo_registry,
@@ -126,6 +131,7 @@ def demo_command(args: argparse.Namespace) -> int:
             timing=timing, kubeconfig=kubeconfig, fail_images=("*:6.7.0-rc.1",)
         ) as sandbox,
         demo_registry(workdir / "registry", story.line) as registry,
+        demo_prometheus(workdir / "prometheus", story.line) as prometheus,
     ):
         from reconciler.source.scaffold import create_catalog_repo
 
@@ -135,7 +141,7 @@ def demo_command(args: argparse.Namespace) -> int:
         story.line(f"catalog      {repo.work}  (remote: {repo.url})")
         if registry is not None:
             pin_first_builds(repo, registry, story.line)
-        ok = _tell(story, repo, workdir, sandbox, registry)
+        ok = _tell(story, repo, workdir, sandbox, registry, prometheus)
         _explore(repo, workdir, kubeconfig)
         if args.serve:
             _serve_until_interrupted(story)
@@ -148,6 +154,7 @@ def _tell(
     workdir: Path,
     sandbox: SandboxHandle,
     registry: LocalRegistry | None,
+    prometheus: tuple[LocalPrometheus, Exporter] | None = None,
 ) -> bool:
     settings = DaemonSettings(
         repo=repo.url,
@@ -233,6 +240,15 @@ def _tell(
         _summarise(story, fixed)
 
         migrated = _migrations(story, repo, client, daemon)
+        measured = None
+        if prometheus is not None:
+            measured = metrics_chapter(
+                story.chapter,
+                story.line,
+                repo,
+                prometheus,
+                roll=lambda instance: _roll(story, daemon, instance),
+            )
         rebuilt = None
         if registry is not None:
             rebuilt = image_build_chapter(
@@ -251,6 +267,10 @@ def _tell(
         story.line(line)
     outcomes: tuple[PassOutcome, ...] = (first, quiet, upgrade, candidate, broken, fixed, migrated)
     ready = _final(fixed, "web") is Phase.READY and _final(migrated, "ledger") is Phase.READY
+    if measured is not None:  # the bad release must have rolled back by itself
+        outcomes += (measured,)
+        status = _status_of(measured, "partner-api")
+        ready = ready and status is not None and status.reason == "RolledBack"
     if rebuilt is not None:
         outcomes += (rebuilt,)
         ready = ready and _final(rebuilt, "shop") is Phase.READY

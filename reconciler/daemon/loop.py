@@ -120,6 +120,7 @@ class DaemonSettings:
     backoff_cap: float = 600.0
     max_look: float = 2.0  # a rollout in flight is looked at again at least this often
     scan_images: float = 0.0  # --scan-images: seconds between image scans (0: off)
+    prometheus_url: str = ""  # --prometheus-url: for analyses that name no address
 
     @property
     def pass_settings(self) -> PassSettings:
@@ -132,6 +133,7 @@ class DaemonSettings:
             allow_mass_prune=self.allow_mass_prune,
             writer=self.writer,
             ledger_namespace=self.leader_namespace,  # the reconciler's own namespace
+            prometheus_url=self.prometheus_url,
         )
 
     @property

@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 import reconciler
 from reconciler.kube import observe
+from reconciler.model.analysis import RESULTS
 from reconciler.model.rollout import BatchState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
 
@@ -178,6 +179,14 @@ class DaemonMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.analysis_measurements = Counter(
+            "reconciler_analysis_measurements",
+            "Prometheus measurements of rollout batches, by result (passed, failed, inconclusive).",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in RESULTS:  # at 0 from the start, so rate() sees the first failure
+            self.analysis_measurements.labels(result)
         self.rollouts = Counter(
             "reconciler_rollouts",
             "Batch rollouts that ended, by result (rolloutSucceed, rolloutFailed, rolledBack, "
@@ -322,9 +331,16 @@ class DaemonMetrics:
         before: RolloutRecord | None,
         after: RolloutRecord | None,
     ) -> None:
-        """Count a rollout's end, time a batch that became ready, show the batch in flight."""
+        """Count a rollout's end and its new measurements, time a batch that became ready,
+        show the batch in flight."""
         if after is None:
             return
+        seen = {(m.batch, m.name, m.at) for m in before.analysis} if before is not None else set()
+        if before is not None and before.started_at != after.started_at:
+            seen = set()
+        for m in after.analysis:
+            if (m.batch, m.name, m.at) not in seen:
+                self.analysis_measurements.labels(m.result).inc()
         if after.state.terminal:
             self.rollout_batch.labels(cluster, instance).set(0)
             if (

@@ -74,6 +74,7 @@ class PassSettings:
     allow_mass_prune: bool = False
     writer: str = ""  # recorded in every inventory; see ``ApplyOptions.writer``
     ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE  # the cluster's global migration ledger
+    prometheus_url: str = ""  # where analyses without an address of their own ask (4c)
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,7 @@ def reconcile_checkout(
         source_commit=commit,
         reads=reads,
         clock=time.monotonic,
+        prometheus_url=settings.prometheus_url,
     )
     for slot, (step, looked) in zip(driving, driven, strict=True):
         name = plans[slot].name

@@ -286,14 +286,18 @@ def _missing_analysis(instance: Instance, version: AppVersion) -> Problem | None
         settings = merge_plans(version.rollout, instance.rollout)
     except PlanError:
         return None  # reported by validation of the plan itself
-    if settings is None or not settings.analysis or settings.analysis in version.analysis_jobs:
+    if (
+        settings is None
+        or not settings.analysis_job
+        or settings.analysis_job in version.analysis_jobs
+    ):
         return None
     return Problem(
         instance.origin.file,
         instance.origin.line("rollout.analysis"),
         Severity.ERROR,
-        f'rollout analysis job "{settings.analysis}" is not a Job file of '
-        f"{version.app} {version.key} (looked for {version.directory}/{settings.analysis})",
+        f'rollout analysis job "{settings.analysis_job}" is not a Job file of '
+        f"{version.app} {version.key} (looked for {version.directory}/{settings.analysis_job})",
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.daemon.analysing import MeasuringDriver, placeholder_values
 from reconciler.daemon.applying import creates_first_stage_kinds, instance_target
 from reconciler.daemon.lanes import run_lanes
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
@@ -51,6 +52,7 @@ from reconciler.model.rollout import (
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.render import render_instance
 from reconciler.rollout import (
+    INCONCLUSIVE_REASON,
     AnalysisRun,
     PlanError,
     RolloutSettings,
@@ -94,7 +96,11 @@ def rollout_digest(plan: InstancePlan, settings: RolloutSettings) -> str:
     too: it is what verifies a batch.
     """
     version = plan.version
-    job = version.analysis_jobs.get(settings.analysis) if version and settings.analysis else None
+    job = (
+        version.analysis_jobs.get(settings.analysis_job)
+        if version and settings.analysis_job
+        else None
+    )
     data = {
         "plan": plan_fingerprint(plan),
         "settings": repr(settings),
@@ -151,8 +157,12 @@ def drive(
     record: RolloutRecord | None,
     source_commit: str,
     reads: PassReads | None = None,
+    prometheus_url: str = "",
 ) -> Rolled:
     """One transition of ``plan``'s rollout; an API error fails this instance alone.
+
+    ``prometheus_url`` (``run --prometheus-url``) is where a Prometheus analysis that
+    names no address of its own asks its queries.
 
     ``deployed`` and the machine's ``from``/``to`` are release keys (version and pinned
     builds, ``release_key``): ``from`` is rendered with the builds that ran, read from
@@ -218,10 +228,10 @@ def drive(
 
     def render_analysis(batch: int, key: str) -> Mapping[str, Any]:
         """The batch's analysis Job from the ``to`` version's file (see rollout/analysis.py)."""
-        assert plan.version is not None and settings.analysis
-        template = plan.version.analysis_jobs.get(settings.analysis)
+        assert plan.version is not None and settings.analysis_job
+        template = plan.version.analysis_jobs.get(settings.analysis_job)
         if template is None:  # plan_instance refuses such a plan; a guard, not a path
-            raise KubeError(f"analysis job {settings.analysis} is missing from {to_version}")
+            raise KubeError(f"analysis job {settings.analysis_job} is missing from {to_version}")
         run = AnalysisRun(live.cluster, from_version, to_version, batch, len(settings.batches), key)
         pinned = pinned_images(plan.version.images, {n: _build(b) for n, b in plan.images.items()})
         job, problems = render_analysis_job(
@@ -233,12 +243,12 @@ def drive(
             images=pinned,
         )
         if job is None:
-            raise KubeError(f"analysis job {settings.analysis}: {problems[0].message}")
+            raise KubeError(f"analysis job {settings.analysis_job}: {problems[0].message}")
         return job
 
     analysis = (
         RolloutAnalysis(client, inst.name, inst.namespace, render_analysis)
-        if settings.analysis
+        if settings.analysis_job
         else None
     )
     ref = ObjectRef(*INSTANCE_KIND, inst.namespace, inst.name)
@@ -267,8 +277,19 @@ def drive(
         instance_digest=rollout_digest(plan, settings),
         analysis=analysis,
     )
+    measuring = (
+        MeasuringDriver(
+            driver,
+            settings,
+            settings.prometheus,
+            prometheus_url,
+            placeholder_values(inst, plan.version, from_version, to_version),
+        )
+        if settings.prometheus is not None
+        else None
+    )
     try:
-        step = _steps(record, settings, driver, deployed, to_key)
+        step = _steps(record, settings, driver, deployed, to_key, measuring)
     except KubeError as e:
         return failed(e, record)
     if step is None:
@@ -319,6 +340,7 @@ def drive_concurrently(
     source_commit: str,
     reads: PassReads | None = None,
     clock: Callable[[], float] = time.monotonic,
+    prometheus_url: str = "",
 ) -> list[tuple[Rolled, float]]:
     """``drive`` for every job, instances in different namespaces at once; in job order,
     each with the ``clock`` of its observation (what its next look counts from).
@@ -344,6 +366,7 @@ def drive_concurrently(
             record=job.record,
             source_commit=source_commit,
             reads=reads,
+            prometheus_url=prometheus_url,
         )
         return rolled, clock()
 
@@ -385,6 +408,7 @@ def _steps(
     driver: KubeRolloutDriver,
     running: str,
     desired: str,
+    measuring: MeasuringDriver | None = None,
 ) -> Step | None:
     """Every transition the cluster already allows, in one pass, up to the next commit.
 
@@ -401,8 +425,15 @@ def _steps(
     for _ in range(MAX_STEPS_PER_PASS):
         if driver.analysis is not None:
             driver.analysis.follow(*_analysis_point(current))
+        if measuring is not None:
+            measuring.record = current  # measures when this record's batch is due
         step = drive_once(
-            current, settings, driver, running=running, desired=desired, now=datetime.now(UTC)
+            current,
+            settings,
+            measuring or driver,
+            running=running,
+            desired=desired,
+            now=datetime.now(UTC),
         )
         if step is None:
             return last
@@ -463,6 +494,8 @@ def rollout_status(
         )
         return status.with_default_conditions()
     phase, reason = _PHASES[record.state]
+    if record.state is RollingState.FAILED and record.reason == INCONCLUSIVE_REASON:
+        reason = INCONCLUSIVE_REASON  # held: the metrics could not tell (SPEC section 4c)
     if record.paused and phase is Phase.PROGRESSING:
         reason = "RolloutPaused"
     done = record.state is RollingState.SUCCEEDED

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from reconciler.model.analysis import PrometheusAnalysis
 from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.placeholders import Path, placeholder_paths
@@ -81,7 +82,8 @@ class RolloutPlan:
     on_failure: str = "hold"  # "hold" | "rollback"
     health_timeout_seconds: int = 300
     pause_seconds: int = 0
-    analysis: str | None = None  # Job manifest path relative to the version directory
+    # a Job manifest path relative to the version directory, or Prometheus queries
+    analysis: str | PrometheusAnalysis | None = None
     promoted: Promotion | None = None  # only in an instance file
     given: frozenset[str] = frozenset()
 

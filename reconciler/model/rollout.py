@@ -15,10 +15,16 @@ each batch, for the progress view of ``reconciler rollout status``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from reconciler.model.analysis import (
+    MAX_RECORDED,
+    PASSED,
+    AnalysisFormatError,
+    Measurement,
+)
 from reconciler.model.images import parse_build_tag
 
 E = TypeVar("E", bound=StrEnum)
@@ -112,6 +118,8 @@ class RolloutRecord:
     # section 8): a rebuild keeps the version, so a side is its version *and* these
     from_images: tuple[tuple[str, str], ...] = ()
     to_images: tuple[tuple[str, str], ...] = ()
+    # Prometheus measurements of this rollout's batches (SPEC section 4c), oldest first
+    analysis: tuple[Measurement, ...] = ()
 
     @property
     def from_key(self) -> str:
@@ -178,7 +186,17 @@ class RolloutRecord:
             data["fromImages"] = dict(self.from_images)
         if self.to_images:
             data["toImages"] = dict(self.to_images)
+        if self.analysis:
+            data["analysis"] = [m.to_dict() for m in self.analysis]
         return data
+
+    def measured(self, batch: int) -> tuple[Measurement, ...]:
+        """The measurements of ``batch``, oldest first."""
+        return tuple(m for m in self.analysis if m.batch == batch)
+
+    def with_measurements(self, new: tuple[Measurement, ...]) -> RolloutRecord:
+        """This record with ``new`` measurements appended (the newest ``MAX_RECORDED`` kept)."""
+        return replace(self, analysis=(*self.analysis, *new)[-MAX_RECORDED:])
 
     @classmethod
     def from_dict(cls, data: object) -> RolloutRecord:
@@ -223,7 +241,31 @@ class RolloutRecord:
             targets=tuple(targets),
             from_images=_images(data, "fromImages"),
             to_images=_images(data, "toImages"),
+            analysis=_measurements(data.get("analysis", [])),
         )
+
+
+def _measurements(raw: object) -> tuple[Measurement, ...]:
+    if not isinstance(raw, list):
+        raise RolloutFormatError(f"rollout.analysis must be a list, got {type(raw).__name__}")
+    try:
+        return tuple(Measurement.from_dict(item) for item in raw[-MAX_RECORDED:])
+    except AnalysisFormatError as e:
+        raise RolloutFormatError(str(e)) from e
+
+
+def analysis_summary(record: RolloutRecord, batch: int) -> str:
+    """``error-rate 0.002 < 0.01 (4/4)``: each query's last value and how many passed.
+
+    Empty when the batch was not measured (no Prometheus analysis).
+    """
+    parts = []
+    names = dict.fromkeys(m.name for m in record.measured(batch))
+    for name in names:
+        mine = [m for m in record.measured(batch) if m.name == name]
+        passed = sum(1 for m in mine if m.result == PASSED)
+        parts.append(f"{mine[-1].describe()} ({passed}/{len(mine)})")
+    return ", ".join(parts)
 
 
 def noteworthy(previous: RolloutRecord | None, current: RolloutRecord | None) -> bool:
@@ -261,6 +303,12 @@ def describe(record: RolloutRecord, app: str = "") -> str:
     state = record.state
     if state is RollingState.INITIALIZING:
         what = f"started, {record.batches} batches"
+    elif state is RollingState.WAITING and analysis_summary(record, record.batch):
+        summary = analysis_summary(record, record.batch)
+        what = (
+            f"batch {record.batch}/{record.batches} verified: {summary}, "
+            f"waiting for promotion {counts}"
+        )
     elif state is RollingState.WAITING:
         what = f"batch {record.batch}/{record.batches} ready, waiting for promotion {counts}"
     elif state is RollingState.SUCCEEDED:
@@ -273,6 +321,9 @@ def describe(record: RolloutRecord, app: str = "") -> str:
         what = f"abandoned at batch {record.batch}/{record.batches} {counts}"
     elif record.paused:
         what = f"paused at batch {record.batch}/{record.batches} {counts}"
+    elif record.batch_state is BatchState.READY and analysis_summary(record, record.batch):
+        summary = analysis_summary(record, record.batch)
+        what = f"batch {record.batch}/{record.batches} verified: {summary} {counts}"
     elif record.batch_state is BatchState.READY:
         what = f"batch {record.batch}/{record.batches} ready {counts}"
     elif record.batch_state is BatchState.INITIALIZING:

@@ -24,6 +24,7 @@ from reconciler.rollout.analysis import (
 )
 from reconciler.rollout.driver import RolloutDriver, drive_once
 from reconciler.rollout.machine import (
+    INCONCLUSIVE_REASON,
     POLL_SECONDS,
     Action,
     Consolidate,
@@ -37,6 +38,7 @@ from reconciler.rollout.machine import (
     Step,
     Workload,
     begin,
+    measurement_due,
     retry_allowed,
     step,
 )
@@ -45,6 +47,7 @@ from reconciler.rollout.plan import PlanError, RolloutSettings, merge_plans, pla
 __all__ = [
     "ANALYSIS_LABEL",
     "BATCH_LABEL",
+    "INCONCLUSIVE_REASON",
     "OWNER_LABEL",
     "POLL_SECONDS",
     "Action",
@@ -71,6 +74,7 @@ __all__ = [
     "begin",
     "describe",
     "drive_once",
+    "measurement_due",
     "merge_plans",
     "noteworthy",
     "plan_batches",

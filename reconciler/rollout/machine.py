@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from reconciler.model.analysis import FAILED, INCONCLUSIVE, Measurement, PrometheusAnalysis
 from reconciler.model.rollout import (
     BatchState,
     Replicas,
@@ -53,6 +54,9 @@ class Observation:
     workloads: tuple[Workload, ...] = ()
     analysis: str | None = None  # None (no Job) | "running" | "succeeded" | "failed"
     analysis_message: str = ""  # why a failed analysis Job failed (its pod, its log's tail)
+    # Prometheus measurements taken for this look (one per query), when one was due
+    # (``measurement_due``); the machine records them and decides the batch from them
+    measurements: tuple[Measurement, ...] = ()
     helpers_left: bool = False  # the temporary Deployment copy or an OnDelete strategy
     prepared: bool = False  # copies ready with every ``from`` replica, partitions set
     instance_digest: str = ""
@@ -264,9 +268,13 @@ def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -
         baked = _elapsed(record.updated_at, obs.now)
         if baked < settings.pause_seconds:
             return Step(record, (), min(settings.pause_seconds - baked, POLL_SECONDS * 5))
-        if settings.analysis:
+        if settings.prometheus is not None:
+            record, verdict = _analyse(record, settings, settings.prometheus, obs)
+            if verdict is not None:
+                return verdict
+        elif settings.analysis_job:
             if obs.analysis is None:
-                return Step(record, (RunAnalysis(k, settings.analysis),), POLL_SECONDS)
+                return Step(record, (RunAnalysis(k, settings.analysis_job),), POLL_SECONDS)
             if obs.analysis != "succeeded":
                 return Step(record, (), POLL_SECONDS)
         retire = tuple(
@@ -288,6 +296,85 @@ def _batch(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -
     return _moved(record, obs, batch=k + 1)
 
 
+INCONCLUSIVE_REASON = "AnalysisInconclusive"
+
+
+def _analyse(
+    record: RolloutRecord, settings: RolloutSettings, analysis: PrometheusAnalysis, obs: Observation
+) -> tuple[RolloutRecord, Step | None]:
+    """The batch's Prometheus analysis (SPEC section 4c): the record with this look's
+    measurements, and the step to take, None once the batch is verified.
+
+    ``obs.measurements`` (taken because ``measurement_due`` said so) are recorded
+    first. A query failed more often than ``failureLimit`` fails the batch at once
+    (``onFailure`` applies); inconclusive more often than ``inconclusiveLimit`` holds
+    the rollout (``Stalled``, ``AnalysisInconclusive``): missing data or an
+    unreachable Prometheus never rolls forward, and never rolls back either. Verified
+    when every query has ``count`` measurements within both limits.
+    """
+    k = record.batch
+    if obs.measurements:
+        record = record.with_measurements(tuple(m for m in obs.measurements if m.batch == k))
+    mine = record.measured(k)
+    for query in analysis.queries:
+        of_query = [m for m in mine if m.name == query.name]
+        failed = [m for m in of_query if m.result == FAILED]
+        if len(failed) > analysis.failure_limit:
+            # short: it ends the commit subject ("rolled back at batch 2/3: ...")
+            why = f"analysis: {failed[-1].describe()}, {len(failed)}/{len(of_query)} failed"
+            return record, _fail(record, settings, obs, why)
+        vague = [m for m in of_query if m.result == INCONCLUSIVE]
+        if len(vague) > analysis.inconclusive_limit:
+            last = vague[-1]
+            why = (
+                f"analysis inconclusive: {last.name} {last.reason or 'no data'}, "
+                f"{len(vague)}/{len(of_query)}; holding"
+            )
+            held = _end(record, obs, RollingState.FAILED, why, rollback=False)
+            return record, replace(held, record=replace(held.record, reason=INCONCLUSIVE_REASON))
+    if _looks(record, analysis, k) >= analysis.count:
+        return record, None
+    # never 0: a look that was due measures, so the next one is ``interval`` away
+    return record, Step(record, (), max(_until_due(record, analysis, obs.now), 0.1))
+
+
+def _looks(record: RolloutRecord, analysis: PrometheusAnalysis, batch: int) -> int:
+    """How many measurements every query of ``batch`` has (a look measures each once)."""
+    mine = record.measured(batch)
+    return min(sum(1 for m in mine if m.name == q.name) for q in analysis.queries)
+
+
+def _until_due(record: RolloutRecord, analysis: PrometheusAnalysis, now: datetime) -> float:
+    """Seconds until the batch's next measurement (0: due now)."""
+    mine = record.measured(record.batch)
+    if not mine:
+        return 0.0
+    return analysis.interval_seconds - _elapsed(mine[-1].at, now)
+
+
+def measurement_due(record: RolloutRecord | None, settings: RolloutSettings, now: datetime) -> bool:
+    """Whether the next look at ``record`` should measure: the daemon asks Prometheus then.
+
+    A batch in ``batchVerifying`` that has baked for ``pauseSeconds``, with fewer than
+    ``count`` looks, whose last look is ``interval`` ago (or that has none). The
+    machine does the same arithmetic when it records what was measured.
+    """
+    analysis = settings.prometheus
+    if (
+        analysis is None
+        or record is None
+        or record.state is not RollingState.ROLLING
+        or record.batch_state is not BatchState.VERIFYING
+        or record.paused
+    ):
+        return False
+    if _elapsed(record.updated_at, now) < settings.pause_seconds:
+        return False
+    if _looks(record, analysis, record.batch) >= analysis.count:
+        return False
+    return _until_due(record, analysis, now) <= 0
+
+
 def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step | None:
     """Failing moved pods fail at once; otherwise the batch's health timeout."""
     if record.state is not RollingState.ROLLING or record.batch_state is BatchState.READY:
@@ -298,11 +385,13 @@ def _failure(record: RolloutRecord, settings: RolloutSettings, obs: Observation)
     if failing:
         why = f"batch {record.batch} pods failing: " + ", ".join(failing[:3])
         return _fail(record, settings, obs, why)
-    if settings.analysis and obs.analysis == "failed":
+    if settings.analysis_job and obs.analysis == "failed":
         why = f"batch {record.batch} analysis Job failed"
         if obs.analysis_message:
             why += f": {obs.analysis_message}"
         return _fail(record, settings, obs, why)
+    if record.batch_state is BatchState.VERIFYING and settings.prometheus is not None:
+        return None  # ready; its analysis is bounded by count and interval, not the timeout
     if _elapsed(record.batch_started_at, obs.now) > settings.health_timeout_seconds:
         why = (
             f"batch {record.batch} not verified within {settings.health_timeout_seconds}s "

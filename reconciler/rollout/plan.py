@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reconciler.model.analysis import PrometheusAnalysis
 from reconciler.model.catalog import Batch, Promotion, RolloutPlan
 
 ON_FAILURE = ("hold", "rollback")
@@ -61,8 +62,18 @@ class RolloutSettings:
     on_failure: str = "hold"
     health_timeout_seconds: int = 300
     pause_seconds: int = 0
-    analysis: str | None = None
+    analysis: str | PrometheusAnalysis | None = None
     promoted: Promotion | None = None
+
+    @property
+    def analysis_job(self) -> str | None:
+        """The analysis Job file, None when there is none."""
+        return self.analysis if isinstance(self.analysis, str) else None
+
+    @property
+    def prometheus(self) -> PrometheusAnalysis | None:
+        """The Prometheus queries measured after each batch, if any."""
+        return self.analysis if isinstance(self.analysis, PrometheusAnalysis) else None
 
     def targets(self, replicas: int) -> tuple[int, ...]:
         return plan_batches(replicas, self.batches)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.model.rollout import BatchState, RollingState, RolloutRecord
+from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, analysis_summary
 from reconciler.model.status import InstanceStatus
 
 DONE = "done"
@@ -109,6 +109,9 @@ def progress_text(status: InstanceStatus) -> str:
             f"  {mark or '[ ]'} batch {row['batch']:>{width}}/{record.batches}"
             f"  {target:<13} {detail}"
         )
+        summary = analysis_summary(record, row["batch"])
+        if summary:  # the batch's Prometheus measurements (SPEC section 4c)
+            lines.append(f"  {'':>{width + 10}}  analysis: {summary}")
     r = record.replicas
     lines.append(f"  replicas: {r.updated}/{r.desired} updated, {r.ready}/{r.desired} ready")
     if record.message:

@@ -69,7 +69,7 @@ def test_bash_script_loads_and_registers(shim: dict[str, str]) -> None:
 def test_bash_completes_commands_options_and_values(script: Path) -> None:
     assert set(complete(script, "")) >= {"validate", "diff", "status", "rollout", "completion"}
     assert complete(script, "ro") == ["rollout"]
-    assert complete(script, "rollout", "") == ["promote", "pause", "resume", "status"]
+    assert complete(script, "rollout", "") == ["promote", "pause", "resume", "status", "analyze"]
     assert complete(script, "rollout", "st") == ["status"]
     assert complete(script, "completion", "") == ["bash", "zsh", "fish"]
     assert "--no-headers" in complete(script, "status", "--no")

@@ -37,6 +37,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_api_throttled": "counter",
         "reconciler_watch_restarts": "counter",
         "reconciler_is_leader": "gauge",
+        "reconciler_analysis_measurements": "counter",
         "reconciler_shards_held": "gauge",
         "reconciler_webhooks": "counter",
         "reconciler_image_scans": "counter",
