@@ -23,6 +23,7 @@ from reconciler.model.errors import SourceError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.clusters import branch_clusters, known_clusters
 from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
@@ -89,12 +90,15 @@ class StatusLedger:
         policy: NetworkPolicy | None = None,
         conflict_attempts: int = 20,
         sleep: Callable[[float], None] = time.sleep,
+        remote_fallback: bool = False,
     ) -> None:
         self.cluster = cluster
         self.branch = store.check_branch_name(branch or f"status/{cluster}")
         self.access = RemoteAccess.parse(repo, credentials, policy)
         self._cache = cache_dir or cache_root()
-        self._store = store.open_store(self.access, self.branch, self._cache)
+        self._store = store.open_store(
+            self.access, self.branch, self._cache, remote_fallback=remote_fallback
+        )
         self._lock = self._cache / "status" / f"{self.access.cache_key}.lock"
         self._conflict_attempts = conflict_attempts
         self._sleep = sleep
@@ -231,6 +235,19 @@ class StatusLedger:
         # the pattern matches any line of a message; the trailer decides
         return [entry for entry in entries if entry.instance == instance]
 
+    @property
+    def source_ref(self) -> str:
+        """The ref read: ``status/prod``, or ``origin/status/prod`` in a checkout without one."""
+        return self._store.ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+
+    def known_clusters(self) -> list[str]:
+        """Every cluster the repository knows: catalog ``clusters/`` and status branches.
+
+        For ``no cluster named X; known: ...`` (``reconciler.source.clusters``).
+        """
+        with locked(self._lock):
+            return known_clusters(self._store)
+
     def namespaces(self, statuses: Iterable[InstanceStatus]) -> dict[str, str | None]:
         """Each instance's namespace, from its file at the record's ``sourceCommit``.
 
@@ -361,13 +378,7 @@ def status_branch_clusters(
         access,
         what=f"list the status branches of {access.display}",
     )
-    found = set()
-    for line in output.splitlines():
-        ref = line.split("\t", 1)[-1].strip()
-        name = ref.removeprefix(STATUS_PREFIX)
-        if ref.startswith(STATUS_PREFIX) and name and "/" not in name:
-            found.add(name)
-    return sorted(found)
+    return branch_clusters(line.split("\t", 1)[-1].strip() for line in output.splitlines())
 
 
 def _checked_name(instance: str) -> str:
