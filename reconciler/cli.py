@@ -87,23 +87,37 @@ def _show_secrets(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _catalog_arg(p: argparse.ArgumentParser) -> None:
+REPO_HELP = "catalog repository: a checkout path or a Git URL (default: $RECONCILER_REPO, else .)"
+CHECKOUT_HELP = "catalog checkout to commit to (default: $RECONCILER_REPO, else .)"
+CLUSTER_HELP = (
+    "cluster name, clusters/<cluster>/ in the catalog (default: $RECONCILER_CLUSTER, else the "
+    "checkout's `reconciler config set-cluster`)"
+)
+
+
+def _catalog_arg(p: argparse.ArgumentParser, *, checkout: bool = False) -> None:
+    """``--repo`` plus the deprecated positional ``CATALOG`` (same meaning)."""
     p.add_argument(
         "catalog",
         nargs="?",
-        default=".",
+        default=None,
         metavar="CATALOG",
-        help="catalog checkout (default: current directory)",
+        help="deprecated: use --repo CATALOG",
     )
+    _repo_option(p, checkout=checkout)
+
+
+def _repo_option(p: argparse.ArgumentParser, *, checkout: bool = False) -> None:
+    p.add_argument("--repo", default=None, help=CHECKOUT_HELP if checkout else REPO_HELP)
+
+
+def _cluster_option(p: argparse.ArgumentParser, text: str = CLUSTER_HELP) -> None:
+    p.add_argument("--cluster", default=None, help=text)
 
 
 def _repo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
-    )
-    p.add_argument(
-        "--cluster", required=True, help="cluster name (clusters/<cluster>/ in the catalog)"
-    )
+    _repo_option(p)
+    _cluster_option(p)
     p.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
 
 
@@ -336,6 +350,9 @@ COMMANDS: dict[str, str] = {
     "version": "client:version_command",
     "reconcile": "client:reconcile_command",
     "completion": "completion:completion_command",
+    "config set-cluster": "defaults:config_command",
+    "config unset-cluster": "defaults:config_command",
+    "config get-cluster": "defaults:config_command",
     "images scan": "images:images_scan_command",
     "images verify": "images:images_verify_command",
 }
@@ -435,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Choose the version each instance of a cluster should run.",
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     p.add_argument(
         "--explain",
         action="store_true",
@@ -458,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Render the Kubernetes objects of a cluster's instances.",
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     p.add_argument("--instance", help="render only this instance")
     _namespace_arg(p)
     _show_secrets(p)
@@ -477,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     _namespace_arg(p)
     _show_secrets(p)
     _output(p)
@@ -494,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     _apply_option_args(p)
     p.add_argument(
         "--wait",
@@ -577,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("app")
     cs.add_argument("channel")
     cs.add_argument("version")
-    cs.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    _repo_option(cs, checkout=True)
     cs.add_argument("--force", action="store_true", help="allow moving the channel backwards")
     cs.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
     _output(cs)
@@ -665,6 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--serve", action="store_true", help="keep the sandbox running after the story, for kubectl"
     )
     _daemon_client_parsers(sub)
+    _config_parser(sub)
     return parser
 
 
@@ -693,7 +711,7 @@ def _daemon_client_parsers(sub: Any) -> None:
             "run with --webhook-secret-file or $RECONCILER_WEBHOOK_SECRET."
         ),
     )
-    p.add_argument("--cluster", required=True, help="cluster the daemon serves")
+    _cluster_option(p, "cluster the daemon serves (default: as for status)")
     p.add_argument(
         "--server",
         required=True,
@@ -747,8 +765,7 @@ def _images_parser(sub: Any) -> None:
             "registry cannot answer (then nothing is committed)."
         ),
     )
-    _catalog_arg(scan)
-    scan.add_argument("--repo", help="catalog checkout (same as CATALOG)")
+    _catalog_arg(scan, checkout=True)
     scan.add_argument("--app", help="only this app")
     scan.add_argument(
         "--push",
@@ -774,7 +791,6 @@ def _images_parser(sub: Any) -> None:
         ),
     )
     _catalog_arg(verify)
-    verify.add_argument("--repo", help="catalog checkout (same as CATALOG)")
     verify.add_argument("--app", help="only this app")
     _output(verify)
 
@@ -794,8 +810,7 @@ def _preview_parser(sub: Any) -> None:
             "2 on usage errors, 3 with --exit-code when anything would change."
         ),
     )
-    _catalog_arg(p)
-    p.add_argument("--repo", help="catalog checkout (same as CATALOG; default: current directory)")
+    _catalog_arg(p, checkout=True)
     p.add_argument("--base", required=True, metavar="REV", help="the commit before the change")
     p.add_argument(
         "--head", default="HEAD", metavar="REV", help="the commit after it (default HEAD)"
@@ -827,9 +842,7 @@ def _report_parser(sub: Any) -> None:
             "Read from Git only; exit 1 when a status file is unreadable."
         ),
     )
-    p.add_argument(
-        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
-    )
+    _repo_option(p)
     p.add_argument(
         "--cluster",
         action="append",
@@ -877,8 +890,8 @@ def _rollout_parser(sub: Any) -> None:
             ),
         )
         g.add_argument("instance")
-        g.add_argument("--cluster", required=True, help="cluster of the instance")
-        g.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+        _cluster_option(g)
+        _repo_option(g, checkout=True)
         g.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
         _output(g)
     st = _subcommand(
@@ -897,20 +910,48 @@ def _rollout_parser(sub: Any) -> None:
     _output(st)
 
 
-def _handler(args: argparse.Namespace) -> Handler:
-    name = args.command
-    if name == "rollout":
-        if args.rollout_command is None:
-            raise UsageError("rollout: missing subcommand (try: reconciler rollout --help)")
-        name = f"rollout {args.rollout_command}"
-    if name == "images":
-        if args.images_command is None:
-            raise UsageError("images: missing subcommand (try: reconciler images --help)")
-        name = f"images {args.images_command}"
-    if name == "channel":
-        if args.channel_command is None:
-            raise UsageError("channel: missing subcommand (try: reconciler channel set --help)")
-        name = f"channel {args.channel_command}"
+def _config_parser(sub: Any) -> None:
+    """``config set-cluster|unset-cluster|get-cluster``: a checkout's default cluster."""
+    p = _subcommand(
+        sub,
+        "config",
+        help="a checkout's default cluster (like kubectl's current context)",
+        description=(
+            "Keep a default --cluster in the catalog checkout's own Git config "
+            "(reconciler.cluster): every command run against that checkout uses it when "
+            "neither --cluster nor $RECONCILER_CLUSTER is given."
+        ),
+    )
+    csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    st = _subcommand(
+        csub,
+        "set-cluster",
+        help="store the default cluster (exit 2 for a cluster the repository does not know)",
+    )
+    st.add_argument("name", metavar="CLUSTER")
+    _repo_option(st, checkout=True)
+    for action, text in (
+        ("unset-cluster", "remove the default cluster"),
+        ("get-cluster", "print the default cluster and where it comes from (exit 1: none)"),
+    ):
+        _repo_option(_subcommand(csub, action, help=text), checkout=True)
+
+
+_GROUPS = ("rollout", "images", "channel", "config")
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """The chosen command, with its subcommand (``rollout promote``); usage error if missing."""
+    name: str = args.command
+    if name in _GROUPS:
+        sub = getattr(args, f"{name}_command")
+        if sub is None:
+            raise UsageError(f"{name}: missing subcommand (try: reconciler {name} --help)")
+        name = f"{name} {sub}"
+    return name
+
+
+def _handler(name: str) -> Handler:
     module, func = COMMANDS[name].split(":")
     handler: Handler = getattr(importlib.import_module(f"reconciler.commands.{module}"), func)
     return handler
@@ -930,7 +971,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         _configure_logging(args.log_level, args.log_format)
-        return _handler(args)(args)
+        name = command_name(args)
+        handler = _handler(name)
+        from reconciler.commands.defaults import MissingCluster, apply_defaults
+
+        try:
+            apply_defaults(name, args)
+        except MissingCluster as e:
+            parser.error(str(e))  # SystemExit(2) with the usage line, like any missing option
+        return handler(args)
     except UsageError as e:
         print(f"reconciler: error: {e}", file=sys.stderr)
         return EXIT_USAGE
