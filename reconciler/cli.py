@@ -367,9 +367,10 @@ def _common_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """
     p.add_argument(
         "--log-level",
-        default="warning" if top else argparse.SUPPRESS,
+        default=None if top else argparse.SUPPRESS,
         choices=("debug", "info", "warning", "error"),
-        help="log verbosity",
+        help="log verbosity (default: info for the daemon, which says when it started and "
+        "what each pass changed; warning for every other command)",
     )
     p.add_argument(
         "--log-format",
@@ -957,6 +958,11 @@ def _handler(name: str) -> Handler:
     return handler
 
 
+def _default_log_level(name: str, args: argparse.Namespace) -> str:
+    """The daemon logs at info: silent, it looks hung until someone curls /readyz."""
+    return "info" if name == "run" and not args.once else "warning"
+
+
 def _configure_logging(level: str, fmt: str) -> None:
     from reconciler.daemon.logs import configure_logging
 
@@ -970,8 +976,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        _configure_logging(args.log_level, args.log_format)
         name = command_name(args)
+        _configure_logging(args.log_level or _default_log_level(name, args), args.log_format)
         handler = _handler(name)
         from reconciler.commands.defaults import MissingCluster, apply_defaults
 

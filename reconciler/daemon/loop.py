@@ -37,7 +37,7 @@ from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
-from reconciler.model.rollout import noteworthy
+from reconciler.model.rollout import RollingState, noteworthy
 from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.changes import TreeState, changed_since, tree_state
@@ -210,6 +210,7 @@ class Daemon:
         # live objects kept current by watches (``start_watching``): long-running only
         self.live_cache: WatchCache | None = None
         self._pass_id = ""  # the pass running (for its Events' annotation)
+        self.passes = 0  # passes run, numbered in the summary line
 
     def start_watching(self) -> WatchCache:
         """Keep live objects in a watch cache from now on (``reconciler run``).
@@ -287,6 +288,7 @@ class Daemon:
         """
         with pass_scope() as pass_id, young_collections_only():
             self._pass_id = pass_id
+            self.passes += 1
             try:
                 outcome = self._run_pass(scope)
             finally:
@@ -326,11 +328,23 @@ class Daemon:
             (*runs, *report.statuses), checkout.commit, refresh=not fetched
         )
         self._log_changes(report, {c.instance for c in commits})
+        self._log_summary(report, {c.instance for c in commits}, time.monotonic() - started)
         self._emit_events(report, {c.instance for c in commits})
         self._report_rollouts(report)
         self._update_backoff(report)
         self._report_metrics(report, time.monotonic() - started, error is None)
         return PassOutcome(report, commits, error, moved)
+
+    def _log_summary(self, report: PassReport, committed: set[str], seconds: float) -> None:
+        """One INFO line per pass that changed something; a quiet pass logs nothing.
+
+        ``pass 41: 3 changed, 1 waiting for promotion, 0 failed (1.2 s)``: changed are
+        the instances with a new status record or a changed object; the other counts
+        are the cluster's state after the pass (Failed and Stalled count as failed).
+        """
+        line = pass_summary(self.passes, report, committed, seconds)
+        if line is not None:
+            log.info("%s", line, extra={"cluster": report.cluster})
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields.
@@ -536,3 +550,23 @@ class Daemon:
         for event in report.migrations:
             record = event.record
             self.metrics.observe_migration(record.name, record.phase, record.outcome, event.seconds)
+
+
+def pass_summary(
+    number: int, report: PassReport, committed: set[str], seconds: float
+) -> str | None:
+    """The pass's summary line, or None when it changed nothing (``Daemon._log_summary``)."""
+    changed = committed | {e.instance for e in report.changes.entries if e.changed}
+    changed |= {r.instance for r in report.removed}
+    if not changed:
+        return None
+    waiting = sum(
+        1
+        for s in report.statuses
+        if s.rollout is not None and s.rollout.state is RollingState.WAITING
+    )
+    failed = sum(1 for s in report.statuses if s.phase in (Phase.FAILED, Phase.STALLED))
+    return (
+        f"pass {number}: {len(changed)} changed, {waiting} waiting for promotion, "
+        f"{failed} failed ({seconds:.1f} s)"
+    )
