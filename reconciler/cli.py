@@ -323,6 +323,17 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="shared secret for webhook signatures (or $RECONCILER_WEBHOOK_SECRET)",
     )
+    _commit_url_option(p)
+
+
+def _commit_url_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--commit-url",
+        metavar="URL",
+        help="link commit ids on the status page: a base the id is appended to "
+        "(https://github.com/ORG/REPO/commit/) or a template with {commit} "
+        "(https://gitlab.com/ORG/REPO/-/commit/{commit}); default $RECONCILER_COMMIT_URL",
+    )
 
 
 Handler = Callable[[argparse.Namespace], int]
@@ -853,6 +864,7 @@ def _report_parser(sub: Any) -> None:
     p.add_argument("--status-branch", help="status branch of the one --cluster given")
     p.add_argument("--html", required=True, metavar="DIR", help="directory to write the site to")
     p.add_argument("--title", default="Reconciler status", help="the pages' title")
+    _commit_url_option(p)
     p.add_argument(
         "--history-limit",
         type=int,

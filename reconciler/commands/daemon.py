@@ -99,6 +99,7 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         probe_address=args.probe_address,
         webhook_secret=secret,
         scan_images=check_scan_images(args),
+        commit_url=args.commit_url or os.environ.get("RECONCILER_COMMIT_URL", ""),
     )
 
 

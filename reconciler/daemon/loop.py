@@ -111,6 +111,7 @@ class DaemonSettings:
     backoff_cap: float = 600.0
     max_look: float = 2.0  # a rollout in flight is looked at again at least this often
     scan_images: float = 0.0  # --scan-images: seconds between image scans (0: off)
+    commit_url: str = ""  # --commit-url: where /ui links commit ids (empty: plain text)
 
     @property
     def pass_settings(self) -> PassSettings:

@@ -269,7 +269,7 @@ class Service:
         listeners = http_listeners(s.metrics_address, s.webhook_address, s.probe_address)
         if listeners:
             from reconciler.daemon.http import DaemonHttpServer
-            from reconciler.daemon.status_site import StatusPages
+            from reconciler.daemon.status_site import StatusPages, ui_options
         for (host, port), groups in listeners:
             server = DaemonHttpServer(
                 host,
@@ -281,7 +281,9 @@ class Service:
                 s.branch,
                 cluster=s.cluster,
                 routes=groups,
-                pages=StatusPages(self.daemon.ledger).page if METRICS in groups else None,
+                pages=StatusPages(self.daemon.ledger, options=ui_options(s)).page
+                if METRICS in groups
+                else None,
             )
             self.servers.append(server)
             bound = server.start()
