@@ -361,6 +361,7 @@ COMMANDS: dict[str, str] = {
     "version": "client:version_command",
     "reconcile": "client:reconcile_command",
     "completion": "completion:completion_command",
+    "init": "init:init_command",
     "config set-cluster": "defaults:config_command",
     "config unset-cluster": "defaults:config_command",
     "config get-cluster": "defaults:config_command",
@@ -695,6 +696,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _daemon_client_parsers(sub)
     _config_parser(sub)
+    p = _subcommand(
+        sub,
+        "init",
+        help="scaffold an empty catalog (one app, channel, cluster; CI and pre-commit)",
+        description=(
+            "Write the smallest catalog that passes `reconciler validate` into DIRECTORY "
+            "(new or empty): one app with version 0.1.0 and one channel pointing at it, one "
+            "cluster with one instance following the channel, CI for GitHub Actions and "
+            "GitLab that validates and previews every change, and a pre-commit config. "
+            "DIRECTORY becomes a Git repository unless it is inside one; nothing is committed."
+        ),
+    )
+    p.add_argument("directory", metavar="DIRECTORY")
+    p.add_argument("--app", default="hello", help="the app's name (default hello)")
+    p.add_argument(
+        "--cluster", dest="cluster", default="dev", help="the cluster's name (default dev)"
+    )
+    p.add_argument("--channel", default="stable", help="the channel's name (default stable)")
     return parser
 
 
