@@ -169,17 +169,18 @@ validate:
       fi
 """
 
-FILES = {
-    "README.md": README,
-    "apps/{app}/app.yaml": APP,
-    "apps/{app}/channels.yaml": CHANNELS,
-    "apps/{app}/versions/{version}/version.yaml": VERSION,
-    "apps/{app}/versions/{version}/manifests/deployment.yaml": DEPLOYMENT,
-    "clusters/{cluster}/cluster.yaml": CLUSTER,
-    "clusters/{cluster}/instances/{app}.yaml": INSTANCE,
-    ".pre-commit-config.yaml": PRE_COMMIT,
-    ".github/workflows/validate.yaml": GITHUB,
-    ".gitlab-ci.yml": GITLAB,
+# each file's path, as parts (each formatted with the names given)
+FILES: dict[tuple[str, ...], str] = {
+    ("README.md",): README,
+    ("apps", "{app}", "app.yaml"): APP,
+    ("apps", "{app}", "channels.yaml"): CHANNELS,
+    ("apps", "{app}", "versions", "{version}", "version.yaml"): VERSION,
+    ("apps", "{app}", "versions", "{version}", "manifests", "deployment.yaml"): DEPLOYMENT,
+    ("clusters", "{cluster}", "cluster.yaml"): CLUSTER,
+    ("clusters", "{cluster}", "instances", "{app}.yaml"): INSTANCE,
+    (".pre-commit-config.yaml",): PRE_COMMIT,
+    (".github", "workflows", "validate.yaml"): GITHUB,
+    (".gitlab-ci.yml",): GITLAB,
 }
 
 
@@ -198,8 +199,8 @@ def scaffold(directory: Path, *, app: str, cluster: str, channel: str) -> list[s
         "release": __version__,
     }
     written = []
-    for pattern, text in FILES.items():
-        rel = pattern.format(**names)
+    for parts, text in FILES.items():
+        rel = "/".join(part.format(**names) for part in parts)
         target = directory / rel
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
