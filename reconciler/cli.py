@@ -362,6 +362,7 @@ COMMANDS: dict[str, str] = {
     "reconcile": "client:reconcile_command",
     "completion": "completion:completion_command",
     "init": "init:init_command",
+    "__complete": "completion:names_command",
     "config set-cluster": "defaults:config_command",
     "config unset-cluster": "defaults:config_command",
     "config get-cluster": "defaults:config_command",
@@ -768,6 +769,13 @@ def _daemon_client_parsers(sub: Any) -> None:
         ),
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
+
+    # hidden (no help: not listed): what the completion scripts ask for catalog names
+    p = sub.add_parser("__complete", parents=[_COMMON])
+    p.add_argument("kind", choices=("clusters", "instances", "apps", "channels"))
+    _repo_option(p)
+    p.add_argument("--cluster", dest="for_cluster", default=None)
+    p.add_argument("--app", default=None)
 
 
 def _images_parser(sub: Any) -> None:
