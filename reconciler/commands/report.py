@@ -36,11 +36,14 @@ def report_command(args: argparse.Namespace) -> int:
             clusters = status_branch_clusters(args.repo)
         if not clusters:
             print(
-                f"reconciler: no status/<cluster> branch in {args.repo} (in a clone they are "
-                "origin/status/*: pass the remote's URL as --repo)",
+                f"reconciler: no status/<cluster> branch in {args.repo} (in a clone, "
+                "`git fetch` brings the remote's origin/status/* branches)",
                 file=sys.stderr,
             )
-    ledgers = [StatusLedger(args.repo, c, branch=args.status_branch) for c in clusters]
+    ledgers = [
+        StatusLedger(args.repo, c, branch=args.status_branch, remote_fallback=True)
+        for c in clusters
+    ]
     with repository_read(args.repo):
         reports = [read_report(ledger, history_limit=args.history_limit) for ledger in ledgers]
     source = ledgers[0].display if ledgers else args.repo

@@ -171,6 +171,8 @@ class Service:
             ", ".join(f"{'+'.join(groups)} on :{port}" for port, groups in served.items())
             or "no HTTP port (see --metrics-address)"
         )
+        if METRICS in self.ports:
+            ports += f", status page /ui on :{self.ports[METRICS]}"
         return (
             f"reconciler {__version__} started: repo {redact_url(s.repo)}, "
             f"cluster {s.cluster}, {ports}"

@@ -20,6 +20,8 @@ from reconciler.source.store import BranchStore, RemoteStore
 log = logging.getLogger("reconciler.source")
 
 _PREFIX = "refs/heads/status/"
+# where a checkout keeps status branches: its own, and its remotes' copies
+STATUS_REFS = ("refs/heads/status/", "refs/remotes/")
 _CLUSTERS_DIR = "clusters"
 
 
@@ -70,11 +72,7 @@ def _branch_names(store: BranchStore) -> list[str]:
             )
             refs = [line.split("\t", 1)[-1].strip() for line in output.splitlines()]
         else:
-            output = run(
-                store.repo,
-                ["for-each-ref", "--format=%(refname)", "refs/heads/status/", "refs/remotes/"],
-            )
-            refs = output.split()
+            refs = run(store.repo, ["for-each-ref", "--format=%(refname)", *STATUS_REFS]).split()
     except GitFailed as e:
         log.warning("cannot list the status branches: %s", e)
         return []

@@ -19,16 +19,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reconciler.model.errors import SourceError
+from reconciler.model.errors import SourceError, UsageError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
-from reconciler.source.clusters import branch_clusters, known_clusters
+from reconciler.source.clusters import STATUS_REFS, branch_clusters, known_clusters
 from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import locked, run, run_remote
+from reconciler.source.runner import locked, open_repo, run, run_remote
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_CLUSTER,
@@ -368,10 +368,20 @@ def status_branch_clusters(
     """The clusters that have a status branch ``status/<cluster>`` in ``repo``, sorted.
 
     One ``git ls-remote`` (no fetch), so ``reconciler report`` without ``--cluster``
-    shows every cluster that has recorded something. Branches deeper than
+    shows every cluster that has recorded something; for a local path, its
+    branches and its remote-tracking branches (``origin/status/<cluster>``). Branches deeper than
     ``status/<name>`` are not status branches of the default name and are left out.
     """
     access = RemoteAccess.parse(repo, credentials, policy)
+    if access.local_path is not None:
+        # a checkout: its own branches and its remotes' copies (after a clone and a
+        # fetch only origin/status/* exist), which the read commands fall back to
+        try:
+            local = open_repo(access.local_path)
+        except SourceError as e:
+            raise UsageError(f"--repo {e}") from e
+        refs = run(local, ["for-each-ref", "--format=%(refname)", *STATUS_REFS])
+        return branch_clusters(refs.split())
     output = run_remote(
         Path.cwd(),
         ["ls-remote", "--heads", access.url, f"{STATUS_PREFIX}*"],

@@ -53,7 +53,7 @@ def test_start_up_line_and_one_summary_per_changing_pass(
     started = [m for m in messages if " started: " in m]
     assert started == [
         f"reconciler {reconciler.__version__} started: repo {world.repo.url}, cluster prod, "
-        f"metrics+webhooks+probes on :{port}"
+        f"metrics+webhooks+probes on :{port}, status page /ui on :{port}"
     ]
     summaries = [SUMMARY.match(m) for m in messages if SUMMARY.match(m)]
     first = summaries[0]

@@ -103,3 +103,15 @@ def test_a_catalog_cluster_without_status_yet_is_not_an_error(
 ) -> None:
     code, out, _ = run(capsys, "status", "--repo", str(catalog_repo), "--cluster", "prod")
     assert code == 0 and "no status recorded yet for cluster prod" in out
+
+
+def test_report_in_a_checkout_finds_and_reads_the_remote_copies(
+    capsys: pytest.CaptureFixture[str], clone: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    code, out, err = run(capsys, "report", "--repo", str(clone), "--html", str(site))
+    assert code == 0, err
+    assert "1 cluster, 1 instance" in out
+    index = (site / "index.html").read_text()
+    assert 'data-cluster="prod"' in index and 'data-instance="web"' in index
+    assert (site / "prod" / "web.html").is_file()
