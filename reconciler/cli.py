@@ -96,13 +96,13 @@ CLUSTER_HELP = (
 
 
 def _catalog_arg(p: argparse.ArgumentParser, *, checkout: bool = False) -> None:
-    """``--repo`` plus the deprecated positional ``CATALOG`` (same meaning)."""
+    """``--repo`` plus the positional ``CATALOG``, its short form (same meaning)."""
     p.add_argument(
         "catalog",
         nargs="?",
         default=None,
         metavar="CATALOG",
-        help="deprecated: use --repo CATALOG",
+        help="the catalog, as with --repo (a checkout path or a Git URL)",
     )
     _repo_option(p, checkout=checkout)
 

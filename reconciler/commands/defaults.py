@@ -67,11 +67,8 @@ def _fill_repo(command: str, args: argparse.Namespace) -> None:
     if positional is not None:
         if args.repo is not None and args.repo != positional:
             raise UsageError("give the catalog either as CATALOG or with --repo, not both")
-        print(
-            f"reconciler: warning: `{command} CATALOG` is deprecated; "
-            f"use `{command} --repo CATALOG` (a path or a Git URL)",
-            file=sys.stderr,
-        )
+        # the positional CATALOG is the documented short form of --repo for the
+        # catalog commands (validate, resolve, render, diff, apply, preview): same meaning
         args.repo = positional
     if args.repo is None:
         args.repo = os.environ.get(ENV_REPO, "").strip() or "."

@@ -1,7 +1,7 @@
 """``--repo``/``--cluster`` defaults: $RECONCILER_REPO, $RECONCILER_CLUSTER, ``config set-cluster``.
 
 One meaning for ``--repo`` everywhere (a checkout path or a Git URL); the old
-positional ``CATALOG`` still works and says it is deprecated on stderr.
+positional ``CATALOG`` of the catalog commands is the same as ``--repo``.
 """
 
 from __future__ import annotations
@@ -100,12 +100,11 @@ def test_set_cluster_refuses_an_unknown_cluster_and_a_url(
     assert code == 2
 
 
-def test_positional_catalog_still_works_with_a_deprecation_line(
+def test_positional_catalog_is_the_same_as_repo(
     capsys: pytest.CaptureFixture[str], recorded: Path
 ) -> None:
     code, out, err = run(capsys, "resolve", str(recorded), "--cluster", "prod", "-o", "name")
-    assert code == RESOLVED and out == "web\n"
-    assert "deprecated" in err and "resolve --repo CATALOG" in err
+    assert code == RESOLVED and out == "web\n" and err == ""
     code, out, err = run(
         capsys, "resolve", "--repo", str(recorded), "--cluster", "prod", "-o", "name"
     )
