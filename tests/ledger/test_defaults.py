@@ -104,7 +104,7 @@ def test_positional_catalog_is_the_same_as_repo(
     capsys: pytest.CaptureFixture[str], recorded: Path
 ) -> None:
     code, out, err = run(capsys, "resolve", str(recorded), "--cluster", "prod", "-o", "name")
-    assert code == RESOLVED and out == "web\n" and err == ""
+    assert code == RESOLVED and out == "web\n" and "deprecated" not in err
     code, out, err = run(
         capsys, "resolve", "--repo", str(recorded), "--cluster", "prod", "-o", "name"
     )
