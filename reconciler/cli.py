@@ -87,23 +87,37 @@ def _show_secrets(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _catalog_arg(p: argparse.ArgumentParser) -> None:
+REPO_HELP = "catalog repository: a checkout path or a Git URL (default: $RECONCILER_REPO, else .)"
+CHECKOUT_HELP = "catalog checkout to commit to (default: $RECONCILER_REPO, else .)"
+CLUSTER_HELP = (
+    "cluster name, clusters/<cluster>/ in the catalog (default: $RECONCILER_CLUSTER, else the "
+    "checkout's `reconciler config set-cluster`)"
+)
+
+
+def _catalog_arg(p: argparse.ArgumentParser, *, checkout: bool = False) -> None:
+    """``--repo`` plus the positional ``CATALOG``, its short form (same meaning)."""
     p.add_argument(
         "catalog",
         nargs="?",
-        default=".",
+        default=None,
         metavar="CATALOG",
-        help="catalog checkout (default: current directory)",
+        help="the catalog, as with --repo (a checkout path or a Git URL)",
     )
+    _repo_option(p, checkout=checkout)
+
+
+def _repo_option(p: argparse.ArgumentParser, *, checkout: bool = False) -> None:
+    p.add_argument("--repo", default=None, help=CHECKOUT_HELP if checkout else REPO_HELP)
+
+
+def _cluster_option(p: argparse.ArgumentParser, text: str = CLUSTER_HELP) -> None:
+    p.add_argument("--cluster", default=None, help=text)
 
 
 def _repo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
-    )
-    p.add_argument(
-        "--cluster", required=True, help="cluster name (clusters/<cluster>/ in the catalog)"
-    )
+    _repo_option(p)
+    _cluster_option(p)
     p.add_argument("--status-branch", help="status branch (default: status/<cluster>)")
 
 
@@ -318,6 +332,17 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="shared secret for webhook signatures (or $RECONCILER_WEBHOOK_SECRET)",
     )
+    _commit_url_option(p)
+
+
+def _commit_url_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--commit-url",
+        metavar="URL",
+        help="link commit ids on the status page: a base the id is appended to "
+        "(https://github.com/ORG/REPO/commit/) or a template with {commit} "
+        "(https://gitlab.com/ORG/REPO/-/commit/{commit}); default $RECONCILER_COMMIT_URL",
+    )
 
 
 Handler = Callable[[argparse.Namespace], int]
@@ -348,6 +373,11 @@ COMMANDS: dict[str, str] = {
     "version": "client:version_command",
     "reconcile": "client:reconcile_command",
     "completion": "completion:completion_command",
+    "init": "init:init_command",
+    "__complete": "completion:names_command",
+    "config set-cluster": "defaults:config_command",
+    "config unset-cluster": "defaults:config_command",
+    "config get-cluster": "defaults:config_command",
     "images scan": "images:images_scan_command",
     "images verify": "images:images_verify_command",
 }
@@ -362,9 +392,10 @@ def _common_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """
     p.add_argument(
         "--log-level",
-        default="warning" if top else argparse.SUPPRESS,
+        default=None if top else argparse.SUPPRESS,
         choices=("debug", "info", "warning", "error"),
-        help="log verbosity",
+        help="log verbosity (default: info for the daemon, which says when it started and "
+        "what each pass changed; warning for every other command)",
     )
     p.add_argument(
         "--log-format",
@@ -447,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Choose the version each instance of a cluster should run.",
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     p.add_argument(
         "--explain",
         action="store_true",
@@ -470,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Render the Kubernetes objects of a cluster's instances.",
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     p.add_argument("--instance", help="render only this instance")
     _namespace_arg(p)
     _show_secrets(p)
@@ -489,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     _namespace_arg(p)
     _show_secrets(p)
     _output(p)
@@ -506,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _catalog_arg(p)
-    p.add_argument("--cluster", required=True, help="cluster name")
+    _cluster_option(p)
     _apply_option_args(p)
     p.add_argument(
         "--wait",
@@ -589,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("app")
     cs.add_argument("channel")
     cs.add_argument("version")
-    cs.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+    _repo_option(cs, checkout=True)
     cs.add_argument("--force", action="store_true", help="allow moving the channel backwards")
     cs.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
     _output(cs)
@@ -678,6 +709,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--serve", action="store_true", help="keep the sandbox running after the story, for kubectl"
     )
     _daemon_client_parsers(sub)
+    _config_parser(sub)
+    p = _subcommand(
+        sub,
+        "init",
+        help="scaffold an empty catalog (one app, channel, cluster; CI and pre-commit)",
+        description=(
+            "Write the smallest catalog that passes `reconciler validate` into DIRECTORY "
+            "(new or empty): one app with version 0.1.0 and one channel pointing at it, one "
+            "cluster with one instance following the channel, CI for GitHub Actions and "
+            "GitLab that validates and previews every change, and a pre-commit config. "
+            "DIRECTORY becomes a Git repository unless it is inside one; nothing is committed."
+        ),
+    )
+    p.add_argument("directory", metavar="DIRECTORY")
+    p.add_argument("--app", default="hello", help="the app's name (default hello)")
+    p.add_argument(
+        "--cluster", dest="cluster", default="dev", help="the cluster's name (default dev)"
+    )
+    p.add_argument("--channel", default="stable", help="the channel's name (default stable)")
     return parser
 
 
@@ -706,7 +756,7 @@ def _daemon_client_parsers(sub: Any) -> None:
             "run with --webhook-secret-file or $RECONCILER_WEBHOOK_SECRET."
         ),
     )
-    p.add_argument("--cluster", required=True, help="cluster the daemon serves")
+    _cluster_option(p, "cluster the daemon serves (default: as for status)")
     p.add_argument(
         "--server",
         required=True,
@@ -732,6 +782,13 @@ def _daemon_client_parsers(sub: Any) -> None:
         ),
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
+
+    # hidden (no help: not listed): what the completion scripts ask for catalog names
+    p = sub.add_parser("__complete", parents=[_COMMON])
+    p.add_argument("kind", choices=("clusters", "instances", "apps", "channels"))
+    _repo_option(p)
+    p.add_argument("--cluster", dest="for_cluster", default=None)
+    p.add_argument("--app", default=None)
 
 
 def _images_parser(sub: Any) -> None:
@@ -760,8 +817,7 @@ def _images_parser(sub: Any) -> None:
             "registry cannot answer (then nothing is committed)."
         ),
     )
-    _catalog_arg(scan)
-    scan.add_argument("--repo", help="catalog checkout (same as CATALOG)")
+    _catalog_arg(scan, checkout=True)
     scan.add_argument("--app", help="only this app")
     scan.add_argument(
         "--push",
@@ -787,7 +843,6 @@ def _images_parser(sub: Any) -> None:
         ),
     )
     _catalog_arg(verify)
-    verify.add_argument("--repo", help="catalog checkout (same as CATALOG)")
     verify.add_argument("--app", help="only this app")
     _output(verify)
 
@@ -807,8 +862,7 @@ def _preview_parser(sub: Any) -> None:
             "2 on usage errors, 3 with --exit-code when anything would change."
         ),
     )
-    _catalog_arg(p)
-    p.add_argument("--repo", help="catalog checkout (same as CATALOG; default: current directory)")
+    _catalog_arg(p, checkout=True)
     p.add_argument("--base", required=True, metavar="REV", help="the commit before the change")
     p.add_argument(
         "--head", default="HEAD", metavar="REV", help="the commit after it (default HEAD)"
@@ -840,9 +894,7 @@ def _report_parser(sub: Any) -> None:
             "Read from Git only; exit 1 when a status file is unreadable."
         ),
     )
-    p.add_argument(
-        "--repo", required=True, help="catalog repository: local path or Git URL (file, https, ssh)"
-    )
+    _repo_option(p)
     p.add_argument(
         "--cluster",
         action="append",
@@ -852,6 +904,7 @@ def _report_parser(sub: Any) -> None:
     p.add_argument("--status-branch", help="status branch of the one --cluster given")
     p.add_argument("--html", required=True, metavar="DIR", help="directory to write the site to")
     p.add_argument("--title", default="Reconciler status", help="the pages' title")
+    _commit_url_option(p)
     p.add_argument(
         "--history-limit",
         type=int,
@@ -893,8 +946,8 @@ def _rollout_parser(sub: Any) -> None:
             ),
         )
         g.add_argument("instance")
-        g.add_argument("--cluster", required=True, help="cluster of the instance")
-        g.add_argument("--repo", default=".", help="catalog checkout (default: current directory)")
+        _cluster_option(g)
+        _repo_option(g, checkout=True)
         g.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
         if action == "promote":
             g.add_argument(
@@ -995,27 +1048,56 @@ def _wave_parser(sub: Any) -> None:
     _output(st)
 
 
-def _handler(args: argparse.Namespace) -> Handler:
-    name = args.command
-    if name == "wave":
-        if args.wave_command is None:
-            raise UsageError("wave: missing subcommand (try: reconciler wave --help)")
-        name = f"wave {args.wave_command}"
-    if name == "rollout":
-        if args.rollout_command is None:
-            raise UsageError("rollout: missing subcommand (try: reconciler rollout --help)")
-        name = f"rollout {args.rollout_command}"
-    if name == "images":
-        if args.images_command is None:
-            raise UsageError("images: missing subcommand (try: reconciler images --help)")
-        name = f"images {args.images_command}"
-    if name == "channel":
-        if args.channel_command is None:
-            raise UsageError("channel: missing subcommand (try: reconciler channel set --help)")
-        name = f"channel {args.channel_command}"
+def _config_parser(sub: Any) -> None:
+    """``config set-cluster|unset-cluster|get-cluster``: a checkout's default cluster."""
+    p = _subcommand(
+        sub,
+        "config",
+        help="a checkout's default cluster (like kubectl's current context)",
+        description=(
+            "Keep a default --cluster in the catalog checkout's own Git config "
+            "(reconciler.cluster): every command run against that checkout uses it when "
+            "neither --cluster nor $RECONCILER_CLUSTER is given."
+        ),
+    )
+    csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    st = _subcommand(
+        csub,
+        "set-cluster",
+        help="store the default cluster (exit 2 for a cluster the repository does not know)",
+    )
+    st.add_argument("name", metavar="CLUSTER")
+    _repo_option(st, checkout=True)
+    for action, text in (
+        ("unset-cluster", "remove the default cluster"),
+        ("get-cluster", "print the default cluster and where it comes from (exit 1: none)"),
+    ):
+        _repo_option(_subcommand(csub, action, help=text), checkout=True)
+
+
+_GROUPS = ("rollout", "images", "channel", "config", "wave")
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """The chosen command, with its subcommand (``rollout promote``); usage error if missing."""
+    name: str = args.command
+    if name in _GROUPS:
+        sub = getattr(args, f"{name}_command")
+        if sub is None:
+            raise UsageError(f"{name}: missing subcommand (try: reconciler {name} --help)")
+        name = f"{name} {sub}"
+    return name
+
+
+def _handler(name: str) -> Handler:
     module, func = COMMANDS[name].split(":")
     handler: Handler = getattr(importlib.import_module(f"reconciler.commands.{module}"), func)
     return handler
+
+
+def _default_log_level(name: str, args: argparse.Namespace) -> str:
+    """The daemon logs at info: silent, it looks hung until someone curls /readyz."""
+    return "info" if name == "run" and not args.once else "warning"
 
 
 def _configure_logging(level: str, fmt: str) -> None:
@@ -1031,8 +1113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        _configure_logging(args.log_level, args.log_format)
-        return _handler(args)(args)
+        name = command_name(args)
+        _configure_logging(args.log_level or _default_log_level(name, args), args.log_format)
+        handler = _handler(name)
+        from reconciler.commands.defaults import MissingCluster, apply_defaults
+
+        try:
+            apply_defaults(name, args)
+        except MissingCluster as e:
+            parser.error(str(e))  # SystemExit(2) with the usage line, like any missing option
+        return handler(args)
     except UsageError as e:
         print(f"reconciler: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,15 +9,32 @@ is registered, with nothing to keep in sync by hand.
   ``complete -F``; options that take a file (``--kubeconfig``) complete files.
 * zsh: the bash script through zsh's ``bashcompinit`` (what kubectl did for years).
 * fish: ``complete -c reconciler`` lines with ``__fish_seen_subcommand_from``.
+
+Names come from the catalog, like kubectl completes resource names: ``--cluster``
+completes the catalog's clusters, ``--instance`` and the INSTANCE of ``rollout``,
+``history`` and ``migrations`` the cluster's instances, ``--app`` and ``channel
+set APP CHANNEL`` apps and their channels. The scripts ask the hidden command
+``reconciler __complete KIND`` (``names_command``), which lists directories and
+reads ``channels.yaml`` of the checkout given by ``--repo`` on the line (else
+$RECONCILER_REPO, else the current directory): no validation, no network, and
+nothing printed but names, so a TAB is instant and never shows an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
 
 from reconciler.model.errors import EXIT_OK
+
+KINDS = ("clusters", "instances", "apps", "channels")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_MAX_CHANNELS_FILE = 256 * 1024  # a channels file is a few lines; never parse a huge one
 
 
 @dataclass
@@ -49,6 +66,8 @@ def command_tree(
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
             for name, sub in action.choices.items():
+                if name.startswith("__"):
+                    continue  # hidden: the scripts' own helper
                 node.subcommands[name] = helps.get(name, "")
                 children.append((name, sub, helps.get(name, "")))
         elif action.option_strings:
@@ -72,6 +91,60 @@ def completion_command(args: argparse.Namespace) -> int:
     script = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](tree)
     print(script, end="")
     return EXIT_OK
+
+
+def names_command(args: argparse.Namespace) -> int:
+    """``reconciler __complete KIND``: one catalog name a line, for the completion scripts."""
+    from reconciler.commands.defaults import default_cluster
+
+    repo = Path(args.repo)
+    if repo.is_dir():  # a URL, or a path that is not there: nothing to offer
+        cluster = args.for_cluster or default_cluster(args.repo)
+        for name in catalog_names(repo, args.kind, cluster=cluster, app=args.app):
+            print(name)
+    return EXIT_OK
+
+
+def catalog_names(root: Path, kind: str, *, cluster: str | None, app: str | None) -> list[str]:
+    """The names of ``kind`` in the catalog at ``root``, sorted; DNS labels only."""
+    if kind == "clusters":
+        found = _dirs(root / "clusters")
+    elif kind == "apps":
+        found = _dirs(root / "apps")
+    elif kind == "instances":
+        clusters = [cluster] if cluster else _dirs(root / "clusters")
+        found = [
+            f.stem
+            for c in clusters
+            for f in _files(root / "clusters" / c / "instances")
+            if f.suffix in (".yaml", ".yml")
+        ]
+    else:
+        apps = [app] if app else _dirs(root / "apps")
+        found = [name for a in apps for name in _channels(root / "apps" / a / "channels.yaml")]
+    return sorted({name for name in found if _NAME.match(name)})
+
+
+def _dirs(path: Path) -> list[str]:
+    return [p.name for p in _files(path) if p.is_dir()]
+
+
+def _files(path: Path) -> list[Path]:
+    try:
+        return list(path.iterdir()) if path.is_dir() else []
+    except OSError:
+        return []
+
+
+def _channels(path: Path) -> list[str]:
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_CHANNELS_FILE:
+            return []
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    channels = data.get("channels") if isinstance(data, dict) else None
+    return [str(k) for k in channels] if isinstance(channels, dict) else []
 
 
 def _case(tree: list[Command], value: dict[str, str]) -> str:
@@ -118,6 +191,26 @@ __reconciler_valued_here() {{
     echo "$(__reconciler_valued "$1") $(__reconciler_valued "")"
 }}
 
+# the value of option $1 given earlier on the line (--repo R or --repo=R), if any
+__reconciler_flag() {{
+    local i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            "$1") echo "${{COMP_WORDS[i+1]}}"; return ;;
+            "$1"=*) echo "${{COMP_WORDS[i]#*=}}"; return ;;
+        esac
+    done
+}}
+
+# names from the catalog: $1 is clusters, instances, apps or channels ($2: the app)
+__reconciler_names() {{
+    local repo cluster
+    repo="$(__reconciler_flag --repo)"
+    cluster="$(__reconciler_flag --cluster)"
+    "${{COMP_WORDS[0]}}" __complete "$1" ${{repo:+--repo "$repo"}} \
+        ${{cluster:+--cluster "$cluster"}} ${{2:+--app "$2"}} 2>/dev/null
+}}
+
 __reconciler_has() {{
     local word
     for word in $1; do
@@ -127,7 +220,7 @@ __reconciler_has() {{
 }}
 
 _reconciler() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" word i skip=""
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" word i skip="" first="" args=0
     [ "$COMP_CWORD" -gt 0 ] && prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     # the command path so far: words that name a subcommand, skipping options and their values
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -145,6 +238,9 @@ _reconciler() {{
         esac
         if __reconciler_has "$(__reconciler_words "$path")" "$word"; then
             path="${{path:+$path }}$word"
+        else
+            [ "$args" -eq 0 ] && first="$word"
+            args=$((args + 1))
         fi
     done
     local values
@@ -152,6 +248,16 @@ _reconciler() {{
     [ -z "$values" ] && values="$(__reconciler_choices "" "$prev")"
     if [ -n "$values" ]; then
         COMPREPLY=($(compgen -W "$values" -- "$cur"))
+        return 0
+    fi
+    local kind=""
+    case "$prev" in
+        --cluster) [ "$path" != "init" ] && kind=clusters ;;
+        --instance) kind=instances ;;
+        --app) [ "$path" != "init" ] && kind=apps ;;
+    esac
+    if [ -n "$kind" ]; then
+        COMPREPLY=($(compgen -W "$(__reconciler_names "$kind")" -- "$cur"))
         return 0
     fi
     if __reconciler_has "$(__reconciler_valued_here "$path")" "$prev"; then
@@ -162,6 +268,21 @@ _reconciler() {{
         COMPREPLY=($(compgen -W "$(__reconciler_options "$path")" -- "$cur"))
         return 0
     fi
+    case "$path|$args" in
+        "rollout promote|0" | "rollout pause|0" | "rollout resume|0" | "rollout status|0" | \
+            "history|0" | "migrations|0")
+            COMPREPLY=($(compgen -W "$(__reconciler_names instances)" -- "$cur"))
+            return 0
+            ;;
+        "channel set|0")
+            COMPREPLY=($(compgen -W "$(__reconciler_names apps)" -- "$cur"))
+            return 0
+            ;;
+        "channel set|1")
+            COMPREPLY=($(compgen -W "$(__reconciler_names channels "$first")" -- "$cur"))
+            return 0
+            ;;
+    esac
     local commands
     commands="$(__reconciler_words "$path")"
     if [ -n "$commands" ]; then

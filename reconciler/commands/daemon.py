@@ -101,6 +101,7 @@ def settings_from_args(args: argparse.Namespace) -> DaemonSettings:
         webhook_secret=secret,
         scan_images=check_scan_images(args),
         prometheus_url=check_prometheus_url(getattr(args, "prometheus_url", "")),
+        commit_url=args.commit_url or os.environ.get("RECONCILER_COMMIT_URL", ""),
     )
 
 

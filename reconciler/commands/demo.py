@@ -27,12 +27,16 @@ daemon's passes and tells what happens:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +114,7 @@ class Story:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    template = example_catalog()
+    example_catalog()  # a usage error before anything is created
     workdir = (
         Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="reconciler-demo-"))
     )
@@ -124,6 +128,13 @@ def demo_command(args: argparse.Namespace) -> int:
     story.chapter(
         f"Starting a local Kubernetes API (reconciler sandbox) and a catalog in {workdir}"
     )
+    with demo_logs(workdir / "demo.log", explicit=args.log_level is not None) as log_file:
+        if log_file is not None:
+            story.line(f"daemon log   {log_file}  (kept out of the story)")
+        return _demo(args, story, workdir)
+
+
+def _demo(args: argparse.Namespace, story: Story, workdir: Path) -> int:
     kubeconfig = workdir / "kubeconfig"
     timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
     with (
@@ -136,13 +147,15 @@ def demo_command(args: argparse.Namespace) -> int:
         from reconciler.source.scaffold import create_catalog_repo
 
         prepare = (lambda copy: point_catalog_at(copy, registry)) if registry else None
-        repo = create_catalog_repo(template, workdir, prepare=prepare)
+        repo = create_catalog_repo(example_catalog(), workdir, prepare=prepare)
         story.line(f"API server   {sandbox.url}  (kubeconfig: {kubeconfig})")
         story.line(f"catalog      {repo.work}  (remote: {repo.url})")
         if registry is not None:
             pin_first_builds(repo, registry, story.line)
         ok = _tell(story, repo, workdir, sandbox, registry, prometheus)
-        _explore(repo, workdir, kubeconfig)
+        print(closing_hints(repo, workdir, kubeconfig, serve=args.serve), flush=True)
+        if shutil.which("kubectl") is None:
+            print("(kubectl is not installed here; any kubectl works with the kubeconfig above)")
         if args.serve:
             _serve_until_interrupted(story)
     return 0 if ok else 1
@@ -402,24 +415,84 @@ def _image(client: KubeClient, namespace: str, name: str) -> str:
     return ", ".join(str(c.get("image")) for c in containers) or "no containers"
 
 
-def _explore(repo: CatalogRepo, workdir: Path, kubeconfig: Path) -> None:
-    print(
-        f"""
+def closing_hints(
+    repo: CatalogRepo, workdir: Path, kubeconfig: Path, *, serve: bool, program: str | None = None
+) -> str:
+    """What to try next, spelled so it runs as printed (``program``: see ``command_name``)."""
+    rc = program or command_name()
+    hints = f"""
 Explore what the demo left behind in {workdir}:
-  reconciler status  --repo {repo.url} --cluster {CLUSTER}
-  reconciler history --repo {repo.url} --cluster {CLUSTER} web
-  reconciler migrations --repo {repo.url} --cluster {CLUSTER}
+  {rc} status  --repo {repo.url} --cluster {CLUSTER}
+  {rc} history --repo {repo.url} --cluster {CLUSTER} web
+  {rc} migrations --repo {repo.url} --cluster {CLUSTER}
   git -C {repo.remote} log status/{CLUSTER} --format='%h %s%n%b' -3
   git -C {repo.work} log --oneline
-  reconciler resolve {repo.work} --cluster {CLUSTER} --explain
-The cluster lived in memory; to look at it with kubectl, run the demo with --serve:
-  reconciler demo --serve      # then, in another terminal:
+  {rc} resolve --repo {repo.work} --cluster {CLUSTER} --explain
+"""
+    if serve:
+        hints += f"""The sandbox keeps serving below; in another terminal:
   kubectl --kubeconfig {kubeconfig} get deploy,sts,svc,cm -A
-Clean up with: rm -rf {workdir}""",
-        flush=True,
-    )
-    if shutil.which("kubectl") is None:
-        print("(kubectl is not installed here; any kubectl works with the kubeconfig above)")
+"""
+    else:
+        hints += f"""The cluster lived in memory; to look at it with kubectl, run the demo again:
+  {rc} demo --serve      # then, in another terminal:
+  kubectl --kubeconfig {kubeconfig} get deploy,sts,svc,cm -A
+"""
+    if rc != "reconciler":
+        hints += f"({rc} is this reconciler; `source .venv/bin/activate` puts it on PATH)\n"
+    return hints + f"Clean up with: rm -rf {workdir}"
+
+
+def command_name(argv0: str | None = None, path_lookup: str | None = None) -> str:
+    """How a person runs this reconciler again: ``reconciler`` if that is on PATH, else its path.
+
+    ``make demo`` runs ``.venv/bin/reconciler``, which is not on PATH until the venv
+    is activated: a hint saying bare ``reconciler`` would fail as printed.
+    """
+    script = Path(argv0 if argv0 is not None else sys.argv[0])
+    found = path_lookup if path_lookup is not None else shutil.which("reconciler")
+    if script.name != "reconciler":  # python -m reconciler
+        beside = Path(sys.executable).parent / "reconciler"
+        if not beside.is_file():
+            return f"{_shown(Path(sys.executable))} -m reconciler"
+        script = beside
+    if found and Path(found).absolute() == script.absolute():
+        return "reconciler"
+    return _shown(script)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it (``.venv/bin/...``)."""
+    absolute = path.absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+@contextmanager
+def demo_logs(path: Path, *, explicit: bool) -> Iterator[Path | None]:
+    """The daemon's log lines go to ``path`` while the story prints, not between its lines.
+
+    The story already says what each pass did; a Stalled instance's warning in the
+    middle of it reads like the demo failing. ``--log-level`` given: the person asked
+    for the lines where they are (stderr), so nothing is moved.
+    """
+    if explicit:
+        yield None
+        return
+    root = logging.getLogger()
+    previous, level = root.handlers[:], root.level
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(previous[0].formatter if previous else logging.Formatter())
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    try:
+        yield path
+    finally:
+        root.handlers[:] = previous
+        root.setLevel(level)
+        handler.close()
 
 
 def _serve_until_interrupted(story: Story) -> None:

@@ -37,7 +37,7 @@ def status_command(args: argparse.Namespace) -> int:
     """
     if args.interval <= 0:
         raise UsageError("--interval must be a positive duration")
-    ledger = _ledger(args)
+    ledger = read_ledger(args)
     reported: set[str] = set()
     problems: list[bool] = [False]
 
@@ -53,6 +53,7 @@ def status_command(args: argparse.Namespace) -> int:
 
     terminal = sys.stdout.isatty() and args.output in ("text", "wide")
     with repository_read(args.repo):
+        require_known_cluster(ledger)
         follow(
             view,
             watch=args.watch,
@@ -85,7 +86,7 @@ def _status_view(
         names = sorted([*current, *(u.instance for u in unreadable)])
         return "".join(f"{n}\n" for n in names), unreadable
     if not snap.exists:
-        return _no_status(ledger) + "\n", unreadable
+        return no_status(ledger) + "\n", unreadable
     if not current and not unreadable:
         return f"no instance status recorded on {ledger.branch} in {ledger.display}\n", []
     return status_table(current.values(), unreadable, **table_options(args)) + "\n", unreadable
@@ -95,8 +96,9 @@ def history_command(args: argparse.Namespace) -> int:
     """Print status changes, newest first, from the status branch's commits."""
     if args.limit < 0:
         raise UsageError("--limit must be 0 (all) or a positive number")
-    ledger = _ledger(args)
+    ledger = read_ledger(args)
     with repository_read(args.repo):
+        require_known_cluster(ledger)
         entries = ledger.history(args.instance, limit=args.limit)
     if is_data(args.output):
         print_data([e.to_dict() for e in entries], args.output)
@@ -107,14 +109,15 @@ def history_command(args: argparse.Namespace) -> int:
     elif args.instance:
         print(f"no status changes recorded for instance {args.instance} on {ledger.branch}")
     else:
-        print(_no_status(ledger))
+        print(no_status(ledger))
     return EXIT_OK
 
 
 def migrations_command(args: argparse.Namespace) -> int:
     """Print the migration ledger each instance's status records on the status branch."""
-    ledger = _ledger(args)
+    ledger = read_ledger(args)
     with repository_read(args.repo):
+        require_known_cluster(ledger)
         snap = ledger.snapshot()
     rows: list[LedgerRow] = []
     problems = [str(p) for p in snap.problems]
@@ -132,7 +135,7 @@ def migrations_command(args: argparse.Namespace) -> int:
     elif args.output == "name":
         print_names([f"{r.instance}/{r.record.name}" for r in rows])
     elif not snap.exists:
-        print(_no_status(ledger))
+        print(no_status(ledger))
     elif args.instance and args.instance not in snap.statuses:
         print(f"no status recorded for instance {args.instance} on {ledger.branch}")
     elif not rows:
@@ -171,8 +174,23 @@ def _in_namespace(
     return {name: s for name, s in statuses.items() if found.get(name) == namespace}
 
 
-def _ledger(args: argparse.Namespace) -> StatusLedger:
-    return StatusLedger(args.repo, args.cluster, branch=args.status_branch)
+def read_ledger(args: argparse.Namespace) -> StatusLedger:
+    """The ledger a read command reads: a checkout's remote copy when it has no branch."""
+    return StatusLedger(args.repo, args.cluster, branch=args.status_branch, remote_fallback=True)
+
+
+def require_known_cluster(ledger: StatusLedger) -> None:
+    """A cluster with no status branch must at least be known: a typo exits 2, naming the rest.
+
+    Only asked when the branch is missing (one fetch, one ref read otherwise). A
+    repository that knows no cluster at all (empty, or a bare status remote) cannot
+    tell a typo from "nothing recorded yet", so it is left to say the latter.
+    """
+    if ledger.head(refresh=True) is not None:
+        return
+    known = ledger.known_clusters()
+    if known and ledger.cluster not in known:
+        raise UsageError(f"no cluster named {ledger.cluster}; known: {', '.join(known)}")
 
 
 @contextmanager
@@ -189,7 +207,8 @@ def repository_read(repo: str) -> Iterator[None]:
         raise UsageError(f"--repo {repo}: {e}") from e
 
 
-def _no_status(ledger: StatusLedger) -> str:
+def no_status(ledger: StatusLedger) -> str:
+    """What a read command says about a known cluster with no status branch yet."""
     return (
         f"no status recorded yet for cluster {ledger.cluster}: "
         f"branch {ledger.branch} does not exist in {ledger.display}"

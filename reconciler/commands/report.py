@@ -11,6 +11,7 @@ status file could not be read (the pages are written either way and name it).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from reconciler.commands.ledger import repository_read
 from reconciler.daemon.status_site import now_stamp, read_report
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.source import StatusLedger, status_branch_clusters
-from reconciler.status.report import INDEX, build_site
+from reconciler.status.report import INDEX, PageOptions, build_site
+
+ENV_COMMIT_URL = "RECONCILER_COMMIT_URL"
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -33,15 +36,24 @@ def report_command(args: argparse.Namespace) -> int:
             clusters = status_branch_clusters(args.repo)
         if not clusters:
             print(
-                f"reconciler: no status/<cluster> branch in {args.repo} (in a clone they are "
-                "origin/status/*: pass the remote's URL as --repo)",
+                f"reconciler: no status/<cluster> branch in {args.repo} (in a clone, "
+                "`git fetch` brings the remote's origin/status/* branches)",
                 file=sys.stderr,
             )
-    ledgers = [StatusLedger(args.repo, c, branch=args.status_branch) for c in clusters]
+    ledgers = [
+        StatusLedger(args.repo, c, branch=args.status_branch, remote_fallback=True)
+        for c in clusters
+    ]
     with repository_read(args.repo):
         reports = [read_report(ledger, history_limit=args.history_limit) for ledger in ledgers]
     source = ledgers[0].display if ledgers else args.repo
-    pages = build_site(reports, title=args.title, source=source, generated=now_stamp())
+    options = PageOptions(
+        commit_url=args.commit_url or os.environ.get(ENV_COMMIT_URL, ""),
+        repo="" if args.repo == "." else args.repo,
+    )
+    pages = build_site(
+        reports, title=args.title, source=source, generated=now_stamp(), options=options
+    )
     out = Path(args.html)
     write_site(pages, out)
     instances = sum(len(r.statuses) for r in reports)

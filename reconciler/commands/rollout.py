@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 
 from reconciler.catalog import load_catalog
-from reconciler.commands.ledger import repository_read
+from reconciler.commands.ledger import (
+    no_status,
+    read_ledger,
+    repository_read,
+    require_known_cluster,
+)
 from reconciler.commands.output import format_data, is_data, print_data
 from reconciler.commands.watching import View, follow
 from reconciler.daemon.plan import plan_cluster, require_cluster
@@ -69,7 +74,7 @@ def rollout_status_command(args: argparse.Namespace) -> int:
     """Draw INSTANCE's rollout from the status branch; ``--watch`` follows it."""
     if args.interval <= 0:
         raise UsageError("--interval must be a positive duration")
-    ledger = StatusLedger(args.repo, args.cluster, branch=args.status_branch)
+    ledger = read_ledger(args)
     seen: list[InstanceStatus] = []
 
     def view() -> View:
@@ -80,6 +85,7 @@ def rollout_status_command(args: argparse.Namespace) -> int:
 
     separator = "---\n" if args.output == "yaml" else ""
     with repository_read(args.repo):
+        require_known_cluster(ledger)
         follow(view, watch=args.watch, interval=args.interval, separator=separator)
     status = seen[-1]
     return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
@@ -88,10 +94,7 @@ def rollout_status_command(args: argparse.Namespace) -> int:
 def _read(ledger: StatusLedger, instance: str) -> InstanceStatus:
     snap = ledger.snapshot()
     if not snap.exists:
-        raise UsageError(
-            f"no status recorded yet for cluster {ledger.cluster}: "
-            f"branch {ledger.branch} does not exist in {ledger.display}"
-        )
+        raise UsageError(no_status(ledger))
     status = snap.statuses.get(instance)
     if status is None:
         for problem in snap.problems:

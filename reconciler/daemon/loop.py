@@ -39,7 +39,7 @@ from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
-from reconciler.model.rollout import noteworthy
+from reconciler.model.rollout import RollingState, noteworthy
 from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.changes import TreeState, changed_since, tree_state
@@ -121,6 +121,7 @@ class DaemonSettings:
     max_look: float = 2.0  # a rollout in flight is looked at again at least this often
     scan_images: float = 0.0  # --scan-images: seconds between image scans (0: off)
     prometheus_url: str = ""  # --prometheus-url: for analyses that name no address
+    commit_url: str = ""  # --commit-url: where /ui links commit ids (empty: plain text)
 
     @property
     def pass_settings(self) -> PassSettings:
@@ -227,6 +228,7 @@ class Daemon:
         # live objects kept current by watches (``start_watching``): long-running only
         self.live_cache: WatchCache | None = None
         self._pass_id = ""  # the pass running (for its Events' annotation)
+        self.passes = 0  # passes run, numbered in the summary line
 
     def start_watching(self) -> WatchCache:
         """Keep live objects in a watch cache from now on (``reconciler run``).
@@ -315,6 +317,7 @@ class Daemon:
         """
         with pass_scope() as pass_id, young_collections_only():
             self._pass_id = pass_id
+            self.passes += 1
             try:
                 outcome = self._run_pass(scope)
             finally:
@@ -359,6 +362,7 @@ class Daemon:
             (*runs, *report.statuses), checkout.commit, refresh=not fetched
         )
         self._log_changes(report, {c.instance for c in commits})
+        self._log_summary(report, {c.instance for c in commits}, time.monotonic() - started)
         self._emit_events(report, {c.instance for c in commits})
         self._report_rollouts(report)
         self._report_waves(report, {c.instance for c in commits})
@@ -390,6 +394,17 @@ class Daemon:
         if self._history is None or self._history.head != head:
             self._history = ReleaseHistory(self.fleet.repo, head)
         return WaveView(records, self._history.contains, self.clock(), self._history.start)
+
+    def _log_summary(self, report: PassReport, committed: set[str], seconds: float) -> None:
+        """One INFO line per pass that changed something; a quiet pass logs nothing.
+
+        ``pass 41: 3 changed, 1 waiting for promotion, 0 failed (1.2 s)``: changed are
+        the instances with a new status record or a changed object; the other counts
+        are the cluster's state after the pass (Failed and Stalled count as failed).
+        """
+        line = pass_summary(self.passes, report, committed, seconds)
+        if line is not None:
+            log.info("%s", line, extra={"cluster": report.cluster})
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields.
@@ -606,3 +621,23 @@ class Daemon:
         for event in report.migrations:
             record = event.record
             self.metrics.observe_migration(record.name, record.phase, record.outcome, event.seconds)
+
+
+def pass_summary(
+    number: int, report: PassReport, committed: set[str], seconds: float
+) -> str | None:
+    """The pass's summary line, or None when it changed nothing (``Daemon._log_summary``)."""
+    changed = committed | {e.instance for e in report.changes.entries if e.changed}
+    changed |= {r.instance for r in report.removed}
+    if not changed:
+        return None
+    waiting = sum(
+        1
+        for s in report.statuses
+        if s.rollout is not None and s.rollout.state is RollingState.WAITING
+    )
+    failed = sum(1 for s in report.statuses if s.phase in (Phase.FAILED, Phase.STALLED))
+    return (
+        f"pass {number}: {len(changed)} changed, {waiting} waiting for promotion, "
+        f"{failed} failed ({seconds:.1f} s)"
+    )

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 import reconciler
 from reconciler.kube import observe
 from reconciler.model.analysis import RESULTS
-from reconciler.model.rollout import BatchState, RolloutRecord
+from reconciler.model.rollout import BatchState, RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
 
 # Content type of ``render()``, for the HTTP layer.
@@ -72,6 +72,12 @@ HEALTH_WAIT_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.
 
 # The labels of reconciler_instance_info, in order.
 INSTANCE_INFO_LABELS = ("cluster", "instance", "app", "version", "desired", "phase", "reason")
+
+
+# the label sets of reconciler_api_retries_total created at start-up: the client's write
+# and read verbs, with the answers it retries most (throttled, and no answer at all)
+RETRY_VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+RETRY_CODES = ("429", "error")
 
 
 class DaemonMetrics:
@@ -281,6 +287,15 @@ class DaemonMetrics:
         # they hold a Lease (reconciler.daemon.service).
         self.set_leader(True)
         self.api_throttled.labels(cluster)
+        # Series that appear only with their first event read "No data" in Grafana
+        # until then, and increase() misses that first event: start them at zero.
+        for state in RollingState:
+            if state.terminal:
+                self.rollouts.labels(cluster, str(state))
+        self.rollout_batch_duration.labels(cluster)
+        for verb in RETRY_VERBS:
+            for code in RETRY_CODES:
+                self.api_retries.labels(verb, code)
 
     def observe_pass(
         self, cluster: str, seconds: float, ok: bool, *, crashed: bool = False

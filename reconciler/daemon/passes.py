@@ -309,6 +309,7 @@ def reconcile_checkout(
             waiting=plan.name in waiting,
             gated=plan.name in gated,
             deployed_images=split_release(releases.get(plan.name, ""))[1],
+            deployed_objects=len(recorded[plan.name].objects) if plan.name in recorded else 0,
         )
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler import __version__
 from reconciler.daemon.logs import pass_scope
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.probes import METRICS, PROBES, WEBHOOKS, DaemonHealth
@@ -45,7 +46,7 @@ from reconciler.kube import KubeClient, RetryPolicy
 from reconciler.kube.lease import LeaderElector
 from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.errors import UsageError
-from reconciler.source import CatalogWorkClone
+from reconciler.source import CatalogWorkClone, redact_url
 
 if TYPE_CHECKING:
     # imported in start() only when used: aiohttp (the HTTP server) and the registry
@@ -147,6 +148,7 @@ class Service:
         )
         try:
             self._start()
+            log.info("%s", self.startup_line(), extra={"cluster": self.settings.cluster})
             self.queue.put(Trigger("startup", f"reconciler for cluster {self.settings.cluster}"))
             self._loop()
         finally:
@@ -154,6 +156,27 @@ class Service:
             if restore is not None:
                 restore()
         return 0
+
+    def startup_line(self) -> str:
+        """What the daemon says once it listens: a default-level log that shows it is alive.
+
+        Version, repository (credentials redacted), cluster and the ports it serves, so
+        an operator knows at once where to curl ``/readyz`` and ``/ui``.
+        """
+        s = self.settings
+        served: dict[int, list[str]] = {}  # port -> route groups, in the order named
+        for group, port in self.ports.items():
+            served.setdefault(port, []).append(group)
+        ports = (
+            ", ".join(f"{'+'.join(groups)} on :{port}" for port, groups in served.items())
+            or "no HTTP port (see --metrics-address)"
+        )
+        if METRICS in self.ports:
+            ports += f", status page /ui on :{self.ports[METRICS]}"
+        return (
+            f"reconciler {__version__} started: repo {redact_url(s.repo)}, "
+            f"cluster {s.cluster}, {ports}"
+        )
 
     def shutdown(self, why: str = "asked to stop") -> None:
         self.queue.put(Trigger("shutdown", why))
@@ -177,7 +200,8 @@ class Service:
                 self._pass(trigger)
 
     def _pass(self, trigger: Trigger) -> None:
-        log.info("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
+        # debug: a quiet cluster passes every --interval; the pass's summary says what changed
+        log.debug("pass (%s)", trigger.describe(), extra={"cluster": self.settings.cluster})
         started = time.monotonic()
         try:
             outcome = self._run_pass()
@@ -199,7 +223,7 @@ class Service:
             return self.daemon.run_pass()
         scope = self.shards.begin_pass()  # none of these shards is handed over meanwhile
         try:
-            log.info("reconciling %s", scope.describe(), extra={"cluster": self.settings.cluster})
+            log.debug("reconciling %s", scope.describe(), extra={"cluster": self.settings.cluster})
             return self.daemon.run_pass(scope)
         finally:
             self.shards.end_pass()
@@ -247,7 +271,7 @@ class Service:
         listeners = http_listeners(s.metrics_address, s.webhook_address, s.probe_address)
         if listeners:
             from reconciler.daemon.http import DaemonHttpServer
-            from reconciler.daemon.status_site import StatusPages
+            from reconciler.daemon.status_site import StatusPages, ui_options
         for (host, port), groups in listeners:
             server = DaemonHttpServer(
                 host,
@@ -259,7 +283,9 @@ class Service:
                 s.branch,
                 cluster=s.cluster,
                 routes=groups,
-                pages=StatusPages(self.daemon.ledger).page if METRICS in groups else None,
+                pages=StatusPages(self.daemon.ledger, options=ui_options(s)).page
+                if METRICS in groups
+                else None,
             )
             self.servers.append(server)
             bound = server.start()

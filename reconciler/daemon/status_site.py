@@ -15,10 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reconciler.source import StatusLedger
+from reconciler.daemon.loop import DaemonSettings
+from reconciler.source import StatusLedger, redact_url
 from reconciler.status.report import (
     INDEX,
+    NO_OPTIONS,
     ClusterReport,
+    PageOptions,
     index_page,
     instance_page,
     status_page,
@@ -26,6 +29,7 @@ from reconciler.status.report import (
 
 DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
 DEFAULT_TITLE = "Reconciler status"
+UI_REFRESH = 30  # seconds: /ui reloads itself (a meta refresh; the CSP forbids scripts)
 
 
 def read_report(
@@ -50,6 +54,13 @@ def read_report(
     )
 
 
+def ui_options(settings: DaemonSettings) -> PageOptions:
+    """``/ui``'s links and refresh: ``--commit-url``, and the repository its commands name."""
+    return PageOptions(
+        commit_url=settings.commit_url, refresh=UI_REFRESH, repo=redact_url(settings.repo)
+    )
+
+
 def now_stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -71,8 +82,10 @@ class StatusPages:
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         title: str = DEFAULT_TITLE,
         clock: Callable[[], str] = now_stamp,
+        options: PageOptions = NO_OPTIONS,
     ) -> None:
         self.ledger = ledger
+        self.options = options
         self.history_limit = history_limit
         self.title = title
         self._clock = clock
@@ -90,7 +103,9 @@ class StatusPages:
         if name is None:
             return None
         status = read.report.statuses[name]
-        return status_page(read.report, status, title=self.title, generated=read.generated)
+        return status_page(
+            read.report, status, title=self.title, generated=read.generated, options=self.options
+        )
 
     def _current(self) -> _Read:
         with self._lock:
@@ -99,7 +114,11 @@ class StatusPages:
                 report = read_report(self.ledger, history_limit=self.history_limit, refresh=False)
                 generated = self._clock()
                 index = index_page(
-                    [report], title=self.title, source=self.ledger.display, generated=generated
+                    [report],
+                    title=self.title,
+                    source=self.ledger.display,
+                    generated=generated,
+                    options=self.options,
                 )
                 names = {instance_page(report.cluster, n): n for n in report.statuses}
                 self._read = _Read(report, index, names, generated)
@@ -116,4 +135,4 @@ class _Read:
     generated: str
 
 
-__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "StatusPages", "read_report"]
+__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "UI_REFRESH", "StatusPages", "read_report"]

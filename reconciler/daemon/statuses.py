@@ -20,6 +20,7 @@ from reconciler.daemon.plan import CATALOG_INVALID, NO_IMAGES, InstancePlan
 from reconciler.kube import EMPTY_RENDER, PRUNE_REFUSED, HealthReport, InstanceResult
 from reconciler.model.changeset import Action
 from reconciler.model.status import TRUE, Condition, ConditionType, InstanceStatus, Phase
+from reconciler.model.words import plural
 from reconciler.waves import WAITING_FOR_WAVE
 
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
@@ -43,6 +44,7 @@ class InstanceOutcome:
     waiting: bool = False  # not healthy yet, within the timeout: Progressing, looked at again
     gated: bool = False  # the next step of an upgrade path waits for this step's health
     deployed_images: Mapping[str, str] = field(default_factory=dict)  # builds running before
+    deployed_objects: int = 0  # objects its inventory held before this pass
 
 
 def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> InstanceStatus:
@@ -52,6 +54,10 @@ def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> 
     objects = len(plan.objects)
     if not objects and outcome.result is not None and outcome.result.inventory is not None:
         objects = len(outcome.result.inventory.objects)
+    if not objects and (outcome.result is None or not outcome.result.ok):
+        # nothing rendered or applied (CatalogInvalid, EmptyRender, a refused apply):
+        # what ran before still runs, and the record must not say 0
+        objects = outcome.deployed_objects
     if res.warnings and phase is Phase.READY:
         message = f"{message}; " + "; ".join(res.warnings)
     # interned: the instances of one app version at rest say the same thing, and each
@@ -160,7 +166,7 @@ def _verdict(o: InstanceOutcome) -> tuple[Phase, str, str, str | None]:
     return (
         Phase.READY,
         "Succeeded",
-        f"{inst.app} {applied} is ready ({len(plan.objects)} objects)",
+        f"{inst.app} {applied} is ready ({plural(len(plan.objects), 'object')})",
         applied,
     )
 

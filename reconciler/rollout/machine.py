@@ -26,6 +26,7 @@ from reconciler.model.rollout import (
     release_label,
     split_release,
 )
+from reconciler.model.words import plural
 from reconciler.rollout.plan import RolloutSettings
 
 # How soon to look again while something moves: pods become ready in seconds.
@@ -167,7 +168,10 @@ def begin(from_version: str, to_version: str, settings: RolloutSettings, obs: Ob
         paused=settings.paused,
         started_at=stamp,
         updated_at=stamp,
-        message=f"{len(settings.batches)} batches over {obs.replicas.desired} replicas",
+        message=(
+            f"{plural(len(settings.batches), 'batch', 'batches')} over "
+            f"{plural(obs.replicas.desired, 'replica')}"
+        ),
         instance_digest=obs.instance_digest,
         targets=_summed_targets(settings, obs),
     )
@@ -410,7 +414,8 @@ def _fail(record: RolloutRecord, settings: RolloutSettings, obs: Observation, wh
 def _finalising(record: RolloutRecord, settings: RolloutSettings, obs: Observation) -> Step:
     r = obs.replicas
     if not obs.helpers_left and r.updated == r.desired and r.ready >= r.desired:
-        return _moved(record, obs, state=RollingState.SUCCEEDED, message="every replica runs to")
+        runs = f"every replica runs {release_label(record.to_key)}"
+        return _moved(record, obs, state=RollingState.SUCCEEDED, message=runs)
     if _elapsed(record.updated_at, obs.now) > settings.health_timeout_seconds:
         return _fail(record, settings, obs, "finalising did not converge")
     return Step(record, (Finalize(),), POLL_SECONDS)

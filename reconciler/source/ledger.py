@@ -19,16 +19,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reconciler.model.errors import SourceError
+from reconciler.model.errors import SourceError, UsageError
 from reconciler.model.problems import Problem, error
 from reconciler.model.status import InstanceStatus
 from reconciler.source import objects, store
+from reconciler.source.clusters import STATUS_REFS, branch_clusters, known_clusters
 from reconciler.source.fleet import FleetStatus
 from reconciler.source.namespaces import instance_namespaces
 from reconciler.source.record_yaml import dump_record
 from reconciler.source.redact import redact_text
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
-from reconciler.source.runner import locked, run, run_remote
+from reconciler.source.runner import locked, open_repo, run, run_remote
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_CLUSTER,
@@ -90,12 +91,15 @@ class StatusLedger:
         policy: NetworkPolicy | None = None,
         conflict_attempts: int = 20,
         sleep: Callable[[float], None] = time.sleep,
+        remote_fallback: bool = False,
     ) -> None:
         self.cluster = cluster
         self.branch = store.check_branch_name(branch or f"status/{cluster}")
         self.access = RemoteAccess.parse(repo, credentials, policy)
         self._cache = cache_dir or cache_root()
-        self._store = store.open_store(self.access, self.branch, self._cache)
+        self._store = store.open_store(
+            self.access, self.branch, self._cache, remote_fallback=remote_fallback
+        )
         self._lock = self._cache / "status" / f"{self.access.cache_key}.lock"
         self._conflict_attempts = conflict_attempts
         self._sleep = sleep
@@ -247,6 +251,19 @@ class StatusLedger:
         # the pattern matches any line of a message; the trailer decides
         return [entry for entry in entries if entry.instance == instance]
 
+    @property
+    def source_ref(self) -> str:
+        """The ref read: ``status/prod``, or ``origin/status/prod`` in a checkout without one."""
+        return self._store.ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+
+    def known_clusters(self) -> list[str]:
+        """Every cluster the repository knows: catalog ``clusters/`` and status branches.
+
+        For ``no cluster named X; known: ...`` (``reconciler.source.clusters``).
+        """
+        with locked(self._lock):
+            return known_clusters(self._store)
+
     def namespaces(self, statuses: Iterable[InstanceStatus]) -> dict[str, str | None]:
         """Each instance's namespace, from its file at the record's ``sourceCommit``.
 
@@ -383,23 +400,27 @@ def status_branch_clusters(
     """The clusters that have a status branch ``status/<cluster>`` in ``repo``, sorted.
 
     One ``git ls-remote`` (no fetch), so ``reconciler report`` without ``--cluster``
-    shows every cluster that has recorded something. Branches deeper than
+    shows every cluster that has recorded something; for a local path, its
+    branches and its remote-tracking branches (``origin/status/<cluster>``). Branches deeper than
     ``status/<name>`` are not status branches of the default name and are left out.
     """
     access = RemoteAccess.parse(repo, credentials, policy)
+    if access.local_path is not None:
+        # a checkout: its own branches and its remotes' copies (after a clone and a
+        # fetch only origin/status/* exist), which the read commands fall back to
+        try:
+            local = open_repo(access.local_path)
+        except SourceError as e:
+            raise UsageError(f"--repo {e}") from e
+        refs = run(local, ["for-each-ref", "--format=%(refname)", *STATUS_REFS])
+        return branch_clusters(refs.split())
     output = run_remote(
         Path.cwd(),
         ["ls-remote", "--heads", access.url, f"{STATUS_PREFIX}*"],
         access,
         what=f"list the status branches of {access.display}",
     )
-    found = set()
-    for line in output.splitlines():
-        ref = line.split("\t", 1)[-1].strip()
-        name = ref.removeprefix(STATUS_PREFIX)
-        if ref.startswith(STATUS_PREFIX) and name and "/" not in name:
-            found.add(name)
-    return sorted(found)
+    return branch_clusters(line.split("\t", 1)[-1].strip() for line in output.splitlines())
 
 
 def _checked_name(instance: str) -> str:

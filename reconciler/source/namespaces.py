@@ -23,7 +23,7 @@ from reconciler.source.store import BranchStore, RemoteStore
 
 log = logging.getLogger("reconciler.source")
 
-_CATALOG_REF = "refs/reconciler/catalog-head"
+CATALOG_REF = "refs/reconciler/catalog-head"
 _MAX_FILE = 256 * 1024  # instance files are a few hundred bytes; never parse a huge blob
 
 
@@ -44,7 +44,7 @@ def instance_namespaces(
     """
     found = {name: _namespace(store.repo, cluster, name, sha) for name, sha in commits.items()}
     missing = [name for name, value in found.items() if value is MISSING]
-    if missing and isinstance(store, RemoteStore) and _fetch_catalog(store):
+    if missing and isinstance(store, RemoteStore) and fetch_catalog(store):
         for name in missing:
             found[name] = _namespace(store.repo, cluster, name, commits[name])
     return {name: value if isinstance(value, str) else None for name, value in found.items()}
@@ -75,11 +75,11 @@ def _namespace(repo: git.Repo, cluster: str, instance: str, sha: str) -> str | _
     return None
 
 
-def _fetch_catalog(store: RemoteStore) -> bool:
+def fetch_catalog(store: RemoteStore) -> bool:
     try:
         run_remote(
             store.repo,
-            ["fetch", "--quiet", "--no-tags", "origin", f"+HEAD:{_CATALOG_REF}"],
+            ["fetch", "--quiet", "--no-tags", "origin", f"+HEAD:{CATALOG_REF}"],
             store.access,
             what=f"fetch the catalog from {store.display}",
         )

@@ -108,3 +108,17 @@ def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
         return git_repo.head.commit.hexsha
     except git.GitCommandError as e:
         raise SourceError(f"cannot remove {rel}: {e}") from e
+
+
+def init_checkout(path: Path) -> bool:
+    """``git init -b main`` at ``path`` unless it is inside a repository; True if created."""
+    try:
+        git.Repo(str(path), search_parent_directories=True)
+        return False
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        pass
+    try:
+        git.Repo.init(str(path), initial_branch="main")
+    except git.GitCommandError as e:
+        raise SourceError(f"{path}: git init failed: {e.stderr.strip()}") from e
+    return True

@@ -56,21 +56,36 @@ def tip(store: BranchStore) -> str | None:
 
 
 class LocalStore:
-    """The status branch inside a local repository, moved with a compare-and-swap."""
+    """The status branch inside a local repository, moved with a compare-and-swap.
 
-    def __init__(self, path: Path, branch: str) -> None:
+    With ``remote_fallback`` (the read commands) a checkout that has no local
+    branch reads the remote-tracking one instead: after ``git clone`` and
+    ``git fetch`` only ``origin/status/<cluster>`` exists, and that is what a
+    person asking ``reconciler status --repo .`` means. Such a store is
+    read-only: the daemon writes its own branch, never a remote-tracking ref.
+    """
+
+    def __init__(self, path: Path, branch: str, *, remote_fallback: bool = False) -> None:
         try:
             self.repo = open_repo(path)
         except SourceError as e:
             # the user's --repo is wrong, not the network: an environment error (exit 2)
             raise UsageError(f"--repo {e}") from e
-        self.ref = f"refs/heads/{branch}"
+        self.branch = branch
+        self.own = f"refs/heads/{branch}"
+        self.ref = self.own
         self.display = str(path)
+        self._fallback = remote_fallback
+        self.refresh()
 
     def refresh(self) -> None:
-        """Nothing to fetch: the repository is the source of truth."""
+        """Nothing to fetch: the repository is the source of truth (or its remote-tracking ref)."""
+        if self._fallback:
+            self.ref = readable_ref(self.repo, self.branch)
 
     def publish(self, new: str, expected: str | None) -> bool:
+        if self.ref != self.own:
+            raise SourceError(f"{self.display}: {self.ref} is a remote-tracking branch (read-only)")
         try:
             run(self.repo, ["update-ref", self.ref, new, expected or ZERO])
         except GitFailed as e:
@@ -134,6 +149,25 @@ class RemoteStore:
         return True
 
 
+def readable_ref(repo: git.Repo, branch: str) -> str:
+    """``refs/heads/<branch>`` if it exists, else a remote's copy of it (``origin`` first).
+
+    ``branch`` may also name the remote-tracking branch itself (``origin/status/prod``).
+    No copy anywhere: the local name, which reads as "no branch yet".
+    """
+    own = f"refs/heads/{branch}"
+    if read_ref(repo, own) is not None:
+        return own
+    if read_ref(repo, f"refs/remotes/{branch}") is not None:
+        return f"refs/remotes/{branch}"
+    found = run(repo, ["for-each-ref", "--format=%(refname)", "refs/remotes/"]).split()
+    copies = sorted(
+        r for r in found if r.endswith(f"/{branch}") and r.count("/") == 3 + branch.count("/")
+    )
+    copies.sort(key=lambda r: r != f"refs/remotes/origin/{branch}")
+    return copies[0] if copies else own
+
+
 def housekeep(store: BranchStore) -> None:
     """Let Git consolidate the small packs each pass leaves (no process until gc is due).
 
@@ -143,10 +177,12 @@ def housekeep(store: BranchStore) -> None:
     runner.housekeep(store.repo, own=isinstance(store, RemoteStore))
 
 
-def open_store(access: RemoteAccess, branch: str, cache_dir: Path) -> BranchStore:
+def open_store(
+    access: RemoteAccess, branch: str, cache_dir: Path, *, remote_fallback: bool = False
+) -> BranchStore:
     """A ``LocalStore`` for a plain path, a ``RemoteStore`` for any URL."""
     if access.local_path is not None:
-        return LocalStore(access.local_path, branch)
+        return LocalStore(access.local_path, branch, remote_fallback=remote_fallback)
     return RemoteStore(access, branch, cache_dir / "status" / f"{access.cache_key}.git")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.model.rollout import BatchState, RollingState, RolloutRecord, analysis_summary
 from reconciler.model.status import InstanceStatus
+from reconciler.model.words import plural
 
 DONE = "done"
 IN_FLIGHT = "in flight"
@@ -120,4 +121,4 @@ def progress_text(status: InstanceStatus) -> str:
 
 
 def _replicas(count: int) -> str:
-    return f"{count} replica" if count == 1 else f"{count} replicas"
+    return plural(count, "replica")

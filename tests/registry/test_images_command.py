@@ -227,7 +227,7 @@ def test_scan_with_a_registry_down_or_malformed_commits_nothing(
         )
         git(catalog, "commit", "-qam", "worker behind a broken proxy")
         head = git(catalog, "rev-parse", "HEAD")
-        code, _, err = run(capsys, "images", "scan", str(catalog))
+        code, _, err = run(capsys, "images", "scan", "--repo", str(catalog))
     assert code == 2
     assert err == (
         f"reconciler: error: registry {proxy.host}: tags of x/worker: the answer is not JSON "
@@ -353,13 +353,13 @@ def test_scan_a_token_registry_with_credentials_from_the_environment(
     head = git(catalog, "rev-parse", "HEAD")
     monkeypatch.setenv("RECONCILER_REGISTRY_USERNAME", "reader")
     monkeypatch.setenv("RECONCILER_REGISTRY_PASSWORD", "wrong")
-    code, _, err = run(capsys, "images", "scan", str(catalog))
+    code, _, err = run(capsys, "images", "scan", "--repo", str(catalog))
     assert code == 2 and "credentials were refused; nothing was committed" in err
     assert "wrong" not in err
     assert git(catalog, "rev-parse", "HEAD") == head
     monkeypatch.setenv("RECONCILER_REGISTRY_PASSWORD", "s3cret-Pa55")
     monkeypatch.setenv("RECONCILER_REGISTRY_HOST", token_registry.host)
-    code, _, err = run(capsys, "images", "scan", str(catalog))
+    code, _, err = run(capsys, "images", "scan", "--repo", str(catalog))
     assert code == 0, err
     assert git(catalog, "log", "-1", "--format=%s") == (
         "shop: image builds web 2.6.2-rev1 -> 2.6.2-rev1-b1, worker 2.6.2-rev1 -> 2.6.2-rev1-b2"

@@ -16,10 +16,10 @@ import pytest
 from reconciler.cli import main
 from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
 from reconciler.daemon.metrics import DaemonMetrics
-from reconciler.daemon.status_site import StatusPages
+from reconciler.daemon.status_site import UI_REFRESH, StatusPages
 from reconciler.daemon.triggers import TriggerQueue
 from reconciler.source.ledger import StatusLedger
-from reconciler.status.report import PHASE_COLOURS, instance_page
+from reconciler.status.report import PHASE_COLOURS, PageOptions, instance_page
 from tests.report.chromium import ensure_chromium, headless, png_colours, rgb
 from tests.report.conftest import FAST
 
@@ -76,6 +76,14 @@ def test_static_report_renders_in_chromium(
     assert versions == ["6.5.0", "6.6.0"]
     batches = re.findall(r'<li class="([a-z-]+)" data-batch="(\d)"', page)
     assert batches == [("done", "1"), ("waiting", "2"), ("pending", "3")]
+    assert "waitingForPromotion" not in page and "waiting for promotion" in page
+    # the front page: what needs a person, and the command to run, before the matrix
+    attention = re.search(r'<table class="grid" id="attention">(.*?)</table>', dom)
+    assert attention is not None and dom.index('id="attention"') < dom.index('id="matrix"')
+    assert "reconciler rollout promote web --cluster prod --repo " in attention.group(1)
+    channels = re.search(r'<table class="grid" id="channels">(.*?)</table>', dom)
+    assert channels is not None and "newer version available" in channels.group(1)
+    assert 'http-equiv="refresh"' not in dom  # a static report does not reload itself
     with capsys.disabled():
         print(f"\nstatus page screenshots: {tmp_path / 'report.png'}, {tmp_path / 'web.png'}")
 
@@ -85,7 +93,8 @@ def test_daemon_serves_the_same_page_at_ui(
 ) -> None:
     ledger = StatusLedger(status_remote.as_uri(), "prod", policy=FAST)
     ledger.snapshot()  # the daemon's mirror, as its first pass leaves it
-    pages = StatusPages(ledger)
+    forge = "https://github.com/org/catalog/commit/"
+    pages = StatusPages(ledger, options=PageOptions(commit_url=forge, refresh=UI_REFRESH))
     server = DaemonHttpServer(
         "127.0.0.1",
         0,
@@ -106,6 +115,9 @@ def test_daemon_serves_the_same_page_at_ui(
         cells = matrix_cells(dom)
         assert cells[("prod", "web")] == "6.6.0" and cells[("prod", "api")] == "6.5.0"
         assert {cluster for cluster, _ in cells} == {"prod"}  # the daemon shows its own cluster
+        assert f'<meta http-equiv="refresh" content="{UI_REFRESH}">' in dom
+        assert re.search(rf'<a class="commit" href="{forge}[0-9a-f]{{40}}">[0-9a-f]{{12}}</a>', dom)
+        assert 'id="attention"' in dom and 'id="channels"' in dom
         page = load(chromium, tmp_path, f"{url}/{instance_page('prod', 'web')}", "ui-web.png")
         assert re.findall(r'<li class="phase-\w+" data-version="([^"]+)"', page) == [
             "6.5.0",

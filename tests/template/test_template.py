@@ -307,9 +307,9 @@ def test_ci_runs_validate_on_pull_requests_and_pushes() -> None:
     assert {"pull_request", "push"} <= set(triggers)
     runs = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
     assert any("pip install" in r for r in runs)
-    assert any(r.strip() == "reconciler validate ." for r in runs)
+    assert any(r.strip() == "reconciler validate" for r in runs)
     gitlab = _load(TEMPLATE / ".gitlab-ci.yml")
-    assert "reconciler validate ." in gitlab["validate"]["script"]
+    assert "reconciler validate" in gitlab["validate"]["script"]
 
 
 def test_pre_commit_config_uses_the_hook_this_repository_provides() -> None:

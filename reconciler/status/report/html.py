@@ -12,6 +12,7 @@ as text and could not run even if the escaping were forgotten.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -20,7 +21,10 @@ import reconciler
 from reconciler.model.migrations import LedgerFormatError, MigrationRecord
 from reconciler.model.rollout import RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
+from reconciler.model.version import VersionSyntaxError, parse_version
+from reconciler.model.words import plural, readable
 from reconciler.status import progress
+from reconciler.status.next_steps import next_command
 from reconciler.status.progress import batch_rows
 from reconciler.status.report.model import INDEX, ClusterReport, instance_page
 from reconciler.status.report.style import UNKNOWN, channel_index, phase_class, stylesheet
@@ -46,6 +50,37 @@ def _when(stamp: str) -> str:
 
 
 @dataclass(frozen=True)
+class PageOptions:
+    """How the pages link out and refresh; none of it comes from the records.
+
+    ``commit_url``: where a commit id links to, e.g.
+    ``https://github.com/org/catalog/commit/`` (the id is appended) or a template
+    with ``{commit}`` (GitLab: ``https://gitlab.com/org/catalog/-/commit/{commit}``);
+    empty: ids are plain text. ``refresh``: seconds after which the browser reloads
+    the page (``/ui``: a meta refresh, as the Content Security Policy forbids
+    scripts); 0: never (a static report). ``repo``: the ``--repo`` the problems
+    panel's commands name (empty: none, the checkout's default).
+    """
+
+    commit_url: str = ""
+    refresh: int = 0
+    repo: str = ""
+
+    def commit(self, sha: str, *, short: int = 12) -> str:
+        """``sha`` shortened, as a link when ``commit_url`` is set (escaped either way)."""
+        text = _e(sha[:short]) if short else _e(sha)
+        if not self.commit_url or not _COMMIT_ID.match(sha):
+            return text
+        base = self.commit_url
+        url = base.replace("{commit}", sha) if "{commit}" in base else base.rstrip("/") + "/" + sha
+        return f'<a class="commit" href="{_e(url)}">{text}</a>'
+
+
+_COMMIT_ID = re.compile(r"^[0-9a-f]{7,64}$")
+NO_OPTIONS = PageOptions()
+
+
+@dataclass(frozen=True)
 class _Cell:
     cluster: str
     status: InstanceStatus
@@ -57,6 +92,7 @@ def build_site(
     title: str = "Status",
     source: str = "",
     generated: str = "",
+    options: PageOptions = NO_OPTIONS,
 ) -> dict[str, str]:
     """Every page: ``index.html`` and ``<cluster>/<instance>.html`` for each record.
 
@@ -64,22 +100,28 @@ def build_site(
     stamp) only label the pages; rendering is otherwise a pure function of the
     reports, so the daemon can cache the pages per status-branch commit.
     """
-    pages = {INDEX: index_page(reports, title=title, source=source, generated=generated)}
+    pages = {
+        INDEX: index_page(reports, title=title, source=source, generated=generated, options=options)
+    }
     for report in reports:
         for name in sorted(report.statuses):
             status = report.statuses[name]
             path = instance_page(report.cluster, name)
-            pages[path] = status_page(report, status, title=title, generated=generated)
+            pages[path] = status_page(
+                report, status, title=title, generated=generated, options=options
+            )
     return pages
 
 
-def _page(title: str, body: str, *, generated: str) -> str:
+def _page(title: str, body: str, *, generated: str, refresh: int = 0) -> str:
     stamp = f" at {_e(_when(generated))}" if generated else ""
+    reload = f'<meta http-equiv="refresh" content="{int(refresh)}">\n' if refresh > 0 else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">\n'
+        f"{reload}"
         f'<meta name="generator" content="reconciler {_e(reconciler.__version__)}">\n'
         f"<title>{_e(title)}</title>\n<style>\n{stylesheet()}</style>\n</head>\n<body>\n"
         f"{body}\n"
@@ -92,8 +134,15 @@ def _page(title: str, body: str, *, generated: str) -> str:
 # ---------------------------------------------------------------- the index
 
 
-def index_page(reports: Sequence[ClusterReport], *, title: str, source: str, generated: str) -> str:
-    """Summary, legend, the clusters x apps matrix, rollouts in progress, problems."""
+def index_page(
+    reports: Sequence[ClusterReport],
+    *,
+    title: str,
+    source: str,
+    generated: str,
+    options: PageOptions = NO_OPTIONS,
+) -> str:
+    """Summary, problems, the clusters x apps matrix, channels, rollouts, unreadable files."""
     live = [
         _Cell(r.cluster, s)
         for r in reports
@@ -107,14 +156,17 @@ def index_page(reports: Sequence[ClusterReport], *, title: str, source: str, gen
         "</header>",
         "<main>",
         _summary(live, sum(len(r.problems) for r in reports)),
+        _attention(reports, options),
         _legend(live),
         "<h2>Versions</h2>",
-        _matrix(reports, live),
+        _matrix(reports, live, options),
+        _channels(live),
         _rollouts(reports),
         _problems(reports),
         "</main>",
     ]
-    return _page(title, "\n".join(p for p in parts if p), generated=generated)
+    body = "\n".join(p for p in parts if p)
+    return _page(title, body, generated=generated, refresh=options.refresh)
 
 
 def _summary(cells: Sequence[_Cell], unreadable: int) -> str:
@@ -148,11 +200,11 @@ def _legend(cells: Sequence[_Cell]) -> str:
     return f'<div class="legend" id="legend">{"".join(phases + chans)}</div>'
 
 
-def _matrix(reports: Sequence[ClusterReport], cells: Sequence[_Cell]) -> str:
+def _matrix(reports: Sequence[ClusterReport], cells: Sequence[_Cell], options: PageOptions) -> str:
     if not reports:
         return '<p class="empty">No cluster: no status branch found.</p>'
     apps = sorted({_app(c) for c in cells})
-    head = "".join(_cluster_header(r) for r in reports)
+    head = "".join(_cluster_header(r, options) for r in reports)
     rows = []
     for app in apps:
         tds = []
@@ -183,13 +235,13 @@ def _app(cell: _Cell) -> str:
     return cell.status.app or NO_APP
 
 
-def _cluster_header(report: ClusterReport) -> str:
+def _cluster_header(report: ClusterReport, options: PageOptions) -> str:
     if report.commit is None:
         detail = f'<div class="muted">no branch {_e(report.branch)} yet</div>'
     else:
         detail = (
             f'<div class="muted mono" title="{_e(report.branch)} at {_e(report.commit)}">'
-            f"{_e(report.branch)} @ {_e(report.commit[:12])}</div>"
+            f"{_e(report.branch)} @ {options.commit(report.commit)}</div>"
         )
     return f'<th scope="col" data-cluster="{_e(report.cluster)}">{_e(report.cluster)}{detail}</th>'
 
@@ -228,12 +280,123 @@ def _rollouts(reports: Sequence[ClusterReport]) -> str:
             items.append(
                 f'<div class="rollout {phase_class(str(s.phase))}">'
                 f'<a href="{link}">{_e(report.cluster)}/{_e(name)}</a> '
-                f'{_e(s.app)} {_e(record.label)} <span class="badge">{_e(record.state)}</span>'
+                f"{_e(s.app)} {_e(record.label)} "
+                f'<span class="badge">{_e(readable(record.state))}</span>'
                 f"{_batches(record)}</div>"
             )
     if not items:
         return ""
     return '<h2>Rollouts</h2>\n<div id="rollouts">' + "\n".join(items) + "</div>"
+
+
+def _attention(reports: Sequence[ClusterReport], options: PageOptions) -> str:
+    """Stalled and Failed instances, and rollouts at a gate: why, and the command to run."""
+    rows = []
+    for report in reports:
+        for name in sorted(report.statuses):
+            s = report.statuses[name]
+            gate = s.rollout is not None and s.rollout.state is RollingState.WAITING
+            if s.phase not in (Phase.STALLED, Phase.FAILED) and not gate:
+                continue
+            why = readable(s.reason) if s.reason else "waiting for promotion"
+            link = _href(instance_page(report.cluster, name))
+            command = next_command(report.cluster, s, options.repo)
+            rows.append(
+                f'<tr class="{phase_class(str(s.phase))}" data-cluster="{_e(report.cluster)}" '
+                f'data-instance="{_e(name)}">'
+                f'<td><a href="{link}">{_e(report.cluster)}/{_e(name)}</a></td>'
+                f'<td><span class="badge">{_e(s.phase)}</span> {_e(why)}</td>'
+                f"<td>{_e(s.message)}</td><td><code>{_e(command)}</code></td></tr>"
+            )
+    if not rows:
+        return ""
+    return (
+        '<h2>Needs attention</h2>\n<table class="grid" id="attention"><thead><tr>'
+        "<th>Instance</th><th>Why</th><th>Message</th><th>Next command</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+@dataclass(frozen=True)
+class ChannelRow:
+    """A channel of an app, the version it points to, and the instances behind it.
+
+    The target is the newest ``desiredVersion`` among the records that follow the
+    channel: the page reads status branches only, and each record says what the
+    channel named at the catalog commit it was made from.
+    """
+
+    app: str
+    channel: str
+    target: str
+    following: int
+    behind: tuple[tuple[str, str, str], ...]  # (cluster, instance, version it runs)
+
+
+def channel_rows(cells: Sequence[_Cell]) -> list[ChannelRow]:
+    """One row per (app, channel) followed by some instance, sorted."""
+    groups: dict[tuple[str, str], list[_Cell]] = {}
+    for cell in cells:
+        channel = channel_of(cell.status.source)
+        if channel is not None:
+            groups.setdefault((_app(cell), channel), []).append(cell)
+    rows = []
+    for (app, channel), members in sorted(groups.items()):
+        wanted = [c.status.desired_version for c in members if c.status.desired_version]
+        target = max(wanted, key=_version_key, default="")
+        behind = tuple(
+            (c.cluster, c.status.instance, c.status.version or "none")
+            for c in sorted(members, key=lambda c: (c.cluster, c.status.instance))
+            if target and _older(c.status.version, target)
+        )
+        rows.append(ChannelRow(app, channel, target, len(members), behind))
+    return rows
+
+
+def _version_key(text: str) -> tuple[int, object]:
+    try:
+        return (1, parse_version(text))
+    except (VersionSyntaxError, ValueError, TypeError):
+        return (0, text)
+
+
+def _older(version: str | None, target: str) -> bool:
+    if not version:
+        return True
+    a, b = _version_key(version), _version_key(target)
+    if a[0] != b[0]:
+        return version != target
+    return bool(a[1] < b[1])  # type: ignore[operator]
+
+
+def _channels(cells: Sequence[_Cell]) -> str:
+    rows = []
+    for row in channel_rows(cells):
+        behind = (
+            ", ".join(
+                f'<a href="{_href(instance_page(cluster, name))}">{_e(cluster)}/{_e(name)}</a> '
+                f"runs {_e(version)}"
+                for cluster, name, version in row.behind
+            )
+            if row.behind
+            else '<span class="muted">none</span>'
+        )
+        rows.append(
+            f'<tr data-channel-app="{_e(row.app)}" data-channel="{_e(row.channel)}">'
+            f'<td>{_e(row.app)}</td><td><span class="chan-{channel_index(row.channel)}">'
+            f'<span class="chanswatch"></span> {_e(row.channel)}</span></td>'
+            f"<td><strong>{_e(row.target or '-')}</strong></td>"
+            f"<td>{plural(row.following, 'instance')}</td>"
+            f'<td class="behind">{"newer version available: " if row.behind else ""}{behind}</td>'
+            "</tr>"
+        )
+    if not rows:
+        return ""
+    return (
+        '<h2>Channels</h2>\n<table class="grid" id="channels"><thead><tr><th>App</th>'
+        "<th>Channel</th><th>Points to</th><th>Following</th><th>Running something older</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _problems(reports: Sequence[ClusterReport]) -> str:
@@ -251,7 +414,12 @@ def _problems(reports: Sequence[ClusterReport]) -> str:
 
 
 def status_page(
-    report: ClusterReport, status: InstanceStatus, *, title: str, generated: str
+    report: ClusterReport,
+    status: InstanceStatus,
+    *,
+    title: str,
+    generated: str,
+    options: PageOptions = NO_OPTIONS,
 ) -> str:
     """Facts, conditions, the rollout and its batches, migrations, the version timeline."""
     s = status
@@ -264,7 +432,7 @@ def status_page(
         f'<span class="badge {phase_class(str(s.phase))}" id="phase">{_e(s.phase)}</span></h1>',
         "</header>",
         "<main>",
-        _facts(report, s),
+        _facts(report, s, options),
         _message(s),
         "<h2>Versions over time</h2>",
         _timeline(s, entries, truncated=report.truncated),
@@ -272,29 +440,35 @@ def status_page(
         _rollout(s.rollout),
         _migrations(s),
         "<h2>Status changes</h2>",
-        _history(entries, report),
+        _history(entries, options),
         "</main>",
     ]
     page_title = f"{s.instance} on {report.cluster} - {title}"
-    return _page(page_title, "\n".join(p for p in parts if p), generated=generated)
+    body = "\n".join(p for p in parts if p)
+    return _page(page_title, body, generated=generated, refresh=options.refresh)
 
 
-def _facts(report: ClusterReport, s: InstanceStatus) -> str:
+def _facts(report: ClusterReport, s: InstanceStatus, options: PageOptions) -> str:
     rows = [
         ("Cluster", _e(report.cluster)),
         ("App", _e(s.app or "-")),
         ("Version", f"<strong>{_e(s.version or 'none')}</strong>"),
         ("Desired", _e(s.desired_version or "-")),
         ("Source", _e(s.source or "-")),
-        ("Catalog commit", f'<span class="mono">{_e(s.source_commit or "-")}</span>'),
+        ("Catalog commit", f'<span class="mono">{_source_commit(s.source_commit, options)}</span>'),
         ("Objects", _e(s.objects)),
         ("Updated", _e(_when(s.updated_at))),
         ("Status branch", f'<span class="mono">{_e(report.branch)}</span>'),
     ]
     if s.reason:
-        rows.insert(3, ("Reason", _e(s.reason)))
+        rows.insert(3, ("Reason", _e(readable(s.reason))))
     body = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
     return f'<dl class="facts" id="facts">{body}</dl>'
+
+
+def _source_commit(sha: str, options: PageOptions) -> str:
+    """The whole id (a ``-dirty`` one of a watched checkout stays text: no such commit)."""
+    return options.commit(sha, short=0) if sha else "-"
 
 
 def _message(s: InstanceStatus) -> str:
@@ -385,7 +559,7 @@ def _batches(record: RolloutRecord) -> str:
     items = [
         f'<li class="{_BATCH_CLASSES.get(row["state"], "pending")}" data-batch="{row["batch"]}">'
         f"batch {row['batch']}/{record.batches}"
-        + ("" if row["target"] is None else f" &middot; {row['target']} replicas")
+        + ("" if row["target"] is None else f" &middot; {plural(row['target'], 'replica')}")
         + f" &middot; {_e(row['state'])}</li>"
         for row in batch_rows(record)
     ]
@@ -399,8 +573,8 @@ def _rollout(record: RolloutRecord | None) -> str:
     gate = "none" if record.partition is None else f"after batch {record.partition}"
     facts = [
         ("Rollout", _e(record.label)),
-        ("State", _e(record.state) + (" (paused)" if record.paused else "")),
-        ("Batch", f"{record.batch}/{record.batches} ({_e(record.batch_state)})"),
+        ("State", _e(readable(record.state)) + (" (paused)" if record.paused else "")),
+        ("Batch", f"{record.batch}/{record.batches} ({_e(readable(record.batch_state))})"),
         ("Partition", _e(gate)),
         ("Replicas", f"{r.updated}/{r.desired} updated, {r.ready}/{r.desired} ready"),
         ("Started", _e(_when(record.started_at))),
@@ -437,11 +611,11 @@ def _migrations(s: InstanceStatus) -> str:
     )
 
 
-def _history(entries: Iterable[HistoryEntry], report: ClusterReport) -> str:
+def _history(entries: Iterable[HistoryEntry], options: PageOptions) -> str:
     rows = "".join(
         f'<tr class="{phase_class(e.phase)}"><td>{_e(_when(e.time))}</td>'
         f'<td><strong>{_e(e.version)}</strong></td><td><span class="badge">{_e(e.phase)}</span>'
-        f'</td><td>{_e(e.summary)}</td><td class="mono">{_e(e.commit[:12])}</td></tr>'
+        f'</td><td>{_e(e.summary)}</td><td class="mono">{options.commit(e.commit)}</td></tr>'
         for e in entries
     )
     if not rows:
@@ -477,9 +651,13 @@ def source_label(source: str) -> str:
 
 __all__ = [
     "CSP",
+    "NO_OPTIONS",
+    "ChannelRow",
+    "PageOptions",
     "Segment",
     "build_site",
     "channel_of",
+    "channel_rows",
     "index_page",
     "source_label",
     "status_page",

@@ -103,6 +103,7 @@ a.inst .desired{grid-column:1/3;font-size:11px;color:var(--strong)}
 table.grid th,table.grid td{border-bottom:1px solid var(--line);padding:4px 10px 4px 0;
 text-align:left;vertical-align:top}
 table.grid th{font-size:12px;color:var(--muted);font-weight:600}
+#attention{margin-bottom:14px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:8px 0}
 dl.facts dt{color:var(--muted)}
 dl.facts dd{margin:0}
