@@ -19,8 +19,6 @@ from reconciler.model.placeholders import Path, placeholder_paths
 from reconciler.model.problems import Problem
 from reconciler.model.version import Version
 
-API_VERSION = "reconciler/v1"
-
 
 @dataclass(frozen=True, slots=True)
 class Origin:
