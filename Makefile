@@ -48,7 +48,9 @@ typecheck: install
 unit: install registry prometheus
 	$(BIN)/pytest -n 2
 
-test: lint typecheck unit
+# the real_cluster lane against a standalone sandbox is part of it, so the lane users
+# run against their own clusters cannot rot unnoticed
+test: lint typecheck unit test-real-sandbox
 
 # The tests of reconciler.registry run a real registry: the CNCF distribution server,
 # packaged by Debian as docker-registry. Installed when missing (needs root and apt);
@@ -84,14 +86,19 @@ test-real: install
 	$(BIN)/pytest -m real_cluster -p no:randomly
 
 # The same lane against a standalone sandbox in another process, as a stand-in for kind:
-# a missing image tag fails there as ImagePullBackOff does on a real node.
+# a missing image tag fails there as ImagePullBackOff does on a real node. The sandbox
+# first gets what a shared cluster holds besides the tests' objects (another
+# reconciler's inventories under the same instance names, other tools' workloads:
+# tests/foreign.py); they must all be there, untouched, when the lane is over.
 test-real-sandbox: install
 	@dir=$$(mktemp -d); \
 	$(BIN)/reconciler sandbox --write-kubeconfig $$dir/kubeconfig --controller-delay 0.02 \
 		--fail-image '*:*-does-not-exist' >$$dir/sandbox.log 2>&1 & pid=$$!; \
 	trap 'kill $$pid; rm -rf $$dir' EXIT; \
 	for i in $$(seq 100); do test -s $$dir/kubeconfig && break; sleep 0.1; done; \
-	RECONCILER_TEST_KUBECONFIG=$$dir/kubeconfig $(MAKE) --no-print-directory test-real
+	$(BIN)/python -m tests.foreign seed $$dir/kubeconfig && \
+	RECONCILER_TEST_KUBECONFIG=$$dir/kubeconfig $(MAKE) --no-print-directory test-real && \
+	$(BIN)/python -m tests.foreign check $$dir/kubeconfig
 
 bench: install
 	$(BIN)/python bench/catalog.py

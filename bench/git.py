@@ -12,12 +12,13 @@ Run: ``.venv/bin/python bench/git.py`` (prints figures and ratios; no assertions
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # Run as a script, this file's directory comes first on sys.path and this module's
@@ -132,7 +133,7 @@ def bench_history(root: Path) -> list[tuple[str, float, float]]:
     cases = [
         ("history inst-7 (by trailer)", "inst-7", 0, ["--grep=^Reconciler-Instance: inst-7$"]),
         ("history --limit 100", None, 100, ["-n100"]),
-        ("history (all 10,000 entries)", None, 0, []),
+        (f"history (all {HISTORY_COMMITS:,} entries)", None, 0, []),
     ]
     for label, instance, limit, raw_args in cases:
         entries = ledger.history(instance, limit=limit)  # warm-up: Python imports, caches
@@ -168,7 +169,16 @@ def bench_history(root: Path) -> list[tuple[str, float, float]]:
     return results
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    global PASSES, INSTANCES_PER_PASS, HISTORY_COMMITS, HISTORY_INSTANCES
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--passes", type=int, default=PASSES)
+    parser.add_argument("--instances-per-pass", type=int, default=INSTANCES_PER_PASS)
+    parser.add_argument("--history-commits", type=int, default=HISTORY_COMMITS)
+    parser.add_argument("--history-instances", type=int, default=HISTORY_INSTANCES)
+    args = parser.parse_args(argv)
+    PASSES, INSTANCES_PER_PASS = args.passes, args.instances_per_pass
+    HISTORY_COMMITS, HISTORY_INSTANCES = args.history_commits, args.history_instances
     os.environ.setdefault("GIT_AUTHOR_NAME", "bench")
     os.environ.setdefault("GIT_AUTHOR_EMAIL", "bench@example.com")
     os.environ.setdefault("GIT_COMMITTER_NAME", "bench")

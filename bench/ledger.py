@@ -17,13 +17,14 @@ children) is printed beside it. Run: ``.venv/bin/python bench/ledger.py``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from unittest import mock
 
@@ -92,9 +93,13 @@ def new_repo(root: Path) -> Path:
 
 
 def fast_import_chain(
-    repo: git.Repo, base: str | None, changes: Sequence[objects.Change]
+    repo: git.Repo, base: str | None, given: Iterable[objects.Change]
 ) -> list[str]:
-    """The previous writer, kept here as the baseline: one ``git fast-import`` per pass."""
+    """The previous writer, kept here as the baseline: one ``git fast-import`` per pass.
+
+    The ledger hands ``write_chain`` a generator (it writes each change as it comes);
+    this writer needs them all at once, as the previous ledger gave them."""
+    changes = list(given)
     ref = f"refs/reconciler/pending/{uuid.uuid4().hex[:12]}"
     ident = "bench <bench@example.com>"
     stamp = objects.git_date("GIT_COMMITTER_DATE")
@@ -203,7 +208,8 @@ def bench_history(root: Path) -> None:
     print(f"History: {HISTORY_COMMITS:,} commits over {HISTORY_INSTANCES:,} instances")
     repo = new_repo(root)
     line(
-        "build the branch (ledger writer, 50 passes) + git gc", Timing(lambda: build_history(repo))
+        f"build the branch (ledger writer, {HISTORY_COMMITS // HISTORY_INSTANCES} passes) + git gc",
+        Timing(lambda: build_history(repo)),
     )
     assert sh(repo, "rev-list", "--count", "status/bench") == str(HISTORY_COMMITS)
     ledger = StatusLedger(str(repo), "bench")
@@ -225,7 +231,21 @@ def bench_history(root: Path) -> None:
     line("  of which starting Python", start)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    global SIZES, BASELINE_SIZES, HISTORY_COMMITS, HISTORY_INSTANCES
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="records per pass")
+    parser.add_argument(
+        "--baseline-sizes",
+        default=",".join(map(str, BASELINE_SIZES)),
+        help="records per pass of the fast-import baseline",
+    )
+    parser.add_argument("--history-commits", type=int, default=HISTORY_COMMITS)
+    parser.add_argument("--history-instances", type=int, default=HISTORY_INSTANCES)
+    args = parser.parse_args(argv)
+    SIZES = tuple(int(n) for n in args.sizes.split(","))
+    BASELINE_SIZES = tuple(int(n) for n in args.baseline_sizes.split(","))
+    HISTORY_COMMITS, HISTORY_INSTANCES = args.history_commits, args.history_instances
     for key, value in {
         "GIT_AUTHOR_NAME": "bench",
         "GIT_AUTHOR_EMAIL": "bench@example.com",

@@ -62,6 +62,7 @@ from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, creat
 CLUSTER = "bench"
 REPLICAS = 5
 READY_DELAY = 1.0
+MAX_LOOK = DaemonSettings.max_look
 SANDBOX = (
     "--controller-delay",
     "0.05",
@@ -237,6 +238,7 @@ def world(
             drift_interval=3600.0,
             metrics_address="127.0.0.1:0",
             webhook_secret=SECRET,
+            max_look=MAX_LOOK,
         )
         daemon = Daemon(settings, client)
         started = time.perf_counter()
@@ -374,7 +376,22 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per phase")
     parser.add_argument("--verbose", action="store_true", help="one line per daemon pass")
+    parser.add_argument(
+        "--ready-delay",
+        type=float,
+        default=READY_DELAY,
+        help="seconds until a new pod is Ready (the figures use 1; a smoke run less)",
+    )
+    parser.add_argument(
+        "--max-look",
+        type=float,
+        default=DaemonSettings.max_look,
+        help="the daemon's longest wait before it looks at a rollout again",
+    )
     args = parser.parse_args()
+    global SANDBOX, MAX_LOOK
+    MAX_LOOK = args.max_look
+    SANDBOX = tuple(f"*={args.ready_delay:g}" if a == f"*={READY_DELAY:g}" else a for a in SANDBOX)
     for key, value in IDENTITY.items():
         os.environ.setdefault(key, value)
     n = args.instances

@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.catalog.schema import check_document, field_name
 from reconciler.catalog.yamlread import Document, YamlReadError, read_single_document
-from reconciler.model.catalog import API_VERSION
+from reconciler.model import API_VERSION
 from reconciler.model.problems import Problem, Severity
 
 

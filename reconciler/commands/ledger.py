@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.commands.output import (
     format_data,
@@ -21,12 +21,13 @@ from reconciler.commands.output import (
     table_options,
 )
 from reconciler.commands.watching import View, follow
-from reconciler.migrations import LedgerRow, ledger_rows, ledger_table
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, SourceError, UsageError
 from reconciler.model.status import InstanceStatus, Phase
-from reconciler.source.channels import set_channel
 from reconciler.source.ledger import StatusLedger, StatusSnapshot
 from reconciler.status import UnreadableStatus, history_table, status_table
+
+if TYPE_CHECKING:
+    from reconciler.migrations import LedgerRow
 
 
 def status_command(args: argparse.Namespace) -> int:
@@ -119,6 +120,9 @@ def migrations_command(args: argparse.Namespace) -> int:
     with repository_read(args.repo):
         require_known_cluster(ledger)
         snap = ledger.snapshot()
+    # imported here: ``status`` and ``history`` start without the migrations stack
+    from reconciler.migrations import ledger_rows, ledger_table
+
     rows: list[LedgerRow] = []
     problems = [str(p) for p in snap.problems]
     statuses = snap.statuses
@@ -149,6 +153,8 @@ def migrations_command(args: argparse.Namespace) -> int:
 
 def channel_set_command(args: argparse.Namespace) -> int:
     """Move APP's CHANNEL to VERSION with one commit (and push it with --push)."""
+    from reconciler.source.channels import set_channel  # only this command needs it
+
     move = set_channel(
         args.repo, args.app, args.channel, args.version, force=args.force, push=args.push
     )

@@ -23,8 +23,6 @@ from reconciler.model.sizes import json_size
 from reconciler.model.version import Version
 from reconciler.model.waves import Waves
 
-API_VERSION = "reconciler/v1"
-
 
 @dataclass(frozen=True, slots=True)
 class Origin:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from reconciler.model.catalog import API_VERSION
+from reconciler.model import API_VERSION
 from reconciler.model.rollout import RolloutFormatError, RolloutRecord
 
 STATUS_KIND = "InstanceStatus"

@@ -421,7 +421,13 @@ class SandboxApi:
                 has_status=kind.status,
                 schema=kind.schema,
             )
-        if tracks_generation(kind) and generation_changes(kind, old, new):
+        # a status write never moves the generation: it is the spec's
+        # (https://kubernetes.io/docs/concepts/overview/working-with-objects/#object-spec-and-status)
+        if (
+            subresource != "status"
+            and tracks_generation(kind)
+            and generation_changes(kind, old, new)
+        ):
             new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
         if kind.kind == "CustomResourceDefinition":
             crds.validate(new)
@@ -451,6 +457,15 @@ class SandboxApi:
                 new["status"] = clone(body["status"])
             else:
                 new.pop("status", None)
+            if (kind.group, kind.kind) == ("apps", "Deployment"):
+                # the Deployment status strategy resets only spec and labels: its
+                # controller writes the revision annotation this way
+                # (pkg/registry/apps/deployment/strategy.go, deploymentStatusStrategy)
+                annotations = (body.get("metadata") or {}).get("annotations")
+                if annotations:
+                    new["metadata"]["annotations"] = clone(annotations)
+                else:
+                    new["metadata"].pop("annotations", None)
             return new
         if subresource == "status":
             new = clone(old)

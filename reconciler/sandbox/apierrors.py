@@ -8,6 +8,7 @@ follows https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/s
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 _REASONS = {
@@ -158,6 +159,24 @@ def field_errors(
         group=group,
         kind=kind,
         causes=[{"reason": r, "message": body, "field": field} for r, field, body in errors],
+    )
+
+
+def unsupported_dry_run(values: list[Any]) -> tuple[str, str, str] | None:
+    """The ``field_errors`` entry for ``dryRun`` values other than ``All``, else None.
+
+    ``All`` is the one value the API server accepts
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run); anything
+    else is refused with the write's options kind (``CreateOptions``, ...) as a 422,
+    never taken as "not a dry run".
+    """
+    if all(value == "All" for value in values):
+        return None
+    shown = json.dumps(values, separators=(",", ":"))
+    return (
+        "FieldValueNotSupported",
+        "dryRun",
+        f'Unsupported value: {shown}: supported values: "All"',
     )
 
 

@@ -133,12 +133,15 @@ def _unmanaged(path: Path) -> bool:
 
 
 def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
-    """Only the fields this endpoint may write: status for /status, the rest otherwise."""
+    """Only the fields this endpoint may write: status for /status (and the metadata a
+    status strategy lets through, such as a Deployment's revision annotation, which a
+    real cluster lists under the controller's ``subresource: status`` entry), the rest
+    otherwise."""
     kept = {p for p in paths if not _unmanaged(p)}
     if not has_status:
         return kept
     if subresource == "status":
-        return {p for p in kept if p[:1] == ("f:status",)}
+        return {p for p in kept if p[:1] in (("f:status",), ("f:metadata",))}
     return {p for p in kept if p[:1] != ("f:status",)}
 
 
@@ -274,17 +277,25 @@ def _changed_paths(
     /status, without walking the spec and metadata of every pod on each of the
     kubelet's status writes."""
     if subresource == "status" and has_status:
-        if new.get("status") is None:
-            return set()
         before = old or {}
-        return changed_paths(
-            before.get("status"),
-            "status" in before,
-            new["status"],
-            ("f:status",),
-            "status",
-            child_schema(schema, "status", ()),
-        )
+        paths: FieldSet = set()
+        if new.get("status") is not None:
+            paths = changed_paths(
+                before.get("status"),
+                "status" in before,
+                new["status"],
+                ("f:status",),
+                "status",
+                child_schema(schema, "status", ()),
+            )
+        # annotations a status strategy let through (a Deployment's revision)
+        was = (before.get("metadata") or {}).get("annotations")
+        annotations = (new.get("metadata") or {}).get("annotations")
+        if annotations and annotations != was:
+            paths |= changed_paths(
+                was, was is not None, annotations, ("f:metadata", "f:annotations"), "annotations"
+            )
+        return paths
     return changed_paths(old or {}, True, new, schema=schema)
 
 

@@ -107,11 +107,23 @@ class ControlPlane:
         return True
 
     def write_status(
-        self, resource: Resource, old: dict[str, Any], status: dict[str, Any], manager: str = ""
+        self,
+        resource: Resource,
+        old: dict[str, Any],
+        status: dict[str, Any],
+        manager: str = "",
+        *,
+        annotations: dict[str, str] | None = None,
     ) -> bool:
-        if status == (old.get("status") or {}):
+        """Write ``status`` through the status subresource; ``annotations`` (when given)
+        go with it, as the Deployment controller's ``UpdateStatus`` carries its revision
+        annotation (never a generation bump). False when nothing changed or it lost a race.
+        """
+        if status == (old.get("status") or {}) and annotations is None:
             return False
         body = {**old, "status": status}  # shallow: ``commit`` copies what it stores
+        if annotations is not None:
+            body["metadata"] = {**old["metadata"], "annotations": annotations}
         try:
             self.api.commit(
                 self.kind(resource), old, body, WriteOptions(manager or self.manager), "status"

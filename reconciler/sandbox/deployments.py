@@ -103,6 +103,7 @@ class DeploymentController:
             (rs for rs in rss if semantic(without_hash(rs["spec"]["template"])) == wanted), None
         )
         created = False
+        annotations: dict[str, str] | None = None
         if not spec.get("paused"):
             if new is None:
                 new = self._create_replicaset(d, rss)
@@ -111,14 +112,14 @@ class DeploymentController:
             elif revision(new) < max(revision(rs) for rs in rss):
                 new = self._bump_revision(new, rss)
             if new is not None:
-                self._mirror_revision(d, new)
+                annotations = _mirrored_revision(d, new)
                 self._roll(d, new, [rs for rs in rss if rs is not new])
         rss = [_local(rs) for rs in self.plane.owned(REPLICASETS, d) if alive(rs)]
         if new is not None:
             new = next((rs for rs in rss if rs["metadata"]["uid"] == new["metadata"]["uid"]), None)
         self._clean_history(d, [rs for rs in rss if rs is not new])
         status, wait = self._status(d, new, rss, created)
-        self.plane.write_status(DEPLOYMENTS, d, status)
+        self.plane.write_status(DEPLOYMENTS, d, status, annotations=annotations)
         return wait
 
     # --- ReplicaSets --------------------------------------------------------------------
@@ -182,14 +183,6 @@ class DeploymentController:
         self.plane.update(REPLICASETS, rs, body)
         meta = rs["metadata"]
         return self.plane.get(REPLICASETS, meta.get("namespace", ""), meta["name"]) or rs
-
-    def _mirror_revision(self, d: dict[str, Any], new: dict[str, Any]) -> None:
-        annotations = d["metadata"].get("annotations") or {}
-        if annotations.get(REVISION) == str(revision(new)):
-            return
-        body = clone(d)
-        body["metadata"].setdefault("annotations", {})[REVISION] = str(revision(new))
-        self.plane.update(DEPLOYMENTS, d, body)
 
     def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any]) -> None:
         if replicas_of(rs["spec"], 0) == replicas:
@@ -381,3 +374,20 @@ class DeploymentController:
             ),
             wait,
         )
+
+
+def _mirrored_revision(d: dict[str, Any], new: dict[str, Any]) -> dict[str, str] | None:
+    """The Deployment's annotations with the new ReplicaSet's revision, None if they have it.
+
+    The real controller sets the annotation with ``UpdateStatus`` (``getNewReplicaSet``
+    in pkg/controller/deployment/sync.go): written through the status subresource, it
+    never bumps ``metadata.generation``, and it goes out in the same write as the
+    status. An update of the main resource would bump the generation (the Deployment
+    strategy counts annotations) and the status written after it, from the object as
+    it was, would lower it again (https://kubernetes.io/docs/reference/using-api/
+    api-concepts/#resource-versions: a write from a stale object must not win).
+    """
+    annotations = d["metadata"].get("annotations") or {}
+    if annotations.get(REVISION) == str(revision(new)):
+        return None
+    return {**annotations, REVISION: str(revision(new))}

@@ -38,7 +38,6 @@ done before the request that caused it returns. ``server.py`` calls
 
 from __future__ import annotations
 
-import json
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +45,13 @@ from typing import Any
 
 from reconciler.sandbox import crds
 from reconciler.sandbox.api import SandboxApi, present
-from reconciler.sandbox.apierrors import ApiError, conflict, field_errors, success_status
+from reconciler.sandbox.apierrors import (
+    ApiError,
+    conflict,
+    field_errors,
+    success_status,
+    unsupported_dry_run,
+)
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.copying import clone
 from reconciler.sandbox.kinds import Kind
@@ -138,10 +143,9 @@ class DeleteOptions:
             allowed = ", ".join(f'"{p}"' for p in (*POLICIES, "nil"))
             body_text = f'Unsupported value: "{policy}": supported values: {allowed}'
             errors.append(("FieldValueNotSupported", "propagationPolicy", body_text))
-        if any(value != "All" for value in dry_run):
-            shown = json.dumps(dry_run, separators=(",", ":"))
-            body_text = f'Unsupported value: {shown}: supported values: "All"'
-            errors.append(("FieldValueNotSupported", "dryRun", body_text))
+        dry_run_error = unsupported_dry_run(dry_run)
+        if dry_run_error is not None:
+            errors.append(dry_run_error)
         if errors:
             raise field_errors(("meta.k8s.io", "DeleteOptions"), "", errors)
         return cls(policy, orphan, preconditions, bool(dry_run))

@@ -3,9 +3,11 @@
 Follows https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors
 (``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``) and
 https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/
-(``metadata.name`` and ``metadata.namespace``; other dotted paths are compared as
-strings, which is more permissive than a real API server). Used by ``server.py``
-and by the controllers (``status.selector`` of a scale subresource).
+(every kind: ``metadata.name`` and ``metadata.namespace``; the built-in kinds of its
+"List of supported fields" table: their fields too; any other field is a 400, as on a
+real API server; custom resources and ``events.k8s.io`` Events are not checked: their
+selectable fields are declared elsewhere). Used by ``server.py`` and by the
+controllers (``status.selector`` of a scale subresource).
 """
 
 from __future__ import annotations
@@ -83,8 +85,57 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return "" if current is None else str(current)
 
 
-def parse_field_selector(text: str | None) -> Matcher:
-    """A predicate over whole objects for ``fieldSelector``."""
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/
+# #list-of-supported-fields: (group, kind) -> what it supports besides the two every
+# kind does
+EVERY_KIND = ("metadata.name", "metadata.namespace")
+SUPPORTED_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.podIPs",
+        "status.nominatedNodeName",
+    ),
+    ("", "Event"): (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
+    ("", "Secret"): ("type",),
+    ("", "Namespace"): ("status.phase",),
+    ("apps", "ReplicaSet"): ("status.replicas",),
+    ("", "ReplicationController"): ("status.replicas",),
+    ("batch", "Job"): ("status.successful",),
+    ("", "Node"): ("spec.unschedulable",),
+    ("certificates.k8s.io", "CertificateSigningRequest"): ("spec.signerName",),
+}
+# whose selectable fields this table does not know: every field is taken
+_UNCHECKED_GROUPS = frozenset({"events.k8s.io"})
+
+
+def supported_fields(group: str, kind: str, crd: bool = False) -> tuple[str, ...] | None:
+    """The fields ``kind`` can be selected by, None when any field is taken."""
+    if crd or group in _UNCHECKED_GROUPS:
+        return None
+    return EVERY_KIND + SUPPORTED_FIELDS.get((group, kind), ())
+
+
+def parse_field_selector(text: str | None, supported: tuple[str, ...] | None = None) -> Matcher:
+    """A predicate over whole objects for ``fieldSelector``; a field not in
+    ``supported`` (when given) is a 400, with the message a real server answers."""
     if not text:
         return lambda obj: True
     checks: list[tuple[str, bool, str]] = []
@@ -93,6 +144,9 @@ def parse_field_selector(text: str | None) -> Matcher:
         if not match:
             raise ApiError(400, f"invalid field selector: {part!r}")
         path, op, value = match.groups()
+        if supported is not None and path not in supported:
+            known = ", ".join(f'"{f}"' for f in supported)
+            raise ApiError(400, f'"{path}" is not a known field selector: only {known}')
         checks.append((path, op != "!=", value))
 
     def matches(obj: Mapping[str, Any]) -> bool:

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from reconciler.sandbox import discovery, openapi
 from reconciler.sandbox.api import SandboxApi, WriteOptions
-from reconciler.sandbox.apierrors import ApiError, not_allowed
+from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, unsupported_dry_run
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.copying import to_json
 from reconciler.sandbox.fieldschema import schema_for
@@ -44,7 +44,12 @@ from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply
 from reconciler.sandbox.pods import pod_log_of
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
 from reconciler.sandbox.scale import scale_of, with_replicas
-from reconciler.sandbox.selectors import parse_field_selector, parse_label_selector
+from reconciler.sandbox.selectors import (
+    Matcher,
+    parse_field_selector,
+    parse_label_selector,
+    supported_fields,
+)
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
 from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.timing import Timing
@@ -76,6 +81,25 @@ def json_response(body: Any, status: int = 200) -> web.Response:
         status=status,
         content_type="application/json",
     )
+
+
+def error_response(error: ApiError, status: int | None = None) -> web.Response:
+    """The ``Status`` of a refused request, ending in a newline: the API server writes
+    it with Go's ``json.Encoder``, whose ``Encode`` ends every value with ``\n``
+    (https://pkg.go.dev/encoding/json#Encoder.Encode); clients that compare or split
+    the raw body see the same bytes as from a real server."""
+    return web.Response(
+        body=to_json(error.to_status()) + b"\n",
+        status=error.code if status is None else status,
+        content_type="application/json",
+    )
+
+
+def _field_selector(request: web.Request, kind: Kind) -> Matcher:
+    """The request's ``fieldSelector``: a field ``kind`` cannot be selected by is a 400
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/)."""
+    supported = supported_fields(kind.group, kind.kind, kind.crd)
+    return parse_field_selector(request.query.get("fieldSelector"), supported)
 
 
 def _counted(request: web.Request) -> bool:
@@ -174,16 +198,16 @@ class SandboxServer:
         try:
             response = await handler(request)
         except ApiError as e:
-            response = json_response(e.to_status(), e.code)
+            response = error_response(e)
         except web.HTTPException as e:
             if e.status < 400:
                 raise
             error = ApiError(e.status, "the server could not find the requested resource")
-            response = json_response(error.to_status(), e.status)
+            response = error_response(error, e.status)
         except Exception as e:
             # A sandbox bug must still answer like an API server, not drop the connection.
             log.exception("sandbox: %s %s failed", request.method, request.path)
-            response = json_response(ApiError(500, f"internal error: {e}").to_status(), 500)
+            response = error_response(ApiError(500, f"internal error: {e}"))
         fields = request.get(FIELDS)
         if fields is not None and not response.prepared:
             for warning in fields.header_values():
@@ -322,9 +346,17 @@ class SandboxServer:
             raise not_allowed(method)
         return await handler(request, target)
 
-    def _opts(self, request: web.Request) -> WriteOptions:
-        """Write options from the query; non-apply writes default the manager like k8s."""
-        dry_run = request.query.get("dryRun") == "All"
+    def _opts(self, request: web.Request, options: str) -> WriteOptions:
+        """Write options from the query; non-apply writes default the manager like k8s.
+
+        A ``dryRun`` other than ``All`` is a 422 of ``options`` (``CreateOptions``, ...),
+        before anything is written: taken as "not a dry run", it would persist what
+        the client meant only to try."""
+        values = request.query.getall("dryRun", [])
+        problem = unsupported_dry_run(values)
+        if problem is not None:
+            raise field_errors(("meta.k8s.io", options), "", [problem])
+        dry_run = bool(values)
         manager = request.query.get("fieldManager", "")
         if self._is_apply(request):
             force = request.query.get("force") in ("true", "1")
@@ -356,7 +388,7 @@ class SandboxServer:
 
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels = parse_label_selector(request.query.get("labelSelector"))
-        fields = parse_field_selector(request.query.get("fieldSelector"))
+        fields = _field_selector(request, target.kind)
         if request.query.get("watch") in ("true", "1"):
             return await serve_watch(
                 request,
@@ -393,7 +425,8 @@ class SandboxServer:
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         fields = self._fields(request, target, "CreateOptions")
         body = fields.decode(await self._body(request, fields))
-        created = self.api.create(target.kind, target.namespace or "", body, self._opts(request))
+        opts = self._opts(request, "CreateOptions")
+        created = self.api.create(target.kind, target.namespace or "", body, opts)
         return json_response(created, 201)
 
     async def _get(self, request: web.Request, target: Target) -> web.Response:
@@ -410,7 +443,7 @@ class SandboxServer:
         assert target.name is not None
         fields = self._fields(request, target, "UpdateOptions")
         body = fields.decode(await self._body(request, fields))
-        ns, opts = target.namespace or "", self._opts(request)
+        ns, opts = target.namespace or "", self._opts(request, "UpdateOptions")
         if target.subresource == "scale":
             old = self.api.read(target.kind, ns, target.name)
             new = with_replicas(target.kind, old, body)
@@ -429,7 +462,7 @@ class SandboxServer:
             )
         fields = self._fields(request, target, "PatchOptions")
         body = await self._body(request, fields)
-        ns, opts = target.namespace or "", self._opts(request)
+        ns, opts = target.namespace or "", self._opts(request, "PatchOptions")
         if self._is_apply(request):
             if target.subresource == "scale":
                 raise ApiError(415, "apply is not supported on the scale subresource")
@@ -465,7 +498,7 @@ class SandboxServer:
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         labels = parse_label_selector(request.query.get("labelSelector"))
-        fields = parse_field_selector(request.query.get("fieldSelector"))
+        fields = _field_selector(request, target.kind)
         options = DeleteOptions.parse(await self._body(request), request.query)
         result = self.lifecycle.delete_collection(
             target.kind, target.namespace, labels, fields, options

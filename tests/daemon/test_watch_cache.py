@@ -42,7 +42,7 @@ def cache(world: World) -> Iterator[WatchCache]:
     assert not any(t.is_alive() for t in started.threads())
 
 
-def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Wait until the watch has delivered what ``check`` looks for (never a timing claim)."""
     deadline = time.monotonic() + timeout
     while not check():

@@ -145,7 +145,10 @@ def test_a_refused_first_object_stops_the_upgrade_before_anything_is_written(
     assert skipped.message == GATED
     after = backend.client.get(ref)
     assert before is not None and after is not None
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # what the engine owns is as it was: the Deployment's controller may write its
+    # status (a new resourceVersion) meanwhile, but never its spec or generation
+    assert after["spec"] == before["spec"] and after["spec"]["replicas"] == 2
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
     assert run(backend, "web", ns, objects).ok  # the next commit goes through
 
 

@@ -49,7 +49,7 @@ def spec(client: KubeClient) -> LeaseRecord:
     return LeaseRecord.from_dict(read_lease(client)["spec"])
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"

@@ -33,7 +33,7 @@ def client(sandbox: SandboxHandle) -> Iterator[KubeClient]:
 
 
 def until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound for a busy machine, not a figure
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)

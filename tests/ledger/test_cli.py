@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -320,3 +323,45 @@ def test_channel_set_push_without_upstream(
         str(catalog_repo),
     )
     assert code == 1 and "no upstream" in err
+
+
+# what the read-only commands must not import: the catalog loader with its JSON-schema
+# stack, and the migrations stack (``reconciler migrations`` needs it, they do not)
+HEAVY = ("jsonschema", "fastjsonschema", "reconciler.catalog.loader", "reconciler.migrations")
+IMPORTS_OF = """\
+import json, sys
+from reconciler.cli import main
+code = main(sys.argv[1:])
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("command", ["status", "history"])
+def test_a_read_only_command_starts_without_the_catalog_and_migrations_stacks(
+    recorded: Path, command: str, tmp_path: Path
+) -> None:
+    """``status`` and ``history`` read records from the status branch; importing the
+    catalog loader, jsonschema and the migrations package cost them about 0.2 s of
+    every start (issue 33). Run in a fresh interpreter, as a user runs them."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            IMPORTS_OF.format(heavy=HEAVY),
+            command,
+            "--repo",
+            str(recorded),
+            "--cluster",
+            "prod",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RECONCILER_CACHE_DIR": str(tmp_path / "cache")},
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0, done.stderr
+    assert "web" in done.stdout and "api" in done.stdout  # it read the records
+    assert report["heavy"] == [], f"reconciler {command} imported {report['heavy']}"

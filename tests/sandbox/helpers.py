@@ -14,8 +14,9 @@ from reconciler.sandbox.testing import SandboxHandle
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T], timeout: float = 10.0) -> T:
-    """Poll ``check`` until it returns a truthy value (controllers run after a delay)."""
+def eventually(check: Callable[[], T], timeout: float = 60.0) -> T:
+    """Poll ``check`` until it returns a truthy value (controllers run after a delay;
+    the bound is generous so a busy machine only makes it slower, never fail)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()

@@ -8,6 +8,10 @@ https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/object-me
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -155,6 +159,84 @@ def test_dry_run_stores_nothing(sandbox: SandboxHandle, core: client.CoreV1Api) 
     assert status == 200
     core.delete_namespaced_config_map("a", "default", dry_run="All")
     assert core.read_namespaced_config_map("a", "default").data == {"x": "1"}
+
+
+CMS = "/api/v1/namespaces/default/configmaps"
+APPLY = "application/apply-patch+yaml"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type", "options"),
+    [
+        ("POST", CMS, "application/json", "CreateOptions"),
+        ("PUT", f"{CMS}/a", "application/json", "UpdateOptions"),
+        ("PATCH", f"{CMS}/a", "application/merge-patch+json", "PatchOptions"),
+        ("PATCH", f"{CMS}/a?fieldManager=t", APPLY, "PatchOptions"),
+    ],
+)
+def test_a_dry_run_other_than_all_is_refused_and_writes_nothing(
+    sandbox: SandboxHandle,
+    core: client.CoreV1Api,
+    method: str,
+    path: str,
+    content_type: str,
+    options: str,
+) -> None:
+    """``All`` is the only value of ``dryRun``
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run): any other is
+    a 422 of the write's options, never a write (it used to create and persist)."""
+    if method != "POST":
+        core.create_namespaced_config_map("default", cm("a", x="1"))
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"x": "2"}}
+    joined = "&" if "?" in path else "?"
+    status, answer = http(sandbox, method, f"{path}{joined}dryRun=Bogus", body, content_type)
+    assert status == 422, answer
+    assert answer["reason"] == "Invalid" and answer["details"]["kind"] == options
+    assert answer["message"] == (
+        f'{options}.meta.k8s.io "" is invalid: '
+        'dryRun: Unsupported value: ["Bogus"]: supported values: "All"'
+    )
+    assert answer["details"]["causes"][0]["field"] == "dryRun"
+    listed = core.list_namespaced_config_map("default").items
+    assert [(c.metadata.name, c.data) for c in listed] == (
+        [] if method == "POST" else [("a", {"x": "1"})]
+    )
+
+
+def test_field_selectors_a_kind_does_not_support_are_bad_requests(
+    sandbox: SandboxHandle,
+) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/
+    #supported-fields: every kind takes ``metadata.name`` and ``metadata.namespace``,
+    a few kinds more (a Pod's ``status.phase``, an Event's ``involvedObject.name``);
+    any other field is a 400 with the server's message, for list, watch and
+    deletecollection alike."""
+    for query in ("metadata.name=a", "metadata.namespace=default"):
+        assert http(sandbox, "GET", f"{CMS}?fieldSelector={query}")[0] == 200
+    assert http(sandbox, "GET", "/api/v1/pods?fieldSelector=status.phase%3DRunning")[0] == 200
+    events = "/api/v1/events?fieldSelector=involvedObject.name%3Dweb,type%3DWarning"
+    assert http(sandbox, "GET", events)[0] == 200
+    for method, query in (("GET", ""), ("GET", "&watch=true"), ("DELETE", "")):
+        status, body = http(sandbox, method, f"{CMS}?fieldSelector=data.x%3D1{query}")
+        assert status == 400 and body["reason"] == "BadRequest", body
+        assert body["message"] == (
+            '"data.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
+        )
+    status, body = http(sandbox, "GET", "/api/v1/secrets?fieldSelector=status.phase%3DActive")
+    assert status == 400 and '"type"' in body["message"]  # what Secrets do support
+
+
+def test_an_error_body_ends_with_a_newline_as_go_encodes_it(sandbox: SandboxHandle) -> None:
+    """The API server writes a Status with Go's ``json.Encoder``, which ends every value
+    with a newline (https://pkg.go.dev/encoding/json#Encoder.Encode;
+    https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/)."""
+    for path in (f"{CMS}/missing", "/api/v1/nothing-here", f"{CMS}?labelSelector=a%20in%20b"):
+        request = urllib.request.Request(sandbox.url + path)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        raw = refused.value.read()
+        assert raw.endswith(b"}\n") and raw.count(b"\n") == 1, raw
+        assert json.loads(raw)["kind"] == "Status"
 
 
 def test_generate_name(core: client.CoreV1Api) -> None:
@@ -319,13 +401,10 @@ def test_arbitrary_bodies_never_crash_the_server(
 def test_error_status_is_compact_json_in_server_field_order(sandbox: SandboxHandle) -> None:
     """A failure body is a ``Status`` as the API server encodes it: compact JSON with the
     fields in metav1.Status order (kind, apiVersion, metadata, status, message, reason,
-    details, code).
+    details, code), and the newline Go's ``json.Encoder`` ends it with.
 
     https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/
     """
-    import urllib.error
-    import urllib.request
-
     url = sandbox.url + "/api/v1/namespaces/default/configmaps/missing"
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(url, timeout=10)
@@ -334,5 +413,5 @@ def test_error_status_is_compact_json_in_server_field_order(sandbox: SandboxHand
     assert raw == (
         '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
         '"message":"configmaps \\"missing\\" not found","reason":"NotFound",'
-        '"details":{"name":"missing","kind":"configmaps"},"code":404}'
+        '"details":{"name":"missing","kind":"configmaps"},"code":404}\n'
     )

@@ -108,6 +108,38 @@ def test_deployment_owns_a_replicaset_that_owns_ready_pods() -> None:
         assert rolled_out(apps, "web").status.ready_replicas == 1
 
 
+def test_generation_only_rises_one_step_per_template_change() -> None:
+    """``metadata.generation`` counts changes of the spec
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/#object-spec-and-status,
+    https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#deployment-status:
+    ``observedGeneration`` follows it). The controller writes the revision annotation
+    through the status subresource, with the status, so neither its annotation nor a
+    status write moves the generation, and no event of the watch stream ever shows it
+    lower than one before it (an ``observedGeneration == generation`` gate relies on it)."""
+    with fast_sandbox() as (sandbox, api):
+        apps = client.AppsV1Api(api)
+        seen: list[int] = []
+
+        def on_event(event: StoredEvent) -> None:
+            if event.resource == ("apps", "deployments") and event.type != "DELETED":
+                seen.append(int(event.obj["metadata"]["generation"]))
+
+        sandbox.observe(on_event)
+        apps.create_namespaced_deployment("default", rolling("web", 2, "app:1"))
+        d = rolled_out(apps, "web")
+        assert (d.metadata.generation, d.metadata.annotations[REVISION]) == (1, "1")
+        for want, image in ((2, "app:2"), (3, "app:3")):
+            template = {"spec": {"containers": [{"name": "app", "image": image}]}}
+            apps.patch_namespaced_deployment("web", "default", {"spec": {"template": template}})
+            d = rolled_out(apps, "web")
+            assert d.metadata.generation == d.status.observed_generation == want
+            assert d.metadata.annotations[REVISION] == str(want)
+        assert seen == sorted(seen) and set(seen) == {1, 2, 3}, seen
+        # who wrote the annotation, and how: the controller, through /status
+        (writer,) = [m for m in d.metadata.managed_fields if REVISION in str(m.fields_v1 or {})]
+        assert writer.operation == "Update" and writer.subresource == "status"
+
+
 @pytest.mark.parametrize(("surge", "unavailable"), [(1, 0), (0, 1), ("50%", "25%")])
 def test_rolling_update_stays_within_surge_and_unavailable(surge: Any, unavailable: Any) -> None:
     replicas = 4

@@ -29,7 +29,7 @@ def conditions(obj: Any) -> dict[str, tuple[str, str]]:
     return {c.type: (c.status, c.reason) for c in obj.status.conditions or []}
 
 
-def rolled_out(apps: client.AppsV1Api, name: str, timeout: float = 10.0) -> Any:
+def rolled_out(apps: client.AppsV1Api, name: str, timeout: float = 60.0) -> Any:
     """The Deployment once ``kubectl rollout status`` would say it finished."""
 
     def done() -> Any:
