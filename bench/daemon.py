@@ -169,7 +169,8 @@ def latency(
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
     try:
-        time.sleep(1.0)
+        # the service binds its port as it starts: wait for that, not a fixed time
+        wait_for(lambda: service.http_port != 0, what="the service's HTTP port")
         for attempt, via in enumerate(("webhook", "poll")):
             name = f"web{attempt:04d}"
             message = f"changed via {via}"
