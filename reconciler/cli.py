@@ -470,6 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check every file of a catalog and report all problems with file and line.",
     )
     _catalog_arg(p)
+    p.add_argument(
+        "--allow-uninstalled-migrations",
+        action="store_true",
+        help="a python: migration that the catalog's own package declares (a pyproject.toml "
+        "at its root or one directory down) but that is not installed here is a warning, "
+        "not an error; a name nobody declares stays an error. For pre-commit's hook, whose "
+        "environment cannot install the catalog's package; CI should install it and omit this",
+    )
     _output(p)
 
     p = _subcommand(
