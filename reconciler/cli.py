@@ -356,6 +356,7 @@ COMMANDS: dict[str, str] = {
     "apply": "cluster:apply_command",
     "run": "daemon:run_command",
     "status": "ledger:status_command",
+    "get": "get:get_command",
     "history": "ledger:history_command",
     "migrations": "ledger:migrations_command",
     "channel set": "ledger:channel_set_command",
@@ -469,6 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check every file of a catalog and report all problems with file and line.",
     )
     _catalog_arg(p)
+    p.add_argument(
+        "--allow-uninstalled-migrations",
+        action="store_true",
+        help="a python: migration that the catalog's own package declares (a pyproject.toml "
+        "at its root or one directory down) but that is not installed here is a warning, "
+        "not an error; a name nobody declares stays an error. For pre-commit's hook, whose "
+        "environment cannot install the catalog's package; CI should install it and omit this",
+    )
     _output(p)
 
     p = _subcommand(
@@ -578,6 +587,25 @@ def build_parser() -> argparse.ArgumentParser:
     _namespace_arg(p)
     _watch_args(p, "re-read the status branch and redraw when it changes (Ctrl-C stops)")
     _table_output(p)
+
+    p = _subcommand(
+        sub,
+        "get",
+        kube=True,
+        help="one instance's live objects as a tree, with health",
+        description=(
+            "Show INSTANCE's live objects, read from the cluster: every object its inventory "
+            "lists, with its health and the reason for anything not Current, and below each "
+            "workload what its controller made (Deployment -> ReplicaSets -> Pods). Exit 0 "
+            "when every listed object is Current, 1 when one is not (or the instance is not "
+            "installed), 2 for an instance neither the catalog nor the cluster knows."
+        ),
+    )
+    p.add_argument("instance", metavar="INSTANCE", help="the instance, as named in the catalog")
+    _repo_option(p)
+    _cluster_option(p)
+    p.set_defaults(catalog=None)  # filled from --repo (a URL is read from a cached clone)
+    _output(p)
 
     p = _subcommand(
         sub,

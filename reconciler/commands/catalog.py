@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from reconciler.catalog import load_catalog
@@ -17,7 +18,7 @@ from reconciler.commands.output import (
     table_options,
 )
 from reconciler.daemon.plan import InstancePlan, check_catalog, plan_cluster, require_cluster
-from reconciler.migrations import Considered, upgrade_migrations
+from reconciler.migrations import Considered, declared_migrations, upgrade_migrations
 from reconciler.model.catalog import Catalog
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
 from reconciler.model.problems import Severity
@@ -28,7 +29,10 @@ from reconciler.resolve import format_resolutions
 
 def validate_command(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
-    problems = check_catalog(catalog)
+    declared = None
+    if getattr(args, "allow_uninstalled_migrations", False):
+        declared = declared_migrations(Path(catalog.root))
+    problems = check_catalog(catalog, declared=declared)
     errors = sum(1 for p in problems if p.severity is Severity.ERROR)
     warnings = len(problems) - errors
     if is_data(args.output):

@@ -156,7 +156,8 @@ def _connected(
     """A client and the pass's live view; an unreachable cluster is an environment error."""
     with connect(args) as client:
         try:
-            yield client, LiveState(client, args.cluster, entry.namespaces)
+            scope = Limits.of(entry.cluster).listed_namespaces()
+            yield client, LiveState(client, args.cluster, entry.namespaces, scope=scope)
         except ClusterUnreachable as e:
             raise UsageError(str(e)) from e
 

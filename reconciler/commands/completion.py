@@ -12,7 +12,7 @@ is registered, with nothing to keep in sync by hand.
 
 Names come from the catalog, like kubectl completes resource names: ``--cluster``
 completes the catalog's clusters, ``--instance`` and the INSTANCE of ``rollout``,
-``history`` and ``migrations`` the cluster's instances, ``--app`` and ``channel
+``history``, ``migrations`` and ``get`` the cluster's instances, ``--app`` and ``channel
 set APP CHANNEL`` apps and their channels. The scripts ask the hidden command
 ``reconciler __complete KIND`` (``names_command``), which lists directories and
 reads ``channels.yaml`` of the checkout given by ``--repo`` on the line (else
@@ -270,7 +270,7 @@ _reconciler() {{
     fi
     case "$path|$args" in
         "rollout promote|0" | "rollout pause|0" | "rollout resume|0" | "rollout status|0" | \
-            "history|0" | "migrations|0")
+            "history|0" | "migrations|0" | "get|0")
             COMPREPLY=($(compgen -W "$(__reconciler_names instances)" -- "$cur"))
             return 0
             ;;

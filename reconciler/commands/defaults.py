@@ -33,7 +33,9 @@ ENV_REPO = "RECONCILER_REPO"
 ENV_CLUSTER = "RECONCILER_CLUSTER"
 
 # commands that only read the catalog's files: a URL is read from a cached clone
-_READS_CATALOG = frozenset({"validate", "resolve", "render", "diff", "apply", "images verify"})
+_READS_CATALOG = frozenset(
+    {"validate", "resolve", "render", "diff", "apply", "get", "images verify"}
+)
 # commands that commit to, or compare commits of, a checkout: a URL cannot do
 _NEEDS_CHECKOUT = frozenset(
     {"channel set", "rollout promote", "rollout pause", "rollout resume", "images scan", "preview"}

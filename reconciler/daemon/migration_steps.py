@@ -215,14 +215,29 @@ class MigrationSteps:
         """The cluster's ledger, wherever it was first written (raises if broken).
 
         Looked up in the pass's ConfigMaps at its usual place first (no request),
-        else by its labels in every namespace (one list).
+        else by its labels in every namespace (one list). A pass that lists only the
+        cluster's allowed namespaces (``LiveState.scope``) may not list across all of
+        them either: it reads the usual place (one GET, which the reconciler's Role in
+        its own namespace allows).
         """
         if self._global is None:
-            obj = self.live.get(ObjectRef("v1", "ConfigMap", self.ledger_namespace, GLOBAL_NAME))
+            usual = ObjectRef("v1", "ConfigMap", self.ledger_namespace, GLOBAL_NAME)
+            obj = self.live.get(usual)
             if obj is None or _labels(obj).get(CLUSTER_LABEL) != self.cluster:
-                selector = f"{LEDGER_LABEL}=global,{CLUSTER_LABEL}={self.cluster}"
-                found = self.client.list("v1", "ConfigMap", label_selector=selector)
-                obj = next((o for o in found if o["metadata"].get("name") == GLOBAL_NAME), None)
+                if self.live.scope is None:
+                    selector = f"{LEDGER_LABEL}=global,{CLUSTER_LABEL}={self.cluster}"
+                    found = self.client.list("v1", "ConfigMap", label_selector=selector)
+                else:
+                    found = [o for o in [self.client.get(usual)] if o is not None]
+                obj = next(
+                    (
+                        o
+                        for o in found
+                        if o["metadata"].get("name") == GLOBAL_NAME
+                        and _labels(o).get(CLUSTER_LABEL) == self.cluster
+                    ),
+                    None,
+                )
             self._global = MigrationLedger("global", self.cluster)
             if obj is not None:
                 self._global_namespace = str(obj["metadata"]["namespace"])

@@ -158,6 +158,8 @@ def reconcile_checkout(
         entry.namespaces,
         inventory_cache=memo.inventories if memo is not None else None,
         cache=cache,
+        # plain allowedNamespaces: list and watch only there (a tenant's RBAC suffices)
+        scope=Limits.of(entry.cluster).listed_namespaces(),
     )
     catalog = keep_limits(
         catalog, settings.cluster, client, live, None if scope is None else scope.owns

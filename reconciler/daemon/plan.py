@@ -312,16 +312,23 @@ class _Problems:
             self.items.append(problem)
 
 
-def check_catalog(catalog: Catalog, registry: Registry | None = None) -> list[Problem]:
+def check_catalog(
+    catalog: Catalog,
+    registry: Registry | None = None,
+    *,
+    declared: Mapping[str, str] | None = None,
+) -> list[Problem]:
     """Every problem of the catalog: loading, ranges, migrations, resolution and rendering.
 
     ``registry`` holds the Python migrations a catalog may name (default: the
-    installed ones).
+    installed ones); ``declared`` those the checkout's own package registers, a
+    warning rather than an error when not installed (``validate
+    --allow-uninstalled-migrations``, pre-commit's hook).
     """
     out = _Problems()
     for problem in catalog.problems:
         out.add(problem)
-    for problem in check_migrations(catalog, registry or Registry.installed()):
+    for problem in check_migrations(catalog, registry or Registry.installed(), declared):
         out.add(problem)
     for entry in catalog.apps.values():
         for version in entry.versions.values():

@@ -17,6 +17,8 @@ Callers (the ``diff``/``apply`` commands and the daemon) use this API:
   instance deleted from Git.
 - ``read_deployed_versions(client, cluster, instances) -> dict[str, str]``.
 - ``wait_healthy(client, refs, timeout) -> HealthReport``; ``evaluate(obj)``.
+- ``instance_tree(client, inventory) -> InstanceTree``: the live objects and what
+  their controllers made, each with its health (``reconciler get``).
 - ``set_partition``/``release_partition``: a StatefulSet's batch during a rollout.
 - ``KubeJobRunner(client).run_job(job, timeout)``: a migration Job to its end.
 
@@ -46,6 +48,7 @@ from reconciler.kube.rollout import (
     set_partition,
 )
 from reconciler.kube.rollout_driver import KubeRolloutDriver, workloads_of
+from reconciler.kube.tree import InstanceTree, LiveNode, instance_tree, read_instance_inventory
 
 __all__ = [
     "EMPTY_RENDER",
@@ -59,12 +62,14 @@ __all__ = [
     "HealthReport",
     "InstanceResult",
     "InstanceTarget",
+    "InstanceTree",
     "Inventory",
     "KubeApiError",
     "KubeClient",
     "KubeJobRunner",
     "KubeRolloutDriver",
     "Limits",
+    "LiveNode",
     "LiveState",
     "ObjectDiff",
     "ObjectHealth",
@@ -72,9 +77,11 @@ __all__ = [
     "apply_instance",
     "diff_instance",
     "evaluate",
+    "instance_tree",
     "partition_for",
     "place_objects",
     "read_deployed_versions",
+    "read_instance_inventory",
     "read_inventories",
     "read_refused",
     "release_partition",

@@ -43,6 +43,26 @@ class Limits:
     def describe_namespaces(self) -> str:
         return ", ".join(self.allowed_namespaces or ())
 
+    def listed_namespaces(self) -> tuple[str, ...] | None:
+        """The namespaces a pass lists namespaced kinds in, one list each; None: all at once.
+
+        With ``allowedNamespaces`` of plain names, nothing outside them can be ours to
+        apply, so a pass lists (and the daemon watches) each kind per namespace: a
+        tenant's reconciler then needs read access only there (a Role per namespace,
+        ``deploy/overlays/tenant/``), not to every ConfigMap and Pod of the cluster.
+        A pattern (``team-*``) names namespaces that may appear at any time, which
+        only a list across all namespaces sees: then it is None, as without limits.
+        A name that is not a DNS label can hold nothing (``namespace_allowed``).
+        """
+        allowed = self.allowed_namespaces
+        if allowed is None or any(_is_pattern(p) for p in allowed):
+            return None
+        return tuple(sorted({name for name in allowed if is_dns_label(name)}))
+
+
+def _is_pattern(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
 
 def read_refused(ref: ObjectRef, limits: Limits, *, namespaced: bool) -> str | None:
     """Why a migration check may not read ``ref`` in a cluster with ``limits`` (None: it may).

@@ -236,9 +236,11 @@ def list_packed(
     kind: str,
     selector: str,
     previous: Mapping[ObjectRef, Packed] | None = None,
+    namespace: str = "",
 ) -> tuple[dict[ObjectRef, Packed], str]:
-    """A kind's objects matching ``selector``, packed as each page arrives (the decoded
-    page is dropped at once), and the list's ``resourceVersion`` (where a watch starts).
+    """A kind's objects matching ``selector`` (in ``namespace``; "" all), packed as each
+    page arrives (the decoded page is dropped at once), and the list's
+    ``resourceVersion`` (where a watch starts).
 
     ``previous`` (the watch cache's store, listing again after a ``410``): an object
     whose ``resourceVersion`` is the one it had there is that object (the API server
@@ -266,6 +268,7 @@ def list_packed(
     _, version = client.list_snapshot(
         api_version,
         kind,
+        namespace=namespace,
         label_selector=selector,
         keep=keep,
         restart=objects.clear,
@@ -296,8 +299,14 @@ class LiveState:
         namespaces: Mapping[str, str] | None = None,
         inventory_cache: InventoryCache | None = None,
         cache: WatchCache | None = None,
+        scope: tuple[str, ...] | None = None,
     ) -> None:
         """``namespaces`` (instance -> namespace in Git) says where each inventory must be.
+
+        ``scope`` (``Limits.listed_namespaces``): list namespaced kinds in these
+        namespaces only, one list (and, with ``cache``, one watch) each; None lists
+        each kind across all namespaces. Objects elsewhere are then absent from the
+        view, as objects that are not ours are: the limits refuse them anyway.
 
         ``cache`` (the daemon's, kept across passes): kinds it watches are read from
         it instead of listed, and kinds it does not watch yet start being watched.
@@ -311,6 +320,7 @@ class LiveState:
         self.client = client
         self.cluster = cluster
         self.expected_namespaces: Mapping[str, str] = namespaces or {}
+        self.scope = scope
         self._objects: dict[tuple[str, str], dict[ObjectRef, Packed]] = {}
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
@@ -346,23 +356,40 @@ class LiveState:
         return bucket
 
     def _read(self, api_version: str, kind: str) -> dict[ObjectRef, Packed]:
-        """The kind from the watch cache when it is synced, else one (paged) list."""
+        """The kind, across all namespaces or per namespace of the ``scope``."""
+        if self.scope is None or not self.client.resource(api_version, kind).namespaced:
+            return self._read_in(api_version, kind, "")
+        bucket: dict[ObjectRef, Packed] = {}
+        for namespace in self.scope:
+            bucket.update(self._read_in(api_version, kind, namespace))
+        return bucket
+
+    def _read_in(self, api_version: str, kind: str, namespace: str) -> dict[ObjectRef, Packed]:
+        """The kind in ``namespace`` ("" all) from the watch cache when it is synced,
+        else one (paged) list."""
         cache = self.cache
         if cache is None:
-            return list_packed(self.client, api_version, kind, MANAGED_SELECTOR)[0]
-        snapshot = cache.snapshot(api_version, kind)
+            return list_packed(
+                self.client, api_version, kind, MANAGED_SELECTOR, namespace=namespace
+            )[0]
+        snapshot = cache.snapshot(api_version, kind, namespace)
         if snapshot is not None:
             return snapshot
         with cache.listing:  # one list at a time, the watches' relists included
-            snapshot = cache.snapshot(api_version, kind)  # a relist may have just ended
+            snapshot = cache.snapshot(api_version, kind, namespace)  # a relist just ended?
             if snapshot is not None:
                 return snapshot
-            previous = cache.stored(api_version, kind)  # watched, but relisting
+            previous = cache.stored(api_version, kind, namespace)  # watched, but relisting
             bucket, version = list_packed(
-                self.client, api_version, kind, MANAGED_SELECTOR, previous=previous
+                self.client,
+                api_version,
+                kind,
+                MANAGED_SELECTOR,
+                previous=previous,
+                namespace=namespace,
             )
             del previous
-        cache.seed(api_version, kind, bucket, version)  # watched from this list on
+        cache.seed(api_version, kind, bucket, version, namespace)  # watched from this list on
         return bucket
 
     def current(self, ref: ObjectRef) -> tuple[bool, JsonObject | None]:

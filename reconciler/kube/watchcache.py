@@ -21,7 +21,9 @@ a version replays every change after it. A version the server no longer has
 history for answers ``410 Gone`` (an ERROR event with a 410 ``Status``, or a
 410 answer): the kind is listed again
 (https://kubernetes.io/docs/reference/using-api/api-concepts/#410-gone-responses).
-A connection that fails is retried with capped backoff; until a watch is
+A cluster whose limits name its namespaces (``LiveState``'s ``scope``) is watched
+per namespace: one store and thread per kind and namespace, so the daemon needs read
+access only there. A connection that fails is retried with capped backoff; until a watch is
 established again the kind is not *synced*, and ``LiveState`` lists it as it
 always did, so the daemon is never worse off than without the cache.
 
@@ -64,6 +66,7 @@ from reconciler.model.errors import KubeError
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (apiVersion, kind)
+Scoped = tuple[str, str, str]  # (apiVersion, kind, namespace); "" for all namespaces
 Objects = dict[ObjectRef, Packed]
 
 # How long one watch request lasts before the server ends it and we watch again;
@@ -91,11 +94,15 @@ class _Expired(Exception):
 
 
 class KindWatch:
-    """One kind's store, the version it is current to, and the thread keeping it so."""
+    """One kind's store (in one namespace, or all), the version it is current to, and the
+    thread keeping it so."""
 
-    def __init__(self, cache: WatchCache, key: Key, objects: Objects, version: str) -> None:
+    def __init__(
+        self, cache: WatchCache, key: Key, objects: Objects, version: str, namespace: str = ""
+    ) -> None:
         self.cache = cache
         self.key = key
+        self.namespace = namespace
         self.objects = objects
         self.version = version  # "" (or a 410): list again before watching
         self.synced = bool(version)
@@ -111,7 +118,9 @@ class KindWatch:
         self.lock = threading.Lock()
         self.stream: Any = None  # the open watch response (``close`` shuts it down)
         self.thread = threading.Thread(
-            target=self._run, name=f"watch-{key[1]}.{key[0]}", daemon=True
+            target=self._run,
+            name=f"watch-{key[1]}.{key[0]}" + (f"-{namespace}" if namespace else ""),
+            daemon=True,
         )
 
     # -- read by passes -------------------------------------------------------------
@@ -185,7 +194,11 @@ class KindWatch:
         with self.cache.listing:
             previous = self.stored()  # what is unchanged is kept, not packed again
             fresh, version = list_packed(
-                self.cache.client, *self.key, self.cache.selector, previous=previous
+                self.cache.client,
+                *self.key,
+                self.cache.selector,
+                previous=previous,
+                namespace=self.namespace,
             )
             del previous
         with self.lock:
@@ -200,7 +213,7 @@ class KindWatch:
         """One watch request from ``version``, until the server ends it; raises on faults."""
         api_version, kind = self.key
         streaming = self.cache.streaming
-        path = streaming.resource(api_version, kind).path("")
+        path = streaming.resource(api_version, kind).path(self.namespace)
         timeout = self.cache.timeout_seconds
         query = [
             ("watch", "true"),
@@ -335,7 +348,7 @@ class WatchCache:
         self.stopping = threading.Event()
         self._on_restart = on_restart
         self._on_change = on_change
-        self._kinds: dict[Key, KindWatch] = {}
+        self._kinds: dict[Scoped, KindWatch] = {}
         self._lock = threading.Lock()
         # held while a kind is listed (a watch relisting, a pass listing an unsynced
         # kind): one list at a time. A list holds one decoded page (``live.PACKED_PAGE``
@@ -348,41 +361,54 @@ class WatchCache:
         self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
         self.relists = 0
 
-    def snapshot(self, api_version: str, kind: str) -> Objects | None:
-        """A copy of the kind's store, or None when it is not watched or not synced."""
-        watch = self._kinds.get((api_version, kind))
+    def snapshot(self, api_version: str, kind: str, namespace: str = "") -> Objects | None:
+        """A copy of the kind's store (in ``namespace``; "" all), or None when it is not
+        watched or not synced."""
+        watch = self._kinds.get((api_version, kind, namespace))
         return watch.snapshot() if watch is not None else None
 
-    def stored(self, api_version: str, kind: str) -> Objects | None:
+    def stored(self, api_version: str, kind: str, namespace: str = "") -> Objects | None:
         """A copy of the kind's store even while it is not synced (a watch relisting
         after a 410): a pass listing the kind meanwhile keeps what did not change
         (``live.list_packed``'s ``previous``); None when the kind is not watched."""
-        watch = self._kinds.get((api_version, kind))
+        watch = self._kinds.get((api_version, kind, namespace))
         return watch.stored() if watch is not None else None
+
+    def _watches_of(self, ref: ObjectRef) -> list[KindWatch]:
+        """The watches whose store may hold ``ref``: its namespace's, and the kind's
+        across all namespaces (both, after the limits of a cluster changed)."""
+        found = [self._kinds.get((ref.api_version, ref.kind, ref.namespace))]
+        if ref.namespace:
+            found.append(self._kinds.get((ref.api_version, ref.kind, "")))
+        return [w for w in found if w is not None]
 
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
         """(whether the kind is watched and synced, the object as the store has it now)."""
-        watch = self._kinds.get((ref.api_version, ref.kind))
-        return watch.current(ref) if watch is not None else (False, None)
+        watches = self._watches_of(ref)
+        return watches[0].current(ref) if watches else (False, None)
 
-    def watched(self, api_version: str, kind: str) -> bool:
-        return (api_version, kind) in self._kinds
+    def watched(self, api_version: str, kind: str, namespace: str = "") -> bool:
+        return (api_version, kind, namespace) in self._kinds
 
-    def seed(self, api_version: str, kind: str, objects: Objects, version: str) -> None:
-        """Start watching a kind from a list of it (its items and ``resourceVersion``).
+    def seed(
+        self, api_version: str, kind: str, objects: Objects, version: str, namespace: str = ""
+    ) -> None:
+        """Start watching a kind (in ``namespace``; "" all) from a list of it (its items
+        and ``resourceVersion``).
 
         A kind already watched keeps its store: its thread relists by itself when it
         has to. Without a version (a server that gave none) nothing is watched.
         """
-        key = (api_version, kind)
+        key = (api_version, kind, namespace)
         if not version or self.stopping.is_set():
             return
         with self._lock:
             if key in self._kinds or self.stopping.is_set():
                 return
-            watch = KindWatch(self, key, dict(objects), version)
+            watch = KindWatch(self, (api_version, kind), dict(objects), version, namespace)
             self._kinds[key] = watch
-        log.debug("watching %s (%s) from resourceVersion %s", kind, api_version, version)
+        where = f" in {namespace}" if namespace else ""
+        log.debug("watching %s (%s)%s from resourceVersion %s", kind, api_version, where, version)
         watch.thread.start()
 
     def wrote(self, obj: Mapping[str, Any], packed: Packed | None = None) -> None:
@@ -392,17 +418,17 @@ class WatchCache:
         DELETED), so it leaves the store as well.
         """
         ref = own_ref(ObjectRef.of(obj))
-        watch = self._kinds.get((ref.api_version, ref.kind))
-        if watch is None:
+        watches = self._watches_of(ref)
+        if not watches:
             return
-        if has_labels(obj, self._labels):
-            watch.wrote(ref, packed or pack(obj))
-        else:
-            watch.wrote(ref, None)
+        ours = has_labels(obj, self._labels)
+        if ours and packed is None:
+            packed = pack(obj)
+        for watch in watches:
+            watch.wrote(ref, packed if ours else None)
 
     def deleted(self, ref: ObjectRef) -> None:
-        watch = self._kinds.get((ref.api_version, ref.kind))
-        if watch is not None:
+        for watch in self._watches_of(ref):
             watch.wrote(ref, None)
 
     def count_restart(self, reason: str) -> None:

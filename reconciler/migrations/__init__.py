@@ -15,7 +15,8 @@ The daemon (and ``apply``) will drive a pass's hooks through this API:
 - ``undo_migration(...)`` reverses an applied one with its own version's definition.
 - ``render_job(...)`` / ``JobRunner``: the Job and the interface that runs it
   (``render_job_with``: the same rendering for other Jobs, e.g. rollout analysis).
-- ``check_migrations(catalog, registry)``: validation problems across versions.
+- ``check_migrations(catalog, registry, declared)``: validation problems across versions;
+  ``declared_migrations(root)``: names the checkout's own package registers.
 - ``ledger_configmap(ledger, cluster, namespace)`` / ``ledger_from_configmap(obj)``: the
   cluster's copy of the ledger.
 """
@@ -35,6 +36,7 @@ from reconciler.migrations.context import (
     components_json,
     job_environment,
 )
+from reconciler.migrations.declared import declared_migrations
 from reconciler.migrations.execute import (
     MigrationRun,
     Runtime,
@@ -114,6 +116,7 @@ __all__ = [
     "advance_undo",
     "check_migrations",
     "components_json",
+    "declared_migrations",
     "evaluate_check",
     "execute_migration",
     "field_at",

@@ -5,7 +5,9 @@ or escaping Job file, a file that is not one Job, a duplicate name, an undo
 without a run). This module adds the checks that need the registry of Python
 migrations or several versions at once:
 
-- a ``python:`` name nobody registered (the message lists the registered names);
+- a ``python:`` name nobody registered (the message lists the registered names); with
+  ``declared`` (``declared.declared_migrations``: names the catalog's own package
+  registers), such a name is a warning that its code was not checked here;
 - a check that names an invalid object, or uses an unknown placeholder, or has a
   bad ``deployedVersion`` range; a check with *only* ``deployedVersion`` is a
   warning (SPEC: the version is an extra filter, never the only one);
@@ -46,15 +48,21 @@ class _Shipped:
     migration: Migration
 
 
-def check_migrations(catalog: Catalog, registry: Registry) -> list[Problem]:
-    """Every migration problem of ``catalog`` that the loader cannot see alone."""
+def check_migrations(
+    catalog: Catalog, registry: Registry, declared: Mapping[str, str] | None = None
+) -> list[Problem]:
+    """Every migration problem of ``catalog`` that the loader cannot see alone.
+
+    ``declared`` (name -> the ``pyproject.toml`` declaring it): Python migrations the
+    checkout's own package registers, accepted with a warning when not installed here.
+    """
     out: list[Problem] = []
     dists = registry.distributions()
     for entry in catalog.apps.values():
         versions = entry.sorted_versions()
         for version in versions:
             for migration in version.migrations:
-                out.extend(_check_one(version, migration, registry))
+                out.extend(_check_one(version, migration, registry, declared or {}))
         out.extend(_checksum_changes(versions, dists))
         out.extend(_deprecations(versions))
     out.extend(_reads_outside_limits(catalog))
@@ -133,11 +141,24 @@ def _where(version: AppVersion, migration: Migration) -> tuple[str, int | None]:
     return version.origin.file, migration.line
 
 
-def _check_one(version: AppVersion, migration: Migration, registry: Registry) -> Iterator[Problem]:
+def _check_one(
+    version: AppVersion, migration: Migration, registry: Registry, declared: Mapping[str, str]
+) -> Iterator[Problem]:
     file, line = _where(version, migration)
     label = f'migration "{migration.name}"'
-    if migration.python is not None and migration.python not in registry:
-        yield error(file, line, f"{label}: {registry.unknown_message(migration.python)}")
+    name = migration.python
+    if name is not None and name not in registry:
+        if name in declared:
+            yield warning(
+                file,
+                line,
+                f'{label}: python migration "{name}" is declared by {declared[name]} but '
+                "not installed in this environment, so its code was not checked "
+                "(pre-commit's hook environment cannot install the catalog's package); "
+                "CI and the daemon must have it installed",
+            )
+        else:
+            yield error(file, line, f"{label}: {registry.unknown_message(name)}")
     check = migration.check
     for key, ref in _refs(check):
         for message in _ref_problems(ref, version):

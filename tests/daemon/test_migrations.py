@@ -160,6 +160,19 @@ def ledger_files(**fail: bool) -> dict[str, str | bytes | None]:
     return files
 
 
+def global_migration_files() -> dict[str, str | bytes | None]:
+    """``ledger_files`` with books at 1.5.0, whose global pre migration registers schemas."""
+    files = ledger_files()
+    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
+        "1.5.0",
+        "  - name: register-schemas\n    phase: pre\n    scope: global\n"
+        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
+    )
+    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
+    files["clusters/prod/instances/books.yaml"] = instance("1.5.0")
+    return files
+
+
 def instance(version: str) -> str:
     return (
         "apiVersion: reconciler/v1\nkind: Instance\nname: books\napp: ledger\n"
@@ -539,14 +552,7 @@ def test_global_pre_migrations_run_once_for_all_instances_that_change(
     make_cluster: Any,
 ) -> None:
     """Two instances move to a version with a global pre migration in one pass."""
-    files = ledger_files()
-    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
-        "1.5.0",
-        "  - name: register-schemas\n    phase: pre\n    scope: global\n"
-        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
-    )
-    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
-    files["clusters/prod/instances/books.yaml"] = instance("1.5.0")
+    files = global_migration_files()
     files["clusters/prod/instances/cards.yaml"] = instance("1.5.0").replace("books", "cards")
     cluster: Cluster = make_cluster(files=files)
     outcome = cluster.daemon.run_pass()
@@ -849,3 +855,36 @@ def test_a_migration_job_runs_the_build_its_version_pins(make_cluster: Any) -> N
     (created,) = [j for j in cluster.jobs.created if j["metadata"]["name"] == "books-add-index"]
     image = created["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == f"registry.example/ledger/tool:1.5.0-rev1-b3@{digest}"
+
+
+def test_a_cluster_read_per_namespace_finds_its_global_ledger_with_a_get(
+    make_cluster: Any,
+) -> None:
+    """Plain ``allowedNamespaces``: the pass lists only ``team-fin``, and the global
+    ledger in the reconciler's own namespace is read with one GET, not with a list
+    across all namespaces (which a tenant's RBAC refuses): the migration runs once."""
+    files = global_migration_files()
+    files["clusters/prod/cluster.yaml"] = (
+        f"apiVersion: reconciler/v1\nkind: Cluster\nname: prod\nallowedNamespaces: [{NS}]\n"
+    )
+    cluster: Cluster = make_cluster(files=files)
+    assert cluster.daemon.run_pass().ok
+    assert cluster.jobs_created() == ["books-register-schemas"]
+    commit_file(
+        cluster.repo,
+        "clusters/prod/instances/cards.yaml",
+        instance("1.5.0").replace("books", "cards"),
+        "cards joins at 1.5.0",
+    )
+    outcome = cluster.daemon.run_pass()
+    assert outcome.ok, outcome
+    assert cluster.jobs_created() == ["books-register-schemas"]  # recorded: not run again
+    if cluster.sandbox is not None:
+        spanning = [
+            e.path
+            for e in cluster.sandbox.request_log()
+            if e.verb in ("list", "watch")
+            and e.path.endswith("/configmaps")
+            and "/namespaces/" not in e.path
+        ]
+        assert spanning == []

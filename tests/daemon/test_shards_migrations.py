@@ -19,11 +19,9 @@ from reconciler.model.status import Phase
 from tests.daemon.test_migrations import (
     REGISTRY,
     Cluster,
+    global_migration_files,
     instance,
-    job,
-    ledger_files,
     make_cluster,
-    version_yaml,
 )
 
 __all__ = ["make_cluster"]
@@ -35,14 +33,7 @@ def test_only_shard_zero_runs_a_global_pre_migration_and_the_others_wait_for_it(
     make_cluster: Any,
 ) -> None:
     assert (shard_of("cards", 2), shard_of("books", 2)) == (0, 1)
-    files = ledger_files()
-    files["apps/ledger/versions/1.5.0/version.yaml"] = version_yaml(
-        "1.5.0",
-        "  - name: register-schemas\n    phase: pre\n    scope: global\n"
-        "    job: migrations/register-schemas.yaml\n    timeoutSeconds: 30\n",
-    )
-    files["apps/ledger/versions/1.5.0/migrations/register-schemas.yaml"] = job("register-schemas")
-    files["clusters/prod/instances/books.yaml"] = instance("1.5.0")
+    files = global_migration_files()
     files["clusters/prod/instances/cards.yaml"] = instance("1.5.0").replace("books", "cards")
     cluster: Cluster = make_cluster(files=files)
     other = cluster.daemon

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,35 +81,48 @@ def test_kubectl_applies_the_base_and_each_overlay(sandbox: SandboxHandle) -> No
     assert "clusterrolebinding.rbac.authorization.k8s.io/reconciler-cluster-admin created" in out
     assert live_rules(sandbox) == base_rules  # the three-way merge put the base's back
 
+    # shards instead of the leader, as the README says: the Deployment goes first
+    gone = kubectl(sandbox, "-n", NAMESPACE, "delete", "deployment", "reconciler")
+    assert gone.returncode == 0, gone.stderr
+    out = apply(sandbox, "overlays/shards")
+    assert "statefulset.apps/reconciler-shards created" in out
+    assert "service/reconciler-shards created" in out
+    assert "deployment.apps/reconciler" not in out
+    got = kubectl(sandbox, "-n", NAMESPACE, "get", "service", "reconciler-shards", "-o", "json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["spec"]["clusterIP"] == "None"
+
 
 @needs_kubectl
 def test_deploy_is_the_base() -> None:
     assert yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"] == ["base"]
-    for overlay in ("tenant", "platform"):
+    for overlay in ("tenant", "platform", "shards"):
         spec = yaml.safe_load((OVERLAYS / overlay / "kustomization.yaml").read_text())
         assert spec["resources"][0] == "../../base", overlay
 
 
-@needs_kubectl
-def test_the_tenant_reads_cluster_wide_and_writes_only_in_its_namespaces() -> None:
-    objects = kustomize("overlays/tenant")
+def test_the_tenant_reads_and_writes_only_in_its_namespaces() -> None:
+    objects = build(OVERLAYS / "tenant")
+    # cluster-wide, only which Namespaces exist (names; an instance's missing one is
+    # reported): with plain allowedNamespaces the daemon lists every kind per namespace
     cluster_rules = one(objects, "ClusterRole")["rules"]
-    for rule in cluster_rules:
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
-    assert allowed(cluster_rules, "", "secrets") == set()
-    # every namespaced kind the base may write, the tenant may write in team-a
+    assert cluster_rules == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}
+    ]
+    # every namespaced kind the base may read or write, the tenant may in team-a
     role = one(objects, "Role", "reconciler-tenant")
     assert role["metadata"]["namespace"] == "team-a"
+    assert allowed(role["rules"], "", "secrets") == set()
     base_rules = one(build(BASE), "ClusterRole")["rules"]
     for rule in base_rules:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 if resource == "namespaces":
                     continue
-                wanted = set(rule["verbs"]) & WRITE
-                assert wanted <= allowed(role["rules"], group, resource), (group, resource)
-                reads = set(rule["verbs"]) & {"list", "watch"}
-                assert reads <= allowed(cluster_rules, group, resource), (group, resource)
+                assert set(rule["verbs"]) <= allowed(role["rules"], group, resource), (
+                    group,
+                    resource,
+                )
     # the global migration ledger lives in the reconciler's own namespace
     # (migration_steps.DEFAULT_LEDGER_NAMESPACE): the base Role lets it be written there
     own = one(objects, "Role", "reconciler-leader-election")
@@ -119,6 +133,27 @@ def test_the_tenant_reads_cluster_wide_and_writes_only_in_its_namespaces() -> No
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "reconciler", "namespace": NAMESPACE}
     ]
+
+
+def test_the_tenant_with_patterns_patches_in_cluster_wide_reads(tmp_path: Path) -> None:
+    """``allowedNamespaces: ["team-*"]`` lists across namespaces: the documented swap."""
+    tenant = OVERLAYS / "tenant"
+    for path in tenant.glob("*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    spec = yaml.safe_load((tenant / "kustomization.yaml").read_text())
+    assert spec["patches"] == [{"path": "clusterrole-namespaces.yaml"}]
+    spec["resources"] = [str(tenant / r) for r in spec["resources"]]
+    spec["patches"] = [{"path": "clusterrole-read-cluster-wide.yaml"}]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(spec))
+    cluster_rules = one(build(tmp_path), "ClusterRole")["rules"]
+    for rule in cluster_rules:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    assert allowed(cluster_rules, "", "secrets") == set()
+    for rule in one(build(BASE), "ClusterRole")["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                reads = set(rule["verbs"]) & {"list", "watch"}
+                assert reads <= allowed(cluster_rules, group, resource), (group, resource)
 
 
 @needs_kubectl
@@ -173,5 +208,9 @@ def test_the_readme_walks_through_install_upgrade_overlays_and_alerting() -> Non
         "overlays/platform",
         "--webhook-address",
         "make lock",
+        "kubectl -n reconciler-system port-forward deployment/reconciler 8080:8080",
+        "http://localhost:8080/ui/",
+        "--metrics-address",
+        "clusterrole-read-cluster-wide.yaml",
     ):
         assert needle in text, needle

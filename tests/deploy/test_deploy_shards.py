@@ -1,13 +1,12 @@
-"""``deploy/base/statefulset-shards.yaml``: the sharded variant, as its README says to use it.
+"""``deploy/components/shards/``: the sharded variant, as its README says to use it.
 
-The base is built with ``statefulset-shards.yaml`` listed instead of
-``deployment.yaml`` (the one-line change the README describes), checked against
+``deploy/overlays/shards/`` (the base plus the component, which swaps the base's
+Deployment for the StatefulSet and its headless Service) is built, checked against
 the real command-line parser, and applied to the sandbox.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,13 @@ from reconciler.commands.daemon import settings_from_args
 from tests.deploy.kustomize import build
 from tests.deploy.test_deploy_manifests import BASE, DEPLOY, NAMESPACE, VAR, allowed, one
 
+COMPONENT = DEPLOY / "components" / "shards"
+OVERLAY = DEPLOY / "overlays" / "shards"
+
 
 @pytest.fixture(scope="module")
-def objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("sharded")
-    for path in BASE.glob("*.yaml"):
-        shutil.copy(path, root / path.name)
-    spec = yaml.safe_load((BASE / "kustomization.yaml").read_text())
-    spec["resources"] = [
-        "statefulset-shards.yaml" if r == "deployment.yaml" else r for r in spec["resources"]
-    ]
-    (root / "kustomization.yaml").write_text(yaml.safe_dump(spec))
-    return build(root)
+def objects() -> list[dict[str, Any]]:
+    return build(OVERLAY)
 
 
 def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -62,8 +56,57 @@ def test_the_variant_replaces_the_deployment_by_a_statefulset(
     spec = one(objects, "StatefulSet")["spec"]
     assert spec["podManagementPolicy"] == "Parallel"
     assert spec["template"]["spec"]["serviceAccountName"] == "reconciler"
-    service = one(objects, "Service")["spec"]
+    service = one(objects, "Service", "reconciler")["spec"]
     assert service["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+    base = {(o["kind"], o["metadata"]["name"]) for o in build(BASE)}
+    ours = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ours == base - {("Deployment", "reconciler")} | {
+        ("StatefulSet", "reconciler-shards"),
+        ("Service", "reconciler-shards"),
+        ("Role", "reconciler-shards"),
+        ("RoleBinding", "reconciler-shards"),
+    }
+    for obj in objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "reconciler"
+        if obj["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding"}:
+            assert obj["metadata"]["namespace"] == NAMESPACE
+
+
+def test_the_statefulset_is_governed_by_a_headless_service(
+    objects: list[dict[str, Any]],
+) -> None:
+    sts = one(objects, "StatefulSet")["spec"]
+    governing = one(objects, "Service", sts["serviceName"])
+    assert governing["metadata"]["name"] != "reconciler"  # the base's balances webhooks
+    assert governing["spec"]["clusterIP"] == "None"
+    labels = sts["template"]["metadata"]["labels"]
+    assert governing["spec"]["selector"].items() <= labels.items()
+    # the ServiceMonitor selects app.kubernetes.io/name: reconciler: the headless
+    # Service must not match it, or every pod would be scraped twice
+    monitor = yaml.safe_load((DEPLOY / "monitoring" / "servicemonitor.yaml").read_text())
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= governing["metadata"]["labels"].items()
+    assert selector.items() <= one(objects, "Service", "reconciler")["metadata"]["labels"].items()
+
+
+def test_the_component_composes_with_another_overlay(tmp_path: Path) -> None:
+    """The tenant's RBAC with shards: an overlay of the operator's own lists both."""
+    overlay = tmp_path / "mine"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(DEPLOY / "overlays" / "tenant")],
+                "components": [str(COMPONENT)],
+            }
+        )
+    )
+    objects = build(overlay)
+    assert one(objects, "StatefulSet")["metadata"]["name"] == "reconciler-shards"
+    assert not [o for o in objects if o["kind"] == "Deployment"]
+    assert one(objects, "Role", "reconciler-tenant")["metadata"]["namespace"] == "team-a"
 
 
 def test_the_arguments_shard_by_pod_name_and_match_the_replicas(
@@ -117,11 +160,23 @@ def test_the_variant_applies_to_a_cluster(objects: list[dict[str, Any]], sandbox
 
 def test_the_readme_explains_the_variant() -> None:
     text = (DEPLOY / "README.md").read_text()
-    for needle in ("statefulset-shards.yaml", "--shards", "reconciler_shards_held"):
+    for needle in (
+        "components/shards",
+        "overlays/shards",
+        "--shards",
+        "reconciler_shards_held",
+        "delete deployment reconciler",
+        "clusterIP: None",
+    ):
         assert needle in text, needle
 
 
-def test_the_variant_is_on_disk_but_not_in_the_base() -> None:
+def test_the_variant_is_a_component_and_not_in_the_base() -> None:
     listed = yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"]
-    assert "statefulset-shards.yaml" not in listed
-    assert Path(BASE / "statefulset-shards.yaml").is_file()
+    assert not [r for r in listed if "shards" in r]
+    component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert set(component["resources"]) == {"statefulset-shards.yaml", "service-headless.yaml"}
+    overlay = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["../../base"]
+    assert overlay["components"] == ["../../components/shards"]

@@ -183,13 +183,13 @@ def test_podmonitor_selects_the_daemon_pods_on_their_metrics_port() -> None:
     [endpoint] = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["path"] == "/metrics"
     assert endpoint["honorLabels"] is True  # the catalog instance keeps its "instance" label
-    for workload in ("deployment.yaml", "statefulset-shards.yaml"):
-        docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / workload).read_text()) if d]
+    for workload in ("base/deployment.yaml", "components/shards/statefulset-shards.yaml"):
+        docs = [d for d in yaml.safe_load_all((DEPLOY / workload).read_text()) if d]
         pods = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
         assert pods
         for pod in pods:
             assert selector.items() <= pod["spec"]["template"]["metadata"]["labels"].items()
-        assert endpoint["port"] in container_ports(DEPLOY / "base" / workload), workload
+        assert endpoint["port"] in container_ports(DEPLOY / workload), workload
 
 
 def test_servicemonitor_selects_the_service_on_its_metrics_port() -> None:

@@ -51,3 +51,17 @@ def test_namespace_objects_must_be_allowed_namespaces() -> None:
     limits = Limits(allowed_namespaces=("web",))
     found = violations([obj("Namespace", "web"), obj("Namespace", "other")], limits, namespaced)
     assert list(found) == [ObjectRef("v1", "Namespace", "", "other")]
+
+
+def test_plain_names_are_listed_per_namespace_and_a_pattern_lists_all() -> None:
+    def listed(*allowed: str) -> tuple[str, ...] | None:
+        return Limits.of(Cluster("prod", allowed_namespaces=allowed)).listed_namespaces()
+
+    assert Limits.of(None).listed_namespaces() is None
+    assert Limits.of(Cluster("prod")).listed_namespaces() is None
+    assert listed("web", "team-api", "web") == ("team-api", "web")
+    assert listed("web", "team-*") is None
+    assert listed("web", "app-?") is None
+    assert listed("web", "[ab]") is None
+    assert listed("web", "Not_A_Label") == ("web",)  # can hold nothing: never listed
+    assert listed() == ()

@@ -94,7 +94,7 @@ def written_and_stored(
     until(lambda: version(cache) == ours["metadata"]["resourceVersion"], "our write's event")
     _, stored = cache.current(REF)
     assert stored is not None
-    return ours, stored, cache._kinds[("v1", "ConfigMap")]
+    return ours, stored, cache._kinds[("v1", "ConfigMap", "")]
 
 
 def test_an_event_of_the_version_the_store_has_keeps_the_stored_copy(client: KubeClient) -> None:
