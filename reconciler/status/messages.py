@@ -224,6 +224,9 @@ def _details(status: InstanceStatus, previous: InstanceStatus) -> str:
     ):
         if before != after:
             changed.append(f"{label} updated")
+    if not changed and status.source_commit != previous.source_commit:
+        # objects changed and nothing else did: a parameter edit, say which commit runs
+        changed.append(f"applied catalog {status.source_commit[:12]}")
     return ", ".join(changed) or "status updated"
 
 
