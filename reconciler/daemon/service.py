@@ -329,9 +329,13 @@ class Service:
             if gained:
                 self.queue.put(Trigger("startup", f"took shard(s) {sorted(gained)}"))
 
+        def disagreement(problem: str | None) -> None:  # the coordinator logs it
+            self.health.set_problem(problem)
+            self.daemon.metrics.set_shards_disagreement(s.cluster, problem is not None)
+
         self._elector_thread = threading.Thread(
             target=coordinator.run,
-            args=(self._release_lease, changed),
+            args=(self._release_lease, changed, disagreement),
             name="shard-leases",
             daemon=True,
         )

@@ -38,6 +38,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_watch_restarts": "counter",
         "reconciler_is_leader": "gauge",
         "reconciler_shards_held": "gauge",
+        "reconciler_shards_disagreement": "gauge",
         "reconciler_webhooks": "counter",
         "reconciler_image_scans": "counter",
         "reconciler_rollouts": "counter",
