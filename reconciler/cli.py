@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler import __version__
-from reconciler.commands.output import TABLE_FORMATS, TEXT_FORMATS
+from reconciler.commands.output import TABLE_FORMATS, TEXT_FORMATS, printable_streams
 from reconciler.model.errors import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -1140,6 +1140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    # errors quote catalogs and records too: they are printed inside as well
+    with printable_streams(bool(getattr(args, "no_color", False))):
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         name = command_name(args)
         _configure_logging(args.log_level or _default_log_level(name, args), args.log_format)

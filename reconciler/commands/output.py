@@ -6,20 +6,28 @@ a table also take ``-o wide`` (more columns), ``-o name`` (one name a line, for
 pipes) and ``--no-headers``. Colour follows https://no-color.org: only when
 stdout is a terminal, never with ``NO_COLOR`` set to a non-empty value or
 ``--no-color``.
+
+Text for people never carries raw control characters: ``printable_streams`` (the
+CLI runs every command inside it) escapes them on stdout and stderr, whatever
+printed them, and lets only our own colour codes through when colour is on. Data
+(``-o json|yaml``) is written past it, as its encoders already escape.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import yaml
 
+from reconciler.model.printable import printable
 from reconciler.model.table import Paint, format_table
 
 DATA_FORMATS = ("json", "yaml")
@@ -44,11 +52,75 @@ _WORD_COLOURS = {
     "warning": "yellow",
 }
 _COLOURED_COLUMNS = frozenset({"PHASE", "OUTCOME"})
+# every escape sequence Style.paint writes
+_OWN_SGR = frozenset({f"\x1b[{code}m" for code in (*_CODES.values(), "0")})
+
+
+class PrintableStream(io.TextIOBase):
+    """A text stream that shows control characters as ``\\xNN`` (``printable``) and
+    writes the rest to ``inner``; ``keep`` are the sequences let through as they are."""
+
+    def __init__(self, inner: TextIO, keep: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.inner = inner
+        self._keep = keep
+
+    def write(self, text: str) -> int:
+        self.inner.write(printable(text, self._keep))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", None) or "utf-8"
+
+
+def raw(stream: TextIO) -> TextIO:
+    """``stream`` past ``PrintableStream``: for data whose encoder escapes, and for the
+    terminal control a command means to send (``--watch`` clearing the screen, a
+    progress line redrawn in place)."""
+    return stream.inner if isinstance(stream, PrintableStream) else stream
+
+
+def raw_stdout() -> TextIO:
+    return raw(sys.stdout)
+
+
+@contextlib.contextmanager
+def printable_streams(no_color: bool = False) -> Iterator[None]:
+    """stdout and stderr escape control characters until the block ends."""
+    saved = sys.stdout, sys.stderr
+    wrapped = []
+    for stream in saved:
+        keep = _OWN_SGR if colour_wanted(no_color, stream) else frozenset()
+        wrapped.append(
+            stream if isinstance(stream, PrintableStream) else PrintableStream(stream, keep)
+        )
+    sys.stdout, sys.stderr = wrapped
+    try:
+        yield
+    finally:
+        for stream in wrapped:
+            with contextlib.suppress(ValueError, OSError):  # a closed pipe: nothing to flush
+                stream.flush()
+        sys.stdout, sys.stderr = saved
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
-    sys.stdout.write("\n")
+    out = raw_stdout()
+    json.dump(data, out, indent=2, sort_keys=False, default=str)
+    out.write("\n")
 
 
 def dump_yaml(data: Any) -> str:
@@ -69,7 +141,7 @@ def format_data(data: Any, output: str) -> str:
 
 
 def print_data(data: Any, output: str) -> None:
-    sys.stdout.write(format_data(data, output))
+    raw_stdout().write(format_data(data, output))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -15,10 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from reconciler.commands.output import Style
+from reconciler.commands.output import Style, raw
 from reconciler.daemon.plan import InstancePlan
 from reconciler.kube import Health, HealthReport, InstanceResult, KubeClient, wait_healthy
 from reconciler.model.changeset import ObjectRef
+
+# back to the line's start and erase it: a progress line redrawn in place
+_REDRAW = "\r\x1b[K"
 
 
 def wait_for_instances(
@@ -56,8 +59,9 @@ def wait_for_instances(
             progress=draw,
         )
         reports[i] = report
-        ending = "\r\x1b[K" if live else ""
-        out.write(f"{ending}{prefix}{_verdict(plan.name, report, clock() - started, style)}\n")
+        if live:
+            raw(out).write(_REDRAW)  # ours, past the escaping of catalog text
+        out.write(f"{prefix}{_verdict(plan.name, report, clock() - started, style)}\n")
         out.flush()
     return reports
 
@@ -70,7 +74,8 @@ def _drawer(
         pending = report.pending
         detail = f" ({pending[0]})" if pending else ""
         line = f"{label}: waiting, {ready}/{len(report.objects)} ready{detail}"
-        out.write(f"\r\x1b[K{line[:160]} {clock() - started:.0f}s")
+        raw(out).write(_REDRAW)
+        out.write(f"{line[:160]} {clock() - started:.0f}s")
         out.flush()
 
     return draw

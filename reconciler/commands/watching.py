@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from reconciler.commands.output import raw_stdout
+
 # (text to print, key deciding "changed", finished)
 View = tuple[str, object, bool]
 
@@ -40,7 +42,8 @@ def follow(
         text, key, finished = view()
         if first or key != last:
             if not first:
-                sys.stdout.write(CLEAR if clear else separator)
+                # the one control sequence meant for the terminal: past the escaping
+                (raw_stdout() if clear else sys.stdout).write(CLEAR if clear else separator)
             sys.stdout.write(text)
             sys.stdout.flush()
             last, first = key, False

@@ -19,6 +19,15 @@ Routes::
 
 Every answer, errors included, is JSON except ``/metrics`` and ``/ui``.
 
+Slow clients are cut off, as a reverse proxy would: a connection has
+``HEADER_TIMEOUT`` seconds to send a request's headers (from when it opened, or
+from the previous answer on a kept-alive connection), and a handler waits at most
+``BODY_TIMEOUT`` seconds for the body (then 408). Without them, a client dripping
+a byte now and then held a connection and a handler for as long as it liked. A
+malformed request is the client's fault: aiohttp's traceback at error level becomes
+one line at debug level (``_ServerLog``); a fault in our own handlers keeps its
+traceback.
+
 The routes come in three groups, ``webhooks`` (``/hooks/*`` and ``/reconcile``),
 ``metrics`` (``/metrics`` and the status page ``/ui``) and ``probes`` (``/healthz``,
 ``/readyz``); ``/version`` is in every server. One server serves all three by default;
@@ -31,13 +40,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from concurrent.futures import Future
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 import reconciler
 from reconciler.daemon.logs_limit import RateLimitedLog
@@ -65,6 +76,8 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024  # GitHub caps payloads at 25 MB but a push is far smaller
 SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
+HEADER_TIMEOUT = 15.0  # seconds for a request line and headers; also the keep-alive idle time
+BODY_TIMEOUT = 30.0  # seconds for a request body (at most MAX_BODY bytes)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # the status page: a path under /ui/ ("" for the index) -> the page's HTML, or None
@@ -102,6 +115,8 @@ class DaemonHttpServer:
         cluster: str | None = None,
         pages: PageSource | None = None,
         routes: Collection[str] = ROUTE_GROUPS,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         unknown = set(routes) - set(ROUTE_GROUPS)
         if unknown or not routes:
@@ -116,6 +131,8 @@ class DaemonHttpServer:
         self.health = health
         self.branch = branch
         self.max_body = max_body
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self._secret = webhook_secret or b""
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -206,7 +223,15 @@ class DaemonHttpServer:
             self._loop = None
 
     async def _bind(self) -> int:
-        runner = web.AppRunner(self.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        runner = web.AppRunner(
+            self.build_app(),
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            # aiohttp closes a connection still waiting for a whole request line and
+            # headers this long after it opened (or after the previous answer)
+            keepalive_timeout=self.header_timeout,
+            logger=_ServerLog(logging.getLogger("aiohttp.server"), {}),
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:
@@ -226,14 +251,9 @@ class DaemonHttpServer:
     async def _webhook(self, provider: str, request: web.Request) -> web.Response:
         if request.content_length is not None and request.content_length > self.max_body:
             return self._reject(provider, 413, f"body larger than {self.max_body} bytes")
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return self._reject(provider, 413, f"body larger than {self.max_body} bytes")
-        except (ConnectionError, asyncio.IncompleteReadError, aiohttp.ClientError) as e:
-            # a client that goes away mid-body is not our error: no traceback, no flood
-            log.debug("webhook %s: client disconnected while sending: %s", provider, e)
-            return web.json_response({"accepted": False, "error": "incomplete body"}, status=400)
+        body = await self._body(request, provider)
+        if isinstance(body, web.Response):
+            return body
         try:
             event = parse_webhook(provider, request.headers, body, self._secret)
         except WebhookRejected as e:
@@ -258,13 +278,26 @@ class DaemonHttpServer:
         log.info("webhook: %s", event.describe())
         return web.json_response({**answer, "triggered": True}, status=202)
 
-    async def _reconcile(self, request: web.Request) -> web.Response:
+    async def _body(self, request: web.Request, what: str) -> bytes | web.Response:
+        """The request's body, or the answer for a body too large, too slow or cut off."""
         try:
-            body = await request.read()
+            async with asyncio.timeout(self.body_timeout):
+                return await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return self._reject("reconcile", 413, f"body larger than {self.max_body} bytes")
-        except (ConnectionError, asyncio.IncompleteReadError, aiohttp.ClientError):
+            return self._reject(what, 413, f"body larger than {self.max_body} bytes")
+        except TimeoutError:
+            answer = self._reject(what, 408, f"body not received within {self.body_timeout:g}s")
+            answer.force_close()  # the rest of a half-sent body must not become a request
+            return answer
+        except (ConnectionError, asyncio.IncompleteReadError, aiohttp.ClientError) as e:
+            # a client that goes away mid-body is not our error: no traceback, no flood
+            log.debug("%s: client disconnected while sending: %s", what, e)
             return web.json_response({"accepted": False, "error": "incomplete body"}, status=400)
+
+    async def _reconcile(self, request: web.Request) -> web.Response:
+        body = await self._body(request, "reconcile")
+        if isinstance(body, web.Response):
+            return body
         try:
             cluster = parse_reconcile_request(request.headers, body, self._secret, self.cluster)
         except WebhookRejected as e:
@@ -308,6 +341,39 @@ class DaemonHttpServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, body = self.health.readiness()
         return web.json_response(body, status=200 if ready else 503)
+
+
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, where a request the client got wrong is one debug line.
+
+    aiohttp logs a malformed request (a bad request line, a header too long, a
+    broken chunk) with ``logger.exception``: a traceback at error level that anyone
+    who can reach the port can repeat at will. That is the client's fault, not
+    ours, so it becomes one line at debug; any other exception (a fault in our
+    handlers) keeps its level and traceback.
+    """
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        error = _exception(kwargs.get("exc_info"))
+        if isinstance(error, HttpProcessingError | ConnectionError):
+            if self.logger.isEnabledFor(logging.DEBUG):
+                what = " ".join(str(error).split())[:200]  # aiohttp's are multi-line
+                text = str(msg) % args if args else str(msg)
+                self.logger.debug("%s: %s: %s", text, type(error).__name__, what)
+            return
+        super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        return msg, kwargs
+
+
+def _exception(exc_info: object) -> BaseException | None:
+    """The exception an ``exc_info`` argument names (an exception, a tuple or True)."""
+    if isinstance(exc_info, BaseException):
+        return exc_info
+    if isinstance(exc_info, tuple) and len(exc_info) == 3:
+        return exc_info[1] if isinstance(exc_info[1], BaseException) else None
+    return sys.exc_info()[1] if exc_info is True else None
 
 
 def version_info(cluster: str | None = None) -> dict[str, Any]:

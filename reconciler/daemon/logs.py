@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from reconciler.model.printable import printable
+
 _CONTEXT_FIELDS = (
     "cluster",
     "instance",
@@ -145,7 +147,8 @@ class TextFormatter(logging.Formatter):
         text = f"{base} [{ctx}]" if ctx else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        # a message may quote a catalog, a registry or a status record: no raw escapes
+        return printable(text)
 
 
 def configure_logging(level: str = "warning", fmt: str = "text") -> None:

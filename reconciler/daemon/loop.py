@@ -359,7 +359,7 @@ class Daemon:
         runs = tuple(s for event in report.migrations for s in event.statuses)
         # one status fetch per pass: a pass that has just read the branch builds on that
         commits, error = self.record(
-            (*runs, *report.statuses), checkout.commit, refresh=not fetched
+            (*runs, *report.statuses), checkout.commit, refresh=not fetched, known=report.known
         )
         self._log_changes(report, {c.instance for c in commits})
         self._log_summary(report, {c.instance for c in commits}, time.monotonic() - started)
@@ -367,6 +367,10 @@ class Daemon:
         self._report_rollouts(report)
         self._report_waves(report, {c.instance for c in commits})
         self._update_backoff(report)
+        if report.known is not None and error is None:
+            # records of instances that do not exist left the branch: and memory
+            for name in [n for n in self.statuses if n not in report.known]:
+                del self.statuses[name]
         self._report_metrics(report, time.monotonic() - started, error is None)
         return PassOutcome(report, commits, error, moved)
 
@@ -582,16 +586,22 @@ class Daemon:
         return None if at is None else max(0.0, at - now)
 
     def record(
-        self, statuses: tuple[InstanceStatus, ...], commit: str, *, refresh: bool = True
+        self,
+        statuses: tuple[InstanceStatus, ...],
+        commit: str,
+        *,
+        refresh: bool = True,
+        known: frozenset[str] | None = None,
     ) -> tuple[list[CommitInfo], str | None]:
         """Commit changed records; a failed push is retried on the next pass, never lost.
 
         ``refresh=False``: this pass fetched the status branch already (``StatusLedger.record``).
+        ``known``: the instances of the catalog and the cluster; records of others go.
         """
         try:
             pass_id = self._pass_id or None
             recorded = self.ledger.record(
-                statuses, source_commit=commit, pass_id=pass_id, refresh=refresh
+                statuses, source_commit=commit, pass_id=pass_id, refresh=refresh, known=known
             )
             return recorded, None
         except SourceError as e:

@@ -2,7 +2,8 @@
 
 The reconcile loop reports what it did through the plain-argument helpers
 (``observe_pass``, ``set_phases``, ``observe_fetch``, ``count_actions``,
-``set_leader``, ``set_shards_held``, ``count_webhook``, ``observe_migration``,
+``set_leader``, ``set_shards_held``, ``set_shards_disagreement``, ``count_webhook``,
+``observe_migration``,
 ``set_instances``, ``count_status_push_failure``, ``observe_health_wait``,
 ``set_throttled``, ``set_wave_waiting``, ``count_wave_halt``); the
 Kubernetes client reports its answers and retries through
@@ -171,6 +172,13 @@ class DaemonMetrics:
             ["cluster"],
             registry=self.registry,
         )
+        self.shards_disagreement = Gauge(
+            "reconciler_shards_disagreement",
+            "1 when the shard Leases show a replica of this cluster run with another "
+            "--shards than this one (some shards may have no owner); else 0.",
+            ["cluster"],
+            registry=self.registry,
+        )
         self.webhooks = Counter(
             "reconciler_webhooks",
             "Webhook deliveries received, by provider and result.",
@@ -280,6 +288,7 @@ class DaemonMetrics:
         for result in PASS_RESULTS:
             self.passes.labels(cluster, result)
         self.shards_held.labels(cluster).set(0)
+        self.shards_disagreement.labels(cluster).set(0)
         self.status_push_failures.labels(cluster)
         for outcome in HEALTH_WAIT_OUTCOMES:
             self.health_wait.labels(cluster, outcome)
@@ -381,6 +390,9 @@ class DaemonMetrics:
 
     def set_shards_held(self, cluster: str, count: int) -> None:
         self.shards_held.labels(cluster).set(count)
+
+    def set_shards_disagreement(self, cluster: str, disagree: bool) -> None:
+        self.shards_disagreement.labels(cluster).set(1 if disagree else 0)
 
     def count_webhook(self, provider: str, result: str) -> None:
         if result not in WEBHOOK_RESULTS:

@@ -94,6 +94,9 @@ class PassReport:
     next_look: float | None = None  # seconds until a rollout or a health wait wants a pass
     reused: frozenset[str] = frozenset()  # instances whose last verdict stood (``PassMemo``)
     waves: tuple[WaveHold, ...] = ()  # the wave gate's answer for each change it looked at
+    # every instance the catalog or the cluster (an inventory) has, all shards: a
+    # status record of any other is stale or forged (``StatusLedger.record`` drops it)
+    known: frozenset[str] | None = None
 
     @property
     def all_ready(self) -> bool:
@@ -372,6 +375,7 @@ def reconcile_checkout(
         migrations=tuple(hooks.events),
         reused=frozenset(reused),
         waves=tuple(h for h in gated_by_waves.holds if scope is None or scope.owns(h.instance)),
+        known=frozenset(entry.instances) | frozenset(recorded),
     )
 
 

@@ -40,6 +40,7 @@ class DaemonHealth:
         self._passes = 0
         self._last_ok: bool | None = None
         self._leader: bool | None = None  # None: leader election is off
+        self._problem: str | None = None  # a reason to be not ready however the passes went
 
     def heartbeat(self) -> None:
         with self._lock:
@@ -56,6 +57,12 @@ class DaemonHealth:
         with self._lock:
             self._leader = leader
 
+    def set_problem(self, problem: str | None) -> None:
+        """Not ready while ``problem`` (e.g. replicas disagreeing on ``--shards``) holds:
+        the cluster is not fully reconciled, whatever this replica's passes say."""
+        with self._lock:
+            self._problem = problem
+
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         with self._lock:
             age = self._clock() - self._last_beat
@@ -66,12 +73,12 @@ class DaemonHealth:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         with self._lock:
             passes, last_ok, leader = self._passes, self._last_ok, self._leader
-        ready = passes > 0 or leader is False
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "starting",
-            "passes": passes,
-            "lastPassOk": last_ok,
-        }
+            problem = self._problem
+        ready = (passes > 0 or leader is False) and problem is None
+        status = "ready" if ready else "starting" if problem is None else "degraded"
+        body: dict[str, Any] = {"status": status, "passes": passes, "lastPassOk": last_ok}
         if leader is not None:
             body["leader"] = leader
+        if problem is not None:
+            body["problem"] = problem
         return ready, body

@@ -18,6 +18,14 @@ With ``--shards N`` there is no single leader: a ``ShardCoordinator``
 (``reconciler.kube.shards``) holds the Leases of some shards, each pass
 reconciles the instances of those only, and a shard is handed to another
 replica only between passes. Gaining a shard starts a pass at once.
+
+Without either, the daemon still takes the cluster's Lease, as the only writer: two
+replicas started without ``--leader-elect`` would both apply and both write
+``status/<cluster>``, each overwriting the other's records with what it saw. The
+second one waits for the Lease to expire (its holder may have died without
+releasing it, as a restarted pod's predecessor does), then refuses to start,
+naming the holder. Where the Lease cannot be read or written at all (no RBAC for
+Leases, no such namespace) it says so once and runs unguarded.
 """
 
 from __future__ import annotations
@@ -43,9 +51,9 @@ from reconciler.daemon.triggers import (
     install_signal_handlers,
 )
 from reconciler.kube import KubeClient, RetryPolicy
-from reconciler.kube.lease import LeaderElector
+from reconciler.kube.lease import LeaderElector, default_identity
 from reconciler.kube.shards import ShardCoordinator
-from reconciler.model.errors import UsageError
+from reconciler.model.errors import KubeError, UsageError
 from reconciler.source import CatalogWorkClone, redact_url
 
 if TYPE_CHECKING:
@@ -297,6 +305,8 @@ class Service:
             self._start_shards()
         elif s.leader_elect:
             self._start_election()
+        else:
+            self._start_single_writer()
 
     def _quick_client(self) -> KubeClient:
         """Lease calls must fail fast: a holder still retrying a hung request after its
@@ -345,41 +355,99 @@ class Service:
             if gained:
                 self.queue.put(Trigger("startup", f"took shard(s) {sorted(gained)}"))
 
+        def disagreement(problem: str | None) -> None:  # the coordinator logs it
+            self.health.set_problem(problem)
+            self.daemon.metrics.set_shards_disagreement(s.cluster, problem is not None)
+
         self._elector_thread = threading.Thread(
             target=coordinator.run,
-            args=(self._release_lease, changed),
+            args=(self._release_lease, changed, disagreement),
             name="shard-leases",
             daemon=True,
         )
         self._elector_thread.start()
 
-    def _start_election(self) -> None:
+    def _start_single_writer(self) -> None:
+        """Take the Lease before the first pass, or refuse to start (``UsageError``)."""
         s = self.settings
-        self.elector = LeaderElector(
+        elector = self._elector()
+        deadline = time.monotonic() + s.lease_duration + 2 * s.retry_period
+        waited = False
+        while True:
+            try:
+                if elector.try_acquire_or_renew():
+                    break
+            except KubeError as e:
+                log.warning(
+                    "%s: cannot take the Lease (%s); a second replica writing %s would go "
+                    "unnoticed: grant access to Leases there, or run with --leader-elect",
+                    elector.subject,
+                    e,
+                    self.daemon.ledger.branch,
+                    extra={"cluster": s.cluster},
+                )
+                return
+            if time.monotonic() >= deadline or self.stop_event.is_set():
+                raise UsageError(
+                    f"another reconciler ({elector.leader or 'unknown'}) holds {elector.subject} "
+                    f"for cluster {s.cluster}: a second writer of {self.daemon.ledger.branch} "
+                    "would overwrite its status records with stale ones. Stop it, or run "
+                    "every replica with --leader-elect (one acts, the others stand by)"
+                )
+            if not waited:
+                log.info(
+                    "%s is held by %s: waiting up to %.0fs for it to expire (a replica "
+                    "that stopped without releasing it)",
+                    elector.subject,
+                    elector.leader,
+                    s.lease_duration,
+                    extra={"cluster": s.cluster},
+                )
+                waited = True
+            self.stop_event.wait(s.retry_period)
+        self._run_elector(elector)
+
+    def _elector(self) -> LeaderElector:
+        s = self.settings
+        return LeaderElector(
             self._quick_client(),
             s.leader_namespace,
-            s.lease_name,
-            s.identity,
+            s.lease_name or f"reconciler-{s.cluster}",
+            s.identity or default_identity(),  # the command gives one; a library user may not
             lease_duration=s.lease_duration,
             renew_deadline=s.renew_deadline,
             retry_period=s.retry_period,
         )
-        self.health.set_leader(False)
+
+    def _start_election(self) -> None:
+        self._run_elector(self._elector(), election=True)
+
+    def _run_elector(self, elector: LeaderElector, *, election: bool = False) -> None:
+        """Keep ``elector``'s Lease (campaigning for it when not held) until shutdown.
+
+        ``election`` (``--leader-elect``): the probes report leadership, a standby
+        being ready. Without it the Lease only guards against a second writer: the
+        replica is not "a leader" to its probes, it is the daemon.
+        """
+        s = self.settings
+        self.elector = elector
+        if election:
+            self.health.set_leader(False)
         self.daemon.metrics.set_leader(False)
 
         def started() -> None:  # the elector logs "<Lease>: <identity> is the leader"
-            self.health.set_leader(True)
+            if election:
+                self.health.set_leader(True)
+                self.queue.put(Trigger("startup", "became the leader"))
             self.daemon.metrics.set_leader(True)
-            self.queue.put(Trigger("startup", "became the leader"))
 
         def stopped() -> None:
             if not self._release_lease.is_set():  # not our shutdown: another replica leads
                 log.warning("lost the leadership (%s)", s.identity, extra={"cluster": s.cluster})
-            self.health.set_leader(False)
+            if election:
+                self.health.set_leader(False)
             self.daemon.metrics.set_leader(False)
 
-        assert self.elector is not None
-        elector = self.elector
         self._elector_thread = threading.Thread(
             target=elector.run,
             args=(self._release_lease, started, stopped),

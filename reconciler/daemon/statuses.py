@@ -76,6 +76,8 @@ def build_status(cluster: str, outcome: InstanceOutcome, source_commit: str) -> 
         reason=reason,
         message=message,
         images=_images(outcome, version),
+        applied=outcome.result is not None
+        and any(e.changed for e in outcome.result.changes.entries),
     )
     status = status.with_default_conditions()
     other = outcome.result.other_writer if outcome.result is not None else ""

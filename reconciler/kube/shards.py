@@ -21,13 +21,24 @@ once; a pass already running finishes, as with leader election.
 
 The daemon's service (``reconciler.daemon.service``) runs :meth:`run` on a thread
 and passes :meth:`begin_pass`'s :class:`ShardScope` to each pass.
+
+Every replica must be given the same ``--shards``. One that splits the cluster
+differently (2 where the others say 3) counts as a member of the others' split
+and they of its, so each takes a share of a split nobody completes: a shard stays
+without an owner while every probe is green. The same list shows it: a current
+Lease of another split (``-of-<M>``), or a presence Lease labelled with another
+count (``reconciler.io/shards``). :attr:`ShardCoordinator.disagreement` then says
+who splits how; the service logs it, sets ``reconciler_shards_disagreement`` and
+answers ``/readyz`` 503 until every replica agrees.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +54,7 @@ log = logging.getLogger(__name__)
 GROUP_LABEL = "reconciler.io/shard-group"
 ROLE_LABEL = "reconciler.io/shard"  # the shard number, or "replica" for a presence Lease
 REPLICA_ROLE = "replica"
+COUNT_LABEL = "reconciler.io/shards"  # the --shards of the replica that created the Lease
 MAX_SHARDS = 1000  # a Lease per shard, renewed every few seconds: far more is a mistake
 
 
@@ -109,7 +121,7 @@ class ShardCoordinator:
                 retry_period=retry_period,
                 clock=clock,
                 monotonic=monotonic,
-                labels={GROUP_LABEL: group, ROLE_LABEL: role},
+                labels={GROUP_LABEL: group, ROLE_LABEL: role, COUNT_LABEL: str(count)},
             )
 
         self.electors = [elector(shard_lease_name(prefix, k, count), str(k)) for k in range(count)]
@@ -118,6 +130,8 @@ class ShardCoordinator:
         self._lock = threading.Lock()
         self._mine: set[int] = set()  # shards we renew; a held one is also still current
         self._busy = False  # a pass runs: no shard is given up until it ends
+        self._split = re.compile(rf"{re.escape(prefix)}-shard-\d+-of-(\d+)")
+        self._disagreement: str | None = None
 
     # -- what the daemon asks ---------------------------------------------------------
 
@@ -127,6 +141,13 @@ class ShardCoordinator:
         with self._lock:
             mine = set(self._mine)
         return frozenset(k for k in mine if self.electors[k].is_leader)
+
+    @property
+    def disagreement(self) -> str | None:
+        """What the last look at the Leases showed of replicas with another ``--shards``
+        (None: every live replica splits the cluster as this one does)."""
+        with self._lock:
+            return self._disagreement
 
     def begin_pass(self) -> ShardScope:
         """The shards a pass may reconcile; none is given up until :meth:`end_pass`."""
@@ -164,18 +185,26 @@ class ShardCoordinator:
                     break
         return self.held != before
 
-    def run(self, stop: threading.Event, on_change: Callable[[], None] | None = None) -> None:
+    def run(
+        self,
+        stop: threading.Event,
+        on_change: Callable[[], None] | None = None,
+        on_disagreement: Callable[[str | None], None] | None = None,
+    ) -> None:
         """Tick every ``retry_period`` (jittered) until ``stop``; then release everything.
 
-        ``on_change`` runs on this thread after a tick that changed the held shards
-        (it should only signal the daemon's loop).
+        ``on_change`` runs on this thread after a tick that changed the held shards,
+        ``on_disagreement`` after one that changed :attr:`disagreement` (with it);
+        they should only signal the daemon's loop or its probes.
         """
+        seen: str | None = None
         while not stop.is_set():
             if self.tick() and on_change is not None:
-                try:
-                    on_change()
-                except Exception:  # a failing callback must not end the Leases' renewal
-                    log.exception("shard on_change callback failed")
+                _callback(on_change, "on_change")
+            now = self.disagreement
+            if now != seen and on_disagreement is not None:
+                _callback(functools.partial(on_disagreement, now), "on_disagreement")
+            seen = now
             stop.wait(self.retry_period * (1 + random.uniform(0, JITTER)))
         if self.release_on_cancel:
             self.release_all()
@@ -225,11 +254,15 @@ class ShardCoordinator:
         names = {e.name: k for k, e in enumerate(self.electors)}
         holders: dict[int, str] = {}
         members: set[str] = set()
+        others: dict[str, str] = {}  # identity -> the --shards its live Leases say
         for lease in leases:
             name = str((lease.get("metadata") or {}).get("name") or "")
             record = LeaseRecord.from_dict(lease.get("spec") or {})
             if not _current(record, now):
                 continue
+            split = self._other_split(lease, name)
+            if split is not None and record.holder != self.identity:
+                others.setdefault(record.holder, split)
             if name in names:
                 k = names[name]
                 if record.holder == self.identity and k not in mine:
@@ -238,7 +271,36 @@ class ShardCoordinator:
             elif (lease.get("metadata") or {}).get("labels", {}).get(ROLE_LABEL) == REPLICA_ROLE:
                 members.add(record.holder)
         self._collect_presence(leases, now)
+        self._note_disagreement(others)
         return ShardView(self.count, self.identity, holders, frozenset(members))
+
+    def _other_split(self, lease: JsonObject, name: str) -> str | None:
+        """The ``--shards`` of a Lease of the group when it is not ours, else None."""
+        match = self._split.fullmatch(name)
+        if match is not None:
+            return match.group(1) if int(match.group(1)) != self.count else None
+        labels = (lease.get("metadata") or {}).get("labels") or {}
+        count = str(labels.get(COUNT_LABEL) or "")
+        return count if count and count != str(self.count) else None
+
+    def _note_disagreement(self, others: dict[str, str]) -> None:
+        """Remember (and log, when it changes) replicas that split into another count."""
+        message = None
+        if others:
+            said = ", ".join(f"{who} says {n}" for who, n in sorted(others.items())[:5])
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+            message = (
+                f"replicas disagree on --shards: {self.identity} says {self.count}, "
+                f"{said}{more}; some shards may have no owner until every replica is "
+                "given the same --shards"
+            )
+        with self._lock:
+            before, self._disagreement = self._disagreement, message
+        if message != before:
+            if message is not None:
+                log.warning("%s", message)
+            else:
+                log.info("%s: every replica now says --shards %d", self.identity, self.count)
 
     def _collect_presence(self, leases: list[JsonObject], now: float) -> None:
         """Delete presence Leases of replicas gone for ``PRESENCE_GC_FACTOR`` lease durations.
@@ -274,6 +336,13 @@ class ShardCoordinator:
                 )
             except KubeError as e:  # a race with its owner, or no delete right: harmless
                 log.debug("%s: presence Lease %s kept: %s", self.identity, ref.name, e)
+
+
+def _callback(call: Callable[[], None], what: str) -> None:
+    try:
+        call()
+    except Exception:  # a failing callback must not end the Leases' renewal
+        log.exception("shard %s callback failed", what)
 
 
 # a presence Lease expired this many lease durations ago belongs to a replica that is gone

@@ -147,6 +147,10 @@ class InstanceStatus:
     # the pinned image builds that run with ``version`` (image -> "tag@digest", SPEC
     # section 8); absent from records written before builds.yaml, and when none is pinned
     images: Mapping[str, str] = field(default_factory=dict)
+    # not recorded: this pass changed the instance's objects, at ``source_commit``. Then
+    # ``sourceCommit`` alone is a change worth a commit (a parameter edit that stays
+    # Ready still moved what runs); otherwise it is not (``status.records``)
+    applied: bool = field(default=False, compare=False)
 
     def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from reconciler.model.printable import printable
+
 # (column header, cell text) -> the text to print (e.g. wrapped in ANSI colour codes)
 Paint = Callable[[str, str], str]
 
@@ -32,6 +34,8 @@ def format_table(
     position see identical offsets).
     """
     last = len(header) - 1
+    # escaped before measuring: a cell from a catalog or record keeps its column
+    rows = [[printable(str(value)) for value in row] for row in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(last)]
     lines = []
     for row in [header, *rows] if headers else rows:

@@ -21,25 +21,36 @@ there, when configured) and caching it per scope until it expires.
 
 Connection errors, 5xx and 429 are retried a bounded number of times with
 exponential backoff (429 and 503 honour ``Retry-After``); every request has a
-connect and a read timeout. ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` are honoured.
+connect and a read timeout, and a wall-clock deadline over all its tries: urllib3's
+read timeout bounds each read of the socket only, so a registry that sends one byte
+every few seconds would otherwise hold a scan forever. When the deadline passes, the
+connection's socket is shut down from a timer (the only way to wake a blocked read).
+``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` are honoured.
 Every failure is a ``RegistryError`` naming the registry and what failed; no
 credential or token ever reaches a message or a log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import re
+import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlencode, urljoin, urlsplit
 
 import urllib3
+import urllib3.connection
+import urllib3.connectionpool
+import urllib3.response
 
 from reconciler.model.errors import ReconcilerError, UsageError
 from reconciler.model.images import is_digest
@@ -58,6 +69,10 @@ USER_AGENT = "reconciler-registry-client"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER = 30.0
 _MAX_PAGES = 10_000
+_T = TypeVar("_T")
+# the wall-clock (time.monotonic) time by which the request in flight on this thread
+# must have its whole answer; None outside RegistryClient._send
+_DEADLINE: ContextVar[float | None] = ContextVar("registry_request_deadline", default=None)
 _REL_NEXT = re.compile(r'(?:^|;)\s*rel\s*=\s*"?(?:[^";]*\s)?next(?:\s[^";]*)?"?\s*(?:;|$)')
 
 
@@ -83,7 +98,8 @@ class RetryPolicy:
     backoff: float = 0.25  # seconds before the 2nd attempt, doubled each time after
     max_backoff: float = 5.0
     connect_timeout: float = 5.0
-    read_timeout: float = 30.0
+    read_timeout: float = 30.0  # per read of the socket
+    deadline: float = 120.0  # for one request's whole answer, all its tries included
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -112,7 +128,7 @@ class RegistryClient:
     _schemes: dict[str, Challenge] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._pool = urllib3.PoolManager(**self._options())
+        self._pool = _with_deadlines(urllib3.PoolManager(**self._options()))
         self._proxies = {}
         self._tokens = {}
         self._schemes = {}
@@ -162,7 +178,9 @@ class RegistryClient:
                 else None
             )
             bare = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
-            manager = urllib3.ProxyManager(bare, proxy_headers=headers, **self._options())
+            manager = _with_deadlines(
+                urllib3.ProxyManager(bare, proxy_headers=headers, **self._options())
+            )
             self._proxies[proxy] = manager
         return manager
 
@@ -346,33 +364,131 @@ class RegistryClient:
         headers: Mapping[str, str],
         body: bytes | None = None,
     ) -> urllib3.BaseHTTPResponse:
-        """The request with bounded retries; connection errors and 5xx/429 are retried."""
+        """The request with bounded retries; connection errors and 5xx/429 are retried.
+
+        All tries share one deadline (``policy.deadline``); past it the request fails
+        at once, without another try: a registry that stalls once stalls again.
+        """
         attempts = max(self.policy.attempts, 1)
+        deadline = time.monotonic() + self.policy.deadline
         for attempt in range(attempts):
             last = attempt == attempts - 1
+            token = _DEADLINE.set(deadline)
             try:
                 response = self._pool_for(url).request(
                     method, url, headers=dict(headers), body=body, redirect=True
                 )
             except urllib3.exceptions.HTTPError as e:
                 log.debug("%s %s failed: %s", method, _safe(url), type(e).__name__)
+                if time.monotonic() >= deadline:
+                    raise self._too_slow(repo, what) from None
                 if last:
                     raise RegistryError(
                         repo.host, f"{what}: cannot connect ({_reason(e)}) after {attempts} tries"
                     ) from None
-                self.sleep(self.policy.delay(attempt, None))
+                self._pause(self.policy.delay(attempt, None), deadline, repo, what)
                 continue
+            finally:
+                _DEADLINE.reset(token)
             log.debug("%s %s -> %s", method, _safe(url), response.status)
             if response.status not in _RETRY_STATUS or last:
                 return response
-            self.sleep(self.policy.delay(attempt, _retry_after(response)))
+            self._pause(self.policy.delay(attempt, _retry_after(response)), deadline, repo, what)
         raise AssertionError("unreachable")
+
+    def _pause(self, seconds: float, deadline: float, repo: Repository, what: str) -> None:
+        """Wait before the next try, unless that try could not start before the deadline."""
+        if time.monotonic() + seconds >= deadline:
+            raise self._too_slow(repo, what)
+        self.sleep(seconds)
+
+    def _too_slow(self, repo: Repository, what: str) -> RegistryError:
+        return RegistryError(
+            repo.host,
+            f"{what}: no complete answer within {self.policy.deadline:g}s "
+            "(the registry stalls or sends too slowly)",
+        )
 
     def _check(self, response: urllib3.BaseHTTPResponse, repo: Repository, what: str) -> None:
         if 200 <= response.status < 300:
             return
         tries = f" after {self.policy.attempts} tries" if response.status in _RETRY_STATUS else ""
         raise RegistryError(repo.host, f"{what}: HTTP {response.status}{_detail(response)}{tries}")
+
+
+class _Watchdog:
+    """Shuts a connection's socket down when the request's deadline passes.
+
+    A read blocked in another thread wakes with end-of-file, so http.client raises and
+    urllib3 discards the connection. ``disarm`` and the timer take one lock, so a
+    socket whose answer came in time is never shut down afterwards (it may go back
+    to the pool).
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._armed = True
+
+    def fire(self) -> None:
+        with self._lock:
+            if not self._armed:
+                return
+            self._armed = False
+            # socket.socket's own shutdown: an SSLSocket's would also drop its TLS state
+            # under the reading thread's feet; OSError: already closed, nothing to wake
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+
+
+def _by_deadline(sock: socket.socket | None, read: Callable[[], _T]) -> _T:
+    """``read()`` (the status line, headers and body of an answer), cut off at the deadline."""
+    deadline = _DEADLINE.get()
+    if deadline is None or sock is None:
+        return read()
+    watchdog = _Watchdog(sock)
+    timer = threading.Timer(max(deadline - time.monotonic(), 0.0), watchdog.fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return read()
+    finally:
+        watchdog.disarm()
+        timer.cancel()
+
+
+class _DeadlineHTTPConnection(urllib3.connection.HTTPConnection):
+    """urllib3 reads (and, preloading, the whole body) in ``getresponse``: bound it."""
+
+    # the ignore is urllib3's own: its getresponse narrows http.client's return type
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]
+        return _by_deadline(self.sock, super().getresponse)
+
+
+class _DeadlineHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def getresponse(self) -> urllib3.response.HTTPResponse:  # type: ignore[override]
+        return _by_deadline(self.sock, super().getresponse)
+
+
+class _DeadlineHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _DeadlineHTTPConnection
+
+
+class _DeadlineHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _DeadlineHTTPSConnection
+
+
+_M = TypeVar("_M", bound=urllib3.PoolManager)
+
+
+def _with_deadlines(manager: _M) -> _M:
+    """``manager``, its connections answering by the deadline of the request in flight."""
+    manager.pool_classes_by_scheme = {"http": _DeadlineHTTPPool, "https": _DeadlineHTTPSPool}
+    return manager
 
 
 def _preferred(challenges: list[Challenge]) -> Challenge:

@@ -24,6 +24,14 @@ sugar end in ``-0`` (``^1.2.3`` is ``>=1.2.3 <2.0.0-0``) so that even with
 partial version (``>=1.2``, ``1.x``, ``^1.2``, ``~1``) admit that version's own
 prereleases (``1.2.0-rc.1``) only with ``include_prerelease``.
 
+Size is bounded: a range is tested against every version of an app, often for
+every instance and every ``upgradeFrom`` step, so its cost is alternatives times
+comparators times versions. A range of 2,000 ``||`` alternatives once made
+``validate`` of a 5,000-version catalog five times slower; past
+``MAX_ALTERNATIVES`` alternatives or ``MAX_COMPARATORS`` comparators in all, a
+range is a syntax error (the caller names the file and line), like any other
+malformed one. Real ranges use a handful.
+
 Called by ``reconciler.resolve.resolver`` (instance ranges) and
 ``reconciler.resolve.paths`` (``upgradeFrom``); the catalog validator may call
 ``parse_range`` to report bad expressions at load time.
@@ -36,7 +44,19 @@ from dataclasses import dataclass
 
 from reconciler.model.version import Version
 
-__all__ = ["Comparator", "Exclusion", "Range", "RangeSyntaxError", "parse_range"]
+__all__ = [
+    "MAX_ALTERNATIVES",
+    "MAX_COMPARATORS",
+    "Comparator",
+    "Exclusion",
+    "Range",
+    "RangeSyntaxError",
+    "parse_range",
+]
+
+MAX_ALTERNATIVES = 32  # "||"-separated AND-sets in one range
+MAX_COMPARATORS = 64  # comparators written in one range, all alternatives together
+_SHOWN = 80  # characters of a range an error message quotes
 
 _NOTHING = Version(0, 0, 0, prerelease="0")  # "<0.0.0-0" matches no version at all
 _OPERATOR = re.compile(r">=|<=|!=|>|<|=|~|\^")
@@ -51,7 +71,8 @@ class RangeSyntaxError(ValueError):
         self.text = text
         self.column = column  # 1-based position in ``text``
         self.problem = problem
-        super().__init__(f'invalid range "{text}" at column {column}: {problem}')
+        shown = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+        super().__init__(f'invalid range "{shown}" at column {column}: {problem}')
 
 
 @dataclass(frozen=True)
@@ -192,6 +213,7 @@ def _below(v: Version) -> Comparator:
 class _RangeParser:
     def __init__(self, text: str) -> None:
         self.text = text
+        self.comparators = 0  # written so far, all alternatives together
 
     def fail(self, pos: int, problem: str) -> RangeSyntaxError:
         return RangeSyntaxError(self.text, pos + 1, problem)
@@ -202,6 +224,14 @@ class _RangeParser:
         i = 0
         while i <= len(self.text):
             if i == len(self.text) or self.text.startswith("||", i):
+                if len(out) == MAX_ALTERNATIVES:
+                    first = len(self.text[start:i]) - len(self.text[start:i].lstrip())
+                    raise self.fail(
+                        start + first,
+                        f"more than {MAX_ALTERNATIVES} alternatives (||): a range is tested "
+                        "against every version, so its size is bounded; merge them into "
+                        "wider ones (1.2.x, ^1.2.0, >=1.2.0 <1.5.0)",
+                    )
                 out.append(self.alternative(start, i))
                 start = i = i + 2
                 continue
@@ -229,6 +259,7 @@ class _RangeParser:
                 raise self.fail(
                     tok.pos, 'a hyphen range needs a version on both sides: "1.2.3 - 2.3.4"'
                 )
+            self.count(tok)
             op, body, consumed = self.comparator_parts(tokens, i)
             lower = self.partial(body)
             if op is None and i + consumed < len(tokens) and tokens[i + consumed].text == "-":
@@ -242,6 +273,15 @@ class _RangeParser:
             clauses += _desugar(op, lower)
             i += consumed
         return tuple(clauses)
+
+    def count(self, tok: _Token) -> None:
+        self.comparators += 1
+        if self.comparators > MAX_COMPARATORS:
+            raise self.fail(
+                tok.pos,
+                f"more than {MAX_COMPARATORS} comparators: a range is tested against every "
+                "version, so its size is bounded; write fewer, wider ones",
+            )
 
     def check_comma(self, tokens: list[_Token], i: int) -> None:
         if i == 0 or tokens[i - 1].text == ",":

@@ -7,6 +7,13 @@ another writer (a second replica, a cluster sharing the branch) moved the branch
 first, the publish is refused and the records are re-applied on the new head,
 where records that are already there are skipped: nothing is lost, nothing is
 written twice. The branch starts as an orphan branch holding only ``instances/``.
+
+A record of an instance that neither the catalog nor the cluster has (no instance
+file, no inventory) describes nothing: a forged one, or a leftover. Given the
+names it ``known``, ``record`` deletes such records in one commit after the
+others, so 20,000 junk records pushed to the branch do not weigh on every reader
+(the status page, ``status``, the wave gate) forever. A ``Removed`` record is the
+tombstone of an uninstall and stays.
 """
 
 from __future__ import annotations
@@ -15,13 +22,13 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reconciler.model.errors import SourceError, UsageError
 from reconciler.model.problems import Problem, error
-from reconciler.model.status import InstanceStatus
+from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source import objects, store
 from reconciler.source.clusters import STATUS_REFS, branch_clusters, known_clusters
 from reconciler.source.fleet import FleetStatus
@@ -40,6 +47,7 @@ from reconciler.status import (
     HistoryEntry,
     StatusFileError,
     commit_message,
+    dropped_message,
     parse_status,
     parse_trailers,
     prepare_record,
@@ -175,6 +183,7 @@ class StatusLedger:
         now: str | None = None,
         pass_id: str | None = None,
         refresh: bool = True,
+        known: Collection[str] | None = None,
     ) -> list[CommitInfo]:
         """Commit every status that differs from its record; return the commits published.
 
@@ -186,19 +195,21 @@ class StatusLedger:
         trailer. ``refresh=False``: the caller fetched the branch a moment ago (the
         daemon's pass that read it with ``snapshot``), so the first attempt builds on
         the head as fetched then; a publish that other writers beat fetches and
-        re-applies, as every later attempt does. Raises
+        re-applies, as every later attempt does. ``known`` (the daemon's: every
+        instance of the catalog and of the cluster's inventories): records of any
+        other instance, but ``Removed`` ones, are deleted in one last commit. Raises
         ``SourceError`` when the branch cannot be fetched or pushed (after retries)
         or when other writers keep winning for ``conflict_attempts`` rounds.
         """
         wanted = self._validated(statuses, source_commit)
-        if not wanted:
+        if not wanted and known is None:
             return []
         with locked(self._lock):
             for attempt in range(1, self._conflict_attempts + 1):
                 if refresh or attempt > 1:
                     self._store.refresh()
                 base = store.tip(self._store)
-                commits, new_head = self._build(base, wanted, now, pass_id)
+                commits, new_head = self._build(base, wanted, now, pass_id, known)
                 if not commits:
                     return []
                 if self._store.publish(new_head, base):
@@ -316,9 +327,12 @@ class StatusLedger:
         wanted: dict[str, list[InstanceStatus]],
         now: str | None,
         pass_id: str | None = None,
+        known: Collection[str] | None = None,
     ) -> tuple[list[CommitInfo], str]:
-        """A chain of commits on ``base``, one per changed record, in instance order."""
+        """A chain of commits on ``base``, one per changed record, in instance order,
+        and one deleting the records of unknown instances (``known`` given)."""
         entries = self._instance_entries(base)
+        stale = self._stale(entries, wanted, known) if known is not None else []
         made: list[tuple[str, str]] = []  # each commit's instance and subject, in order
 
         def changes() -> Iterator[objects.Change]:
@@ -346,12 +360,41 @@ class StatusLedger:
                     # the same status again leaves the record just written unchanged
                     self._settled[name] = (status, prepared.status)
                     yield objects.Change(status_path(name), data, message)
+            if stale:
+                message = dropped_message(self.cluster, stale, pass_id=pass_id)
+                made.append(("", message.split("\n", 1)[0]))
+                paths = [status_path(name) for name in stale]
+                yield objects.Change(paths[0], None, message, removed=tuple(paths[1:]))
 
         shas = objects.write_chain(self._store.repo, base, changes())
         commits = [
             CommitInfo(sha, name, subject) for sha, (name, subject) in zip(shas, made, strict=True)
         ]
         return commits, shas[-1] if shas else (base or "")
+
+    def _stale(
+        self,
+        entries: objects.Entries,
+        wanted: dict[str, list[InstanceStatus]],
+        known: Collection[str],
+    ) -> list[str]:
+        """Instances with a record but neither a status now nor a place in ``known``.
+
+        Names only, but for the few records of unknown instances, which are read to
+        keep ``Removed`` tombstones (an unreadable one is dropped too).
+        """
+        stale = []
+        for file, (sha, _mode) in entries.items():
+            name = file.removesuffix(".yaml")
+            if name == file or name in wanted or name in known:
+                continue
+            try:
+                if self._parse(sha, status_path(name)).phase is Phase.REMOVED:
+                    continue
+            except StatusFileError:
+                pass
+            stale.append(name)
+        return sorted(stale)
 
     def _still_settled(self, name: str, status: InstanceStatus, previous: InstanceStatus) -> bool:
         """True when ``status`` left this very record unchanged last time already.

@@ -38,11 +38,13 @@ Entries = dict[str, tuple[bytes, int]]
 
 @dataclass(frozen=True)
 class Change:
-    """One commit to write: ``path`` gets ``data``; ``message`` is the full message."""
+    """One commit to write: ``path`` gets ``data`` (None: ``path`` is deleted), and the
+    files ``removed`` of the same directory are deleted; ``message`` is the full message."""
 
     path: str
-    data: bytes
+    data: bytes | None
     message: str
+    removed: tuple[str, ...] = ()
 
 
 def read_tree(repo: git.Repo, binsha: bytes | None) -> Entries:
@@ -112,10 +114,7 @@ def _write(
     parent = base
     shas: list[str] = []
     for change in changes:
-        directory, _, name = change.path.encode("utf-8").rpartition(b"/")
-        if not directory or b"/" in directory or not name:
-            raise ValueError(f"{change.path!r}: expected <directory>/<file>")
-        blob = pack.add_whole(OBJ_BLOB, change.data)
+        directory, _, name = _split(change.path)
         if directory not in subtrees:
             current = root.get(directory)
             listing = b""
@@ -123,8 +122,21 @@ def _write(
                 listing = read_object(repo, current[0])
             subtrees[directory] = (_Tree(listing), _Slot())
         sub, sub_slot = subtrees[directory]
-        sub_id = sub_slot.store(pack, sub, sub.set(name, _BLOB_MODE_TEXT, blob))
-        root_id = root_slot.store(pack, root, root.set(directory, _TREE_MODE_TEXT, sub_id))
+        splice = None
+        if change.data is not None:
+            splice = sub.set(name, _BLOB_MODE_TEXT, pack.add_whole(OBJ_BLOB, change.data))
+        gone = change.removed if change.data is not None else (change.path, *change.removed)
+        for path in gone:
+            other, _, file = _split(path)
+            if other != directory:
+                raise ValueError(f"{path!r}: not in the directory of {change.path!r}")
+            sub.remove(file)
+        if sub.entries:
+            sub_id = sub_slot.store(pack, sub, splice)
+            root_id = root_slot.store(pack, root, root.set(directory, _TREE_MODE_TEXT, sub_id))
+        else:  # Git keeps no empty directory
+            root.remove(directory, _TREE_MODE_TEXT)
+            root_id = root_slot.store(pack, root, None)
         body = b"tree " + root_id.hex().encode() + b"\n"
         if parent:
             body += b"parent " + parent.encode() + b"\n"
@@ -132,6 +144,13 @@ def _write(
         parent = pack.add_whole(OBJ_COMMIT, body).hex()
         shas.append(parent)
     return shas
+
+
+def _split(path: str) -> tuple[bytes, bytes, bytes]:
+    directory, slash, name = path.encode("utf-8").rpartition(b"/")
+    if not directory or b"/" in directory or not name:
+        raise ValueError(f"{path!r}: expected <directory>/<file>")
+    return directory, slash, name
 
 
 def read_object(repo: git.Repo, binsha: bytes) -> bytes:
@@ -221,6 +240,16 @@ class _Tree:
             self.valid = min(self.valid, i + 1)
         self.data[offset : offset + old] = entry
         return _Splice(offset, old, entry)
+
+    def remove(self, name: bytes, mode: bytes = _BLOB_MODE_TEXT) -> None:
+        """Drop ``name`` if present; the next store writes the listing whole."""
+        i = bisect.bisect_left(self.keys, _sort_key(name, mode))
+        if i < len(self.keys) and self.keys[i] == _sort_key(name, mode):
+            offset = self._offset(i)
+            del self.data[offset : offset + len(self.entries[i])]
+            del self.keys[i], self.entries[i], self.offsets[i]
+            self.valid = min(self.valid, i)
+            self.rebuilt = True
 
     def _offset(self, i: int) -> int:
         if i >= len(self.entries):

@@ -8,7 +8,7 @@ calls ``commit_message``; ``history`` calls ``parse_trailers``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.model.rollout import RolloutRecord, builds_label, describe, noteworthy
@@ -59,6 +59,26 @@ def commit_message(
     pairs = trailers_for(status, previous, pass_id=pass_id).items()
     trailers = "\n".join(f"{key}: {value}" for key, value in pairs)
     return f"{subject}\n\n{body}\n\n{trailers}\n"
+
+
+DROPPED_LISTED = 20  # names a "dropped records" commit lists; the rest are counted
+
+
+def dropped_message(cluster: str, instances: Sequence[str], *, pass_id: str | None = None) -> str:
+    """The commit that deletes records of instances neither Git nor the cluster has."""
+    n = len(instances)
+    subject = f"{cluster}: dropped {n} status record{'s' * (n != 1)} of unknown instances"
+    listed = ", ".join(instances[:DROPPED_LISTED])
+    more = f" and {n - DROPPED_LISTED} more" if n > DROPPED_LISTED else ""
+    body = (
+        "No instance file in the catalog and no inventory in the cluster: the records "
+        f"describe nothing (a stale or forged record). Dropped: {listed}{more}."
+    )
+    trailers = {TRAILER_CLUSTER: _one_line(cluster)}
+    if pass_id:
+        trailers[TRAILER_PASS] = _one_line(pass_id)
+    lines = "\n".join(f"{key}: {value}" for key, value in trailers.items())
+    return f"{subject}\n\n{body}\n\n{lines}\n"
 
 
 def trailers_for(
@@ -204,6 +224,9 @@ def _details(status: InstanceStatus, previous: InstanceStatus) -> str:
     ):
         if before != after:
             changed.append(f"{label} updated")
+    if not changed and status.source_commit != previous.source_commit:
+        # objects changed and nothing else did: a parameter edit, say which commit runs
+        changed.append(f"applied catalog {status.source_commit[:12]}")
     return ", ".join(changed) or "status updated"
 
 

@@ -98,12 +98,18 @@ def prepare_record(
     ``sourceCommit`` alone is not a change: it names the catalog commit at which the
     instance's recorded state was established. Otherwise every catalog commit (a
     one-line channel move for one app) would write a status commit for every
-    instance of the cluster, burying the one that matters in ``git log``.
+    instance of the cluster, burying the one that matters in ``git log``. Unless
+    ``new.applied``: the pass changed the instance's objects at that commit (a
+    parameter edit that stays Ready), and the record must say which commit runs.
     """
     stamp = now or now_rfc3339()
     status = new.with_default_conditions()
     status = replace(status, conditions=_carry_transitions(status.conditions, previous, stamp))
-    changed = previous is None or _state(previous) != _state(status)
+    changed = (
+        previous is None
+        or _state(previous) != _state(status)
+        or (new.applied and bool(new.source_commit) and new.source_commit != previous.source_commit)
+    )
     if changed:
         status = replace(status, updated_at=stamp)
     else:

@@ -39,6 +39,7 @@ def test_all_families_are_exported_with_their_types() -> None:
         "reconciler_is_leader": "gauge",
         "reconciler_analysis_measurements": "counter",
         "reconciler_shards_held": "gauge",
+        "reconciler_shards_disagreement": "gauge",
         "reconciler_webhooks": "counter",
         "reconciler_image_scans": "counter",
         "reconciler_rollouts": "counter",

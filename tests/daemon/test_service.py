@@ -53,16 +53,31 @@ def web_image(world: World) -> str:
 
 
 @contextmanager
-def running(daemon: Daemon) -> Iterator[Service]:
-    service = Service(daemon, install_signals=False)
-    thread = threading.Thread(target=service.run, daemon=True)
+def serving(service: Service) -> Iterator[list[BaseException]]:
+    """``service.run()`` on a thread, shut down and joined at the end; what it raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run()
+        except BaseException as e:  # the test reads it
+            errors.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        yield service
+        yield errors
     finally:
         service.shutdown("test finished")
         thread.join(timeout=30)
         assert not thread.is_alive()
+
+
+@contextmanager
+def running(daemon: Daemon) -> Iterator[Service]:
+    service = Service(daemon, install_signals=False)
+    with serving(service):
+        yield service
 
 
 def test_parse_address() -> None:

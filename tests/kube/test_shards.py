@@ -22,6 +22,7 @@ import pytest
 
 from reconciler.kube import KubeClient, RetryPolicy
 from reconciler.kube.shards import (
+    COUNT_LABEL,
     GROUP_LABEL,
     ROLE_LABEL,
     ShardCoordinator,
@@ -169,12 +170,18 @@ def test_three_replicas_hold_one_shard_each_with_labelled_leases(client: KubeCli
     names = {lease["metadata"]["name"]: lease for lease in leases}
     for k in range(3):
         lease = names[shard_lease_name(PREFIX, k, 3)]
-        assert lease["metadata"]["labels"] == {GROUP_LABEL: PREFIX, ROLE_LABEL: str(k)}
+        assert lease["metadata"]["labels"] == {
+            GROUP_LABEL: PREFIX,
+            ROLE_LABEL: str(k),
+            COUNT_LABEL: "3",  # what another split's replicas see as a disagreement
+        }
         holder = lease["spec"]["holderIdentity"]
         assert k in next(r.held for r in replicas if r.identity == holder)
     presence = names[replica_lease_name(PREFIX, "a")]
     assert presence["spec"]["holderIdentity"] == "a"
     assert presence["metadata"]["labels"][ROLE_LABEL] == "replica"
+    assert presence["metadata"]["labels"][COUNT_LABEL] == "3"
+    assert all(r.disagreement is None for r in replicas)
 
 
 def test_a_killed_replicas_shard_is_taken_over_after_its_lease_expires(

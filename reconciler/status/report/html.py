@@ -33,6 +33,10 @@ from reconciler.status.views import HistoryEntry
 # no script at all, styles only inline, nothing fetched: the page works offline
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'"
 NO_APP = "(no app)"
+# what the index draws at most; past it "and N more" (the summary counts them all):
+# a branch stuffed with 20,000 records made the page 5 MB and 8 s to render
+INDEX_INSTANCES = 2000
+INDEX_ITEMS = 200  # rollouts and unreadable files listed on the index
 
 
 def _e(value: object) -> str:
@@ -149,6 +153,7 @@ def index_page(
         for s in r.statuses.values()
         if s.phase is not Phase.REMOVED
     ]
+    drawn = sorted(live, key=lambda c: (c.cluster, _app(c), c.status.instance))[:INDEX_INSTANCES]
     parts = [
         '<header class="top">',
         f"<h1>{_e(title)}</h1>",
@@ -159,7 +164,8 @@ def index_page(
         _attention(reports, options),
         _legend(live),
         "<h2>Versions</h2>",
-        _matrix(reports, live, options),
+        _matrix(reports, drawn, options),
+        _more(len(live) - len(drawn), "instances", "reconciler status lists them all"),
         _channels(live),
         _rollouts(reports),
         _problems(reports),
@@ -167,6 +173,12 @@ def index_page(
     ]
     body = "\n".join(p for p in parts if p)
     return _page(title, body, generated=generated, refresh=options.refresh)
+
+
+def _more(hidden: int, what: str, where: str) -> str:
+    if hidden <= 0:
+        return ""
+    return f'<p class="muted more">and {hidden} more {what}, not shown here ({where}).</p>'
 
 
 def _summary(cells: Sequence[_Cell], unreadable: int) -> str:
@@ -205,14 +217,14 @@ def _matrix(reports: Sequence[ClusterReport], cells: Sequence[_Cell], options: P
         return '<p class="empty">No cluster: no status branch found.</p>'
     apps = sorted({_app(c) for c in cells})
     head = "".join(_cluster_header(r, options) for r in reports)
+    grouped: dict[tuple[str, str], list[_Cell]] = {}
+    for cell in sorted(cells, key=lambda c: c.status.instance):
+        grouped.setdefault((cell.cluster, _app(cell)), []).append(cell)
     rows = []
     for app in apps:
         tds = []
         for report in reports:
-            mine = sorted(
-                (c for c in cells if c.cluster == report.cluster and _app(c) == app),
-                key=lambda c: c.status.instance,
-            )
+            mine = grouped.get((report.cluster, app), [])
             inner = "".join(_instance_link(c) for c in mine)
             tds.append(
                 f'<td data-cluster="{_e(report.cluster)}"><div class="cell">{inner}</div></td>'
@@ -286,7 +298,9 @@ def _rollouts(reports: Sequence[ClusterReport]) -> str:
             )
     if not items:
         return ""
-    return '<h2>Rollouts</h2>\n<div id="rollouts">' + "\n".join(items) + "</div>"
+    more = _more(len(items) - INDEX_ITEMS, "rollouts", "each instance's page has its own")
+    shown = "\n".join(items[:INDEX_ITEMS])
+    return f'<h2>Rollouts</h2>\n<div id="rollouts">{shown}</div>{more}'
 
 
 def _attention(reports: Sequence[ClusterReport], options: PageOptions) -> str:
@@ -407,7 +421,9 @@ def _problems(reports: Sequence[ClusterReport]) -> str:
     ]
     if not rows:
         return ""
-    return '<h2>Unreadable status files</h2>\n<ul id="problems">' + "".join(rows) + "</ul>"
+    more = _more(len(rows) - INDEX_ITEMS, "unreadable files", "reconciler status names them")
+    shown = "".join(rows[:INDEX_ITEMS])
+    return f'<h2>Unreadable status files</h2>\n<ul id="problems">{shown}</ul>{more}'
 
 
 # ---------------------------------------------------------------- an instance
