@@ -335,6 +335,7 @@ def reconcile_checkout(
     looks = [max(0.0, at - now) for at in look_at.values()]
     looks += [HEALTH_LOOK] if waiting else []
     looks += [hooks.next_look] if hooks.next_look is not None else []
+    looks += [gated_by_waves.next_look] if gated_by_waves.next_look is not None else []
     watch.forget_except(p.name for p in plans)
     statuses = gated_by_waves.stamped(hooks.recorded(statuses, held))
     if memo is not None:
