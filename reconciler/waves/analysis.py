@@ -30,7 +30,7 @@ from datetime import datetime
 from reconciler.model.analysis import FAILED, INCONCLUSIVE, Measurement, PrometheusAnalysis
 from reconciler.model.waveanalysis import read_wave_record, settings_digest
 from reconciler.model.waves import SeenRecord, Wave, Waves
-from reconciler.waves.gate import WAVE_HALTED, Freshness, Halted, Open, Waiting
+from reconciler.waves.gate import WAVE_HALTED, Decision, Freshness, Halted, Open, Waiting
 
 _CLEARS = "a new version, a channel move back or a change of the analysis clears it"
 
@@ -203,4 +203,71 @@ def analysis_halt(
     )
 
 
-__all__ = ["Judgement", "Measure", "analysis_halt", "judge", "summary", "wave_values"]
+def as_recorded(
+    waves: Waves,
+    index: int,
+    app: str,
+    version: str,
+    instances: Mapping[str, Sequence[str]],
+    records: Mapping[tuple[str, str], SeenRecord],
+    fresh: Freshness,
+    proven: Decision,
+) -> Decision:
+    """``proven`` (the status gate's answer for wave ``index``) as the analyses recorded it.
+
+    For ``wave status`` and pages, which read every cluster's records but measure
+    nothing: an earlier wave's failed analysis halts this wave (``analysis_halt``);
+    once the status gate is open, a wave with ``analysis`` is halted when one of its
+    own instances recorded a failed analysis, and waits while one of them has not
+    started the version (measuring, or not measured yet). Each cluster of the wave
+    measures for itself, so one may open while another still measures.
+    """
+    if isinstance(proven, Halted):
+        return proven
+    halt = analysis_halt(waves, index, app, version, instances, records, fresh)
+    if halt is not None:
+        return halt
+    wave = waves.waves[index] if index < len(waves.waves) else None
+    if wave is None or wave.analysis is None or not isinstance(proven, Open):
+        return proven
+    digest = settings_digest(wave.analysis)
+    waiting: list[str] = []
+    for cluster in waves.clusters_of(index):
+        for instance in instances.get(cluster, ()):
+            seen = records.get((cluster, instance))
+            if seen is not None and seen.status.version == version:
+                continue  # its analysis passed: it started the version
+            who = f"{cluster}/{instance}"
+            block = read_wave_record(seen.status.extra) if seen is not None else None
+            if (
+                seen is None
+                or block is None
+                or (block.wave, block.version, block.settings) != (wave.name, version, digest)
+                or not fresh(cluster, instance, seen.status)
+            ):
+                waiting.append(f"{who}: the analysis of wave {wave.name} has not measured yet")
+                continue
+            failed = _failure(wave.analysis, block.measurements)
+            if failed is not None:
+                return Halted(
+                    wave.name,
+                    f"halted: the analysis of wave {wave.name} failed {app} {version} on {who}: "
+                    f"{failed}; {_CLEARS}",
+                    (who,),
+                )
+            waiting.append(f"{who}: {seen.status.message}")
+    if waiting:
+        more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
+        return Waiting(wave.name, waiting[0] + more)
+    return proven
+
+
+__all__ = [
+    "Judgement",
+    "Measure",
+    "analysis_halt",
+    "as_recorded",
+    "judge",
+    "summary",
+    "wave_values",
+]

@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import git
 import pytest
 
 from reconciler.analysis.local import Exporter, LocalPrometheus, free_port
+from reconciler.catalog import load_catalog
+from reconciler.commands.waves import fleet_board
 from reconciler.model.analysis import INCONCLUSIVE, PASSED
 from reconciler.model.status import Phase
 from reconciler.model.waveanalysis import WAVE_KEY, read_wave_record
@@ -74,6 +77,14 @@ def healthy(
         yield fleet, exporter, series
 
 
+def board(fleet: Fleet) -> list[tuple[str, str]]:
+    """``wave status`` at the daemons' time: each wave's gate and message."""
+    catalog = load_catalog(fleet.world.repo.work)
+    head = git.Repo(fleet.world.repo.work).head.commit.hexsha
+    waves = fleet_board(catalog, str(fleet.world.repo.remote), "podinfo", None, head, now=fleet.now)
+    return [(wave.state, wave.decision.message) for wave in waves]
+
+
 def test_a_healthy_fleet_opens_the_analysed_wave_after_its_measurements(
     healthy: tuple[Fleet, Exporter, str],
 ) -> None:
@@ -98,6 +109,11 @@ def test_a_healthy_fleet_opens_the_analysed_wave_after_its_measurements(
         "ok",
         "at",
     }
+    assert board(fleet) == [
+        ("open", "wave canary is the first: podinfo 6.6.0 may start"),
+        ("waiting", "prod-eu/web: waiting for wave eu: analysis error-rate 0.002 < 0.01 (1/3)"),
+        ("waiting", "waiting for wave eu: prod-eu/web runs 6.5.0 (Progressing)"),
+    ]
     # no interval yet: another look measures nothing and commits nothing
     assert fleet.run("prod-eu").commits == []
     # nor does a restarted daemon: it goes on from the record in Git
@@ -151,6 +167,11 @@ def test_an_error_spike_in_the_earlier_wave_halts_the_release_there(
     )
     metrics = fleet.daemon("prod-us").metrics.render().decode()
     assert 'reconciler_wave_halts_total{app="podinfo",wave="rest"} 1.0' in metrics
+    states = board(fleet)
+    assert [state for state, _ in states] == ["open", "halted", "halted"]
+    assert states[1][1].startswith(
+        "halted: the analysis of wave eu failed podinfo 6.6.0 on prod-eu/web: error-rate 0.08"
+    )
     # the halt stands: the errors going away later measures nothing more
     exporter.serve(staging, error_rate=0.0)
     fleet.now = T0 + timedelta(hours=2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -26,7 +27,7 @@ from reconciler.model.waveanalysis import (
 )
 from reconciler.model.waves import SeenRecord, Wave, Waves
 from reconciler.waves import Halted, Open, Waiting
-from reconciler.waves.analysis import Measure, analysis_halt, judge, wave_values
+from reconciler.waves.analysis import Measure, analysis_halt, as_recorded, judge, wave_values
 from tests.waves.test_gate import FRESH, STALE, fresh
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -201,3 +202,34 @@ def test_what_does_not_halt_a_later_wave(records: dict[tuple[str, str], SeenReco
 
 def test_the_halting_wave_itself_is_not_halted_by_its_own_record() -> None:
     assert halt(halted_record(look(0, rate=0.08) + look(1, rate=0.09)), index=1) is None
+
+
+def recorded(records: dict[tuple[str, str], SeenRecord], index: int = 1) -> object:
+    """The board's answer for wave ``index`` when the status gate is open."""
+    proven = Open(WAVES.name_of(index))
+    return as_recorded(WAVES, index, "podinfo", "6.6.0", INSTANCES, records, fresh, proven)
+
+
+def test_the_board_says_what_the_analysed_wave_recorded() -> None:
+    assert recorded({}) == Waiting(
+        "eu", "prod-eu/web: the analysis of wave eu has not measured yet"
+    )
+    halted = recorded(halted_record(look(0, rate=0.08) + look(1, rate=0.09)))
+    assert isinstance(halted, Halted) and halted.failed == ("prod-eu/web",)
+    assert "failed podinfo 6.6.0 on prod-eu/web: error-rate 0.09 not < 0.01" in halted.message
+    measuring = halted_record(look(0), reason="WaitingForWave")
+    status = measuring[("prod-eu", "web")].status
+    measuring[("prod-eu", "web")] = SeenRecord(
+        replace(status, message="waiting for wave eu: analysis ... (1/3)"), T0
+    )
+    assert recorded(measuring) == Waiting(
+        "eu", "prod-eu/web: waiting for wave eu: analysis ... (1/3)"
+    )
+    opened = {("prod-eu", "web"): SeenRecord(replace(status, version="6.6.0", extra={}), T0)}
+    assert recorded(opened) == Open("eu")
+    # later waves: halted by eu's record, else the status gate's answer stands
+    assert isinstance(recorded(halted_record(look(0, rate=0.08) + look(1, rate=0.09)), 2), Halted)
+    assert recorded({}, 2) == Open("rest")
+    assert recorded({}, 0) == Open("canary")
+    waiting = Waiting("eu", "waiting for wave canary: ...")
+    assert as_recorded(WAVES, 1, "podinfo", "6.6.0", INSTANCES, {}, fresh, waiting) is waiting
