@@ -118,3 +118,18 @@ def test_every_wave_placeholder_fills_and_checks() -> None:
     assert check_wave_query(query) is None
     values = {key: key.upper() for key in WAVE_KEYS}
     assert 'l="WAVE.CLUSTERS"' in fill_query(query, values)
+
+
+def test_the_documented_wave_analysis_validates(tmp_path: Path) -> None:
+    """The worked query of docs/WAVES.md, as a user copies it (with this fleet's canary)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "WAVES.md").read_text()
+    start = docs.index(
+        "waves:\n  - name: canary\n    clusters: [staging, prod-canary]\n  - name: rest"
+    )
+    block = docs[start : docs.index("```", start)].replace("[staging, prod-canary]", "[staging]")
+    catalog = fleet(tmp_path, block)
+    assert catalog.waves is not None and catalog.waves.valid, messages(catalog)
+    analysis = catalog.waves.waves[1].analysis
+    assert analysis is not None and (analysis.count, analysis.interval_seconds) == (4, 300)
+    (query,) = analysis.queries
+    assert 'cluster=~"${wave.clusters}"' in query.query
