@@ -186,7 +186,13 @@ def reconcile_checkout(
         if p.name in reused and p is reused[p.name].plan and (scope is None or scope.owns(p.name))
     }
     gated_by_waves = hold_for_waves(
-        catalog, settings.cluster, every_plan, deployed, previous, waves
+        catalog,
+        settings.cluster,
+        every_plan,
+        deployed,
+        previous,
+        waves,
+        None if scope is None else scope.owns,
     )
     every_plan = gated_by_waves.plans
     plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]

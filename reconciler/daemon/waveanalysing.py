@@ -58,8 +58,14 @@ class WaveAnalyst:
         release: str,
         proven: Decision,
         previous: InstanceStatus | None,
+        *,
+        measures: bool = True,
     ) -> WaveAnalysed:
-        """``proven`` (the status gate's answer) with the wave's analysis applied."""
+        """``proven`` (the status gate's answer) with the wave's analysis applied.
+
+        ``measures`` False (another replica's shard holds the instance): judged from
+        its record, never measured here, so a due measurement only waits.
+        """
         wave = waves.waves[index] if index < len(waves.waves) else None
         if wave is None or wave.analysis is None or not isinstance(proven, Open):
             return WaveAnalysed(proven)
@@ -70,7 +76,7 @@ class WaveAnalyst:
             block = WaveAnalysisRecord(wave.name, version, release, digest)
         verdict = judge(wave, app, version, block.measurements, self.now)
         taken: tuple[Measurement, ...] = ()
-        if isinstance(verdict, Measure):
+        if isinstance(verdict, Measure) and measures:
             values = wave_values(waves, index, app, version, instance.name, instance.namespace)
             key = (wave.name, digest, tuple(sorted(values.items())))
             shared = self._taken.get(key)
@@ -82,8 +88,8 @@ class WaveAnalyst:
                 self._taken[key] = shared = taken
             block = block.with_measurements(shared)
             verdict = judge(wave, app, version, block.measurements, self.now)
-        if isinstance(verdict, Measure):  # only with a clock that went back: measure next pass
-            verdict = Waiting(wave.name, f"waiting for wave {wave.name}: analysis due")
+        if isinstance(verdict, Measure):  # not this replica's to measure
+            return WaveAnalysed(Waiting(wave.name, f"waiting for wave {wave.name}: analysis due"))
         if isinstance(verdict, Open):
             return WaveAnalysed(verdict, None, taken)
         remaining = verdict.remaining if isinstance(verdict, Waiting) else None

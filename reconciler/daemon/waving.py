@@ -93,7 +93,7 @@ class WaveStep:
             if release is not None and status.version == release[0]:
                 status = replace(status, extra={**status.extra, RELEASE_KEY: release[1]})
             analysis = self.analyses.get(status.instance)
-            if analysis is not None:
+            if analysis is not None and status.reason in (WAITING_FOR_WAVE, WAVE_HALTED):
                 status = replace(status, extra={**status.extra, WAVE_KEY: analysis.to_dict()})
             out.append(status)
         return tuple(out)
@@ -110,8 +110,12 @@ def hold_for_waves(
     deployed: Mapping[str, str],
     previous: Mapping[str, InstanceStatus],
     view: WaveView | None,
+    owns: Callable[[str], bool] | None = None,
 ) -> WaveStep:
-    """``plans`` with every change the waves hold replaced by one that keeps what runs."""
+    """``plans`` with every change the waves hold replaced by one that keeps what runs.
+
+    ``owns`` (``--shards``): a wave's analysis measures only this replica's instances.
+    """
     waves = catalog.waves
     if waves is None:
         return WaveStep(list(plans))
@@ -152,7 +156,14 @@ def hold_for_waves(
         assert analyst is not None
         release = view.start(app, target, plan.instance.channel) or ""
         analysed = analyst.analyse(
-            waves, index, plan.instance, target, release, decision, previous.get(plan.name)
+            waves,
+            index,
+            plan.instance,
+            target,
+            release,
+            decision,
+            previous.get(plan.name),
+            measures=owns is None or owns(plan.name),
         )
         if analysed.record is not None:
             step.analyses[plan.name] = analysed.record
