@@ -7,6 +7,20 @@ machine decides from the measurements; the daemon composes the two.
 """
 
 from reconciler.analysis.promql import PromQLError, check
-from reconciler.analysis.queries import ROLLOUT_KEYS, check_query, fill_query
+from reconciler.analysis.queries import (
+    ROLLOUT_KEYS,
+    WAVE_KEYS,
+    check_query,
+    check_wave_query,
+    fill_query,
+)
 
-__all__ = ["ROLLOUT_KEYS", "PromQLError", "check", "check_query", "fill_query"]
+__all__ = [
+    "ROLLOUT_KEYS",
+    "WAVE_KEYS",
+    "PromQLError",
+    "check",
+    "check_query",
+    "check_wave_query",
+    "fill_query",
+]

@@ -1,10 +1,13 @@
 """A query's placeholders filled, and a query checked the way ``validate`` reports it. Pure.
 
-Queries take the manifest placeholders (``${instance.namespace}``, ``${params.X}``...)
-plus ``${rollout.from}`` and ``${rollout.to}`` (SPEC section 4c). ``validate`` has no
-instance or rollout at hand, so it fills each placeholder with a sample of the
-right shape and parses the result: a placeholder never hides a syntax error, and
-an unknown one is reported like one in a manifest.
+A batch's queries take the manifest placeholders (``${instance.namespace}``,
+``${params.X}``...) plus ``${rollout.from}`` and ``${rollout.to}`` (SPEC section 4c);
+a wave's queries in ``waves.yaml`` take those that mean something for a whole fleet
+(``WAVE_KEYS``: the app, the version released, the waiting instance, the wave and the
+earlier waves' clusters). ``validate`` has no instance or rollout at hand, so it
+fills each placeholder with a sample of the right shape and parses the result: a
+placeholder never hides a syntax error, and an unknown one is reported like one in
+a manifest.
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ SAMPLE = {
     "rollout.from": "1.0.0",
     "rollout.to": "1.1.0",
 }
+# a wave's query (waves.yaml): no params or images, which differ from app to app
+WAVE_SAMPLE = {
+    "app": "app",
+    "version": "1.1.0",
+    "app.name": "app",
+    "app.version": "1.1.0",
+    "instance.name": "web",
+    "instance.namespace": "web",
+    "wave.name": "eu",
+    "wave.previous": "canary",
+    "wave.clusters": "staging|prod-canary",
+}
+WAVE_KEYS = tuple(WAVE_SAMPLE)
 
 
 def fill_query(query: str, values: Mapping[str, str]) -> str:
@@ -93,6 +109,20 @@ def check_query(
             scope = expr.split(".", 1)[0]
             if (scope == "params" and params is None) or (scope == "images" and images is None):
                 values.setdefault(expr, "0")
+    return _check_filled(query, values)
+
+
+def check_wave_query(query: str) -> str | None:
+    """Why a wave's ``query`` is not valid PromQL once filled with samples, or None."""
+    for match in TOKEN.finditer(query):
+        expr = (match.group(1) or "").strip()
+        if match.group(1) is not None and expr not in WAVE_SAMPLE:
+            known = ", ".join(WAVE_KEYS)
+            return f'unknown placeholder "${{{expr}}}" in a wave\'s query (known: {known})'
+    return _check_filled(query, WAVE_SAMPLE)
+
+
+def _check_filled(query: str, values: Mapping[str, str]) -> str | None:
     try:
         filled, marks = _filled(query, values)
     except PlaceholderError as e:
@@ -104,4 +134,12 @@ def check_query(
     return None
 
 
-__all__ = ["ROLLOUT_KEYS", "SAMPLE", "check_query", "fill_query"]
+__all__ = [
+    "ROLLOUT_KEYS",
+    "SAMPLE",
+    "WAVE_KEYS",
+    "WAVE_SAMPLE",
+    "check_query",
+    "check_wave_query",
+    "fill_query",
+]

@@ -1,15 +1,18 @@
-"""``rollout.analysis.prometheus`` read from version.yaml or an instance file (SPEC section 4c).
+"""``analysis.prometheus`` read from version.yaml, an instance file or waves.yaml.
 
-The schema has already checked the shape (keys, types, bounds); this adds what a
-schema cannot say, each at its own line: the interval is a duration, each
-``successCondition`` is an operator and a number, each query is PromQL once its
-placeholders are filled (``reconciler.analysis.check_query``), query names are
-unique. A problem makes the file invalid, so its instance keeps its last good state.
+A batch's analysis (SPEC section 4c) is ``rollout.analysis.prometheus``; a wave's
+(``waves.yaml``) is ``waves[i].analysis.prometheus``, with the same shape. The schema
+has already checked the shape (keys, types, bounds); this adds what a schema cannot
+say, each at its own line: the interval is a duration, each ``successCondition`` is
+an operator and a number, each query is PromQL once its placeholders are filled
+(``reconciler.analysis.check_query``, or ``check_wave_query`` for a wave), query
+names are unique. A problem makes the file invalid, so its instance keeps its last
+good state (and a broken waves.yaml holds the releases it would gate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.analysis import check_query
@@ -32,22 +35,26 @@ def read_prometheus(
     *,
     params: Mapping[str, object] | None = None,
     images: Mapping[str, str] | None = None,
+    at: Sequence[str | int] = ("rollout", "analysis"),
+    check: Callable[[str], str | None] | None = None,
 ) -> PrometheusAnalysis | None:
     """The analysis ``raw`` (the value of ``rollout.analysis``) states, or None.
 
     None when ``raw`` is not the Prometheus form (a Job path, or absent), and when
     it has a problem (reported at its line). ``params``/``images`` are the version's
-    (None in an instance file: its version is chosen later).
+    (None in an instance file: its version is chosen later). ``at`` is where ``raw``
+    sits in ``doc`` and ``check`` how a query is checked (a wave's: its placeholders).
     """
     if not isinstance(raw, Mapping) or not isinstance(raw.get("prometheus"), Mapping):
         return None
     spec: Mapping[str, Any] = raw["prometheus"]
-    base: list[str | int] = ["rollout", "analysis", "prometheus"]
+    base: list[str | int] = [*at, "prometheus"]
+    label = ".".join(str(part) for part in base)
     ok = True
     try:
         interval = parse_duration(spec.get("interval", "30s"), "interval")
     except AnalysisFormatError as e:
-        ctx.error(rel, doc.line_of([*base, "interval"]), f"rollout.analysis.prometheus: {e}")
+        ctx.error(rel, doc.line_of([*base, "interval"]), f"{label}: {e}")
         ok, interval = False, 30
     queries: list[AnalysisQuery] = []
     seen: set[str] = set()
@@ -69,7 +76,7 @@ def read_prometheus(
             continue
         query = str(item.get("query", ""))
         line = doc.line_of([*where, "query"])
-        problem = check_query(query, params, images)
+        problem = check(query) if check is not None else check_query(query, params, images)
         if problem is not None:
             ctx.error(rel, line, f'analysis query "{name}": {problem}')
             ok = False

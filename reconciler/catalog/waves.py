@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reconciler.analysis import check_wave_query
+from reconciler.catalog.analysis import read_prometheus
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.yamlread import Document
 from reconciler.model.catalog import Catalog
@@ -89,6 +91,18 @@ def _wave(ctx: LoadContext, doc: Document, index: int, raw: Mapping[str, Any]) -
             soak = parse_duration(soak_text)
         except DurationError as e:  # the schema's pattern refuses it first; kept as a guard
             ctx.error(WAVES_FILE, doc.line_of(["waves", index, "soak"]), f"soak: {e}")
+    analysis = None
+    if "analysis" in raw:
+        where: list[str | int] = ["waves", index, "analysis"]
+        analysis = read_prometheus(
+            ctx, WAVES_FILE, doc, raw["analysis"], at=where, check=check_wave_query
+        )
+        if index == 0:
+            ctx.error(
+                WAVES_FILE,
+                doc.line_of(where),
+                f'wave "{raw["name"]}" is the first: its analysis has no earlier wave to measure',
+            )
     return Wave(
         name=raw["name"],
         names=tuple(names),
@@ -98,6 +112,7 @@ def _wave(ctx: LoadContext, doc: Document, index: int, raw: Mapping[str, Any]) -
         approval=raw.get("approval") == "required",
         max_failures=int(raw.get("maxFailures", 0)),
         line=doc.line_of(["waves", index]),
+        analysis=analysis,
     )
 
 

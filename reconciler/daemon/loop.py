@@ -397,7 +397,13 @@ class Daemon:
             return None
         if self._history is None or self._history.head != head:
             self._history = ReleaseHistory(self.fleet.repo, head)
-        return WaveView(records, self._history.contains, self.clock(), self._history.start)
+        return WaveView(
+            records,
+            self._history.contains,
+            self.clock(),
+            self._history.start,
+            prometheus_url=self.settings.prometheus_url,
+        )
 
     def _log_summary(self, report: PassReport, committed: set[str], seconds: float) -> None:
         """One INFO line per pass that changed something; a quiet pass logs nothing.
@@ -610,9 +616,11 @@ class Daemon:
             return [], f"{e.reason}: {e}"
 
     def _report_waves(self, report: PassReport, changed: set[str]) -> None:
-        """The wave gate's metrics: instances waiting per app and wave, and new halts."""
+        """The wave gate's metrics: instances waiting per app and wave, new halts, and
+        the measurements of waves' analyses."""
         waiting: dict[tuple[str, str], int] = {}
         for hold in report.waves:
+            self.metrics.count_measurements(hold.measured)
             key = (hold.app, hold.decision.wave)
             if isinstance(hold.decision, Waiting):
                 waiting[key] = waiting.get(key, 0) + 1

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 import reconciler
 from reconciler.kube import observe
-from reconciler.model.analysis import RESULTS
+from reconciler.model.analysis import RESULTS, Measurement
 from reconciler.model.rollout import BatchState, RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
 
@@ -347,6 +347,11 @@ class DaemonMetrics:
         if total > seen:
             self.api_throttled.labels(cluster).inc(total - seen)
             self._throttled_seen[cluster] = total
+
+    def count_measurements(self, measured: Iterable[Measurement]) -> None:
+        """Count analysis measurements taken outside a rollout (a wave's, before it opens)."""
+        for m in measured:
+            self.analysis_measurements.labels(m.result).inc()
 
     def observe_rollout(
         self,

@@ -191,7 +191,13 @@ def reconcile_checkout(
         if p.name in reused and p is reused[p.name].plan and (scope is None or scope.owns(p.name))
     }
     gated_by_waves = hold_for_waves(
-        catalog, settings.cluster, every_plan, deployed, previous, waves
+        catalog,
+        settings.cluster,
+        every_plan,
+        deployed,
+        previous,
+        waves,
+        None if scope is None else scope.owns,
     )
     every_plan = gated_by_waves.plans
     plans = every_plan if scope is None else [p for p in every_plan if scope.owns(p.name)]
@@ -340,6 +346,7 @@ def reconcile_checkout(
     looks = [max(0.0, at - now) for at in look_at.values()]
     looks += [HEALTH_LOOK] if waiting else []
     looks += [hooks.next_look] if hooks.next_look is not None else []
+    looks += [gated_by_waves.next_look] if gated_by_waves.next_look is not None else []
     watch.forget_except(p.name for p in plans)
     statuses = gated_by_waves.stamped(hooks.recorded(statuses, held))
     if memo is not None:

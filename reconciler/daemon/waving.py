@@ -5,8 +5,11 @@ plan moves it to a higher version because the catalog moved (``waves.change_wait
 asks the gate (``waves.gate``) with what ``WaveView`` read from Git this pass; Waiting
 and Halted replace its plan by one that keeps what runs (``WaitingForWave``:
 Progressing; ``WaveHalted``: Stalled) so nothing of the new version, not even a
-migration, starts. A broken ``waves.yaml`` holds every such change (``CatalogInvalid``
-naming the line): dropping the file's guard would release to the whole fleet at once.
+migration, starts. A wave with ``analysis`` also measures the earlier waves' clusters
+once they proved the version by status (``daemon.waveanalysing``); its measurements
+so far ride in the waiting instance's record (``WaveStep.stamped``). A broken
+``waves.yaml`` holds every such change (``CatalogInvalid`` naming the line): dropping
+the file's guard would release to the whole fleet at once.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.daemon.plan import CATALOG_INVALID, InstancePlan
+from reconciler.daemon.waveanalysing import WaveAnalyst
+from reconciler.model.analysis import Measurement
 from reconciler.model.catalog import Catalog
 from reconciler.model.rollout import split_release
 from reconciler.model.status import InstanceStatus
+from reconciler.model.waveanalysis import WAVE_KEY, WaveAnalysisRecord
 from reconciler.model.waves import SeenRecord
 from reconciler.waves import (
     WAITING_FOR_WAVE,
@@ -29,6 +35,7 @@ from reconciler.waves import (
     gate,
 )
 from reconciler.waves import change_waits as waits
+from reconciler.waves.analysis import analysis_halt
 
 RELEASE_KEY = "releaseCommit"  # in the record: the catalog commit where its release began
 # (app, version, channel or None, catalog commit) -> does the commit contain the catalog
@@ -45,6 +52,7 @@ class WaveView:
     now: datetime
     # (app, version, channel or None) -> the catalog commit where it became desired
     start: Callable[[str, str, str | None], str | None] = lambda app, version, channel: None
+    prometheus_url: str = ""  # run --prometheus-url: where a wave's analysis asks
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class WaveHold:
     app: str
     version: str
     decision: Decision
+    measured: tuple[Measurement, ...] = ()  # a wave's analysis, taken this pass
 
 
 @dataclass
@@ -65,6 +74,9 @@ class WaveStep:
     holds: list[WaveHold] = field(default_factory=list)
     # instance -> (the version it runs, the catalog commit where that release began)
     releases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # instance -> the measurements its wave's analysis took so far (kept in its record)
+    analyses: dict[str, WaveAnalysisRecord] = field(default_factory=dict)
+    next_look: float | None = None  # seconds until a wave's next measurement is due
 
     def stamped(self, statuses: Sequence[InstanceStatus]) -> tuple[InstanceStatus, ...]:
         """Each record that runs its release, naming where that release began.
@@ -80,6 +92,9 @@ class WaveStep:
             release = self.releases.get(status.instance)
             if release is not None and status.version == release[0]:
                 status = replace(status, extra={**status.extra, RELEASE_KEY: release[1]})
+            analysis = self.analyses.get(status.instance)
+            if analysis is not None and status.reason in (WAITING_FOR_WAVE, WAVE_HALTED):
+                status = replace(status, extra={**status.extra, WAVE_KEY: analysis.to_dict()})
             out.append(status)
         return tuple(out)
 
@@ -95,12 +110,17 @@ def hold_for_waves(
     deployed: Mapping[str, str],
     previous: Mapping[str, InstanceStatus],
     view: WaveView | None,
+    owns: Callable[[str], bool] | None = None,
 ) -> WaveStep:
-    """``plans`` with every change the waves hold replaced by one that keeps what runs."""
+    """``plans`` with every change the waves hold replaced by one that keeps what runs.
+
+    ``owns`` (``--shards``): a wave's analysis measures only this replica's instances.
+    """
     waves = catalog.waves
     if waves is None:
         return WaveStep(list(plans))
     step = WaveStep([])
+    analyst = WaveAnalyst(view.prometheus_url, view.now) if view is not None else None
     apps: dict[str, dict[str, list[str]]] = {}  # app -> cluster -> its instances of the app
     for plan in plans:
         target = plan.resolution.version
@@ -127,18 +147,30 @@ def hold_for_waves(
             continue
         if app not in apps:
             apps[app] = _instances_of(catalog, app)
-        decision = gate(
+        index = waves.wave_of(cluster)
+        fresh = _freshness(catalog, app, target, view.contains)
+        decision = gate(waves, index, app, target, apps[app], view.records, fresh, view.now)
+        if not isinstance(decision, Halted):  # an earlier wave's analysis may have halted
+            halt = analysis_halt(waves, index, app, target, apps[app], view.records, fresh)
+            decision = halt if halt is not None else decision
+        assert analyst is not None
+        release = view.start(app, target, plan.instance.channel) or ""
+        analysed = analyst.analyse(
             waves,
-            waves.wave_of(cluster),
-            app,
+            index,
+            plan.instance,
             target,
-            apps[app],
-            view.records,
-            _freshness(catalog, app, target, view.contains),
-            view.now,
+            release,
+            decision,
+            previous.get(plan.name),
+            measures=owns is None or owns(plan.name),
         )
-        step.holds.append(WaveHold(plan.name, app, target, decision))
-        step.plans.append(_gated(plan, decision))
+        if analysed.record is not None:
+            step.analyses[plan.name] = analysed.record
+        if analysed.next_look is not None:
+            step.next_look = min(analysed.next_look, step.next_look or analysed.next_look)
+        step.holds.append(WaveHold(plan.name, app, target, analysed.decision, analysed.measured))
+        step.plans.append(_gated(plan, analysed.decision))
     return step
 
 

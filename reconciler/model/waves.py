@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from reconciler.model.analysis import PrometheusAnalysis
+
 if TYPE_CHECKING:  # model.status imports model.catalog, which imports this module
     from reconciler.model.status import InstanceStatus
 
@@ -75,6 +77,9 @@ class Wave:
     approval: bool = False
     max_failures: int = 0
     line: int | None = None
+    # measured against the earlier waves' clusters once they proved the version by
+    # status, before this wave opens (``waves.analysis``)
+    analysis: PrometheusAnalysis | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,10 @@ class Waves:
 
     def approved(self, app: str, version: str, wave: str) -> bool:
         return any(a.app == app and a.version == version and a.wave == wave for a in self.approvals)
+
+    def earlier_clusters(self, index: int) -> tuple[str, ...]:
+        """The catalog clusters of every wave before ``index``, in wave order."""
+        return tuple(c for earlier in range(index) for c in self.clusters_of(earlier))
 
     def index_of(self, wave: str) -> int | None:
         for index, each in enumerate(self.waves):

@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.model.rollout import RolloutRecord, builds_label, describe, noteworthy
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.model.version import VersionSyntaxError, parse_version
+from reconciler.model.waveanalysis import WAVE_KEY
 
 TRAILER_CLUSTER = "Reconciler-Cluster"
 TRAILER_INSTANCE = "Reconciler-Instance"
@@ -206,6 +207,9 @@ def describe_change(status: InstanceStatus, previous: InstanceStatus | None) -> 
         return f"moving {app} {status.version} -> {status.desired_version} {outcome}"
     if status.phase is not previous.phase or status.reason != previous.reason:
         return f"{app} {status.version} {outcome}"
+    if status.message and status.extra.get(WAVE_KEY) != previous.extra.get(WAVE_KEY):
+        # a wave's analysis measured: the message says the values and how many so far
+        return _one_line(status.message)
     return f"{app} {status.version} {_details(status, previous)} {outcome}"
 
 

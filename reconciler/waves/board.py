@@ -1,7 +1,8 @@
 """The fleet's waves for one release, as data: what ``wave status`` prints and pages draw.
 
-``wave_board`` asks ``gate`` for every wave and lists each wave's clusters with what
-their instances of the app run and since when. Pure, like the gate: the caller reads
+``wave_board`` asks ``gate`` for every wave (and, for a wave with ``analysis``, what
+its clusters recorded of it: ``analysis.as_recorded``) and lists each wave's clusters
+with what their instances of the app run and since when. Pure, like the gate: the caller reads
 the records (``source.FleetStatus``) and passes the freshness predicate and the time.
 """
 
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.waves import SeenRecord, Waves
+from reconciler.waves.analysis import as_recorded
 from reconciler.waves.gate import Decision, Freshness, Halted, Open, gate
 
 
@@ -90,7 +92,16 @@ def wave_board(
                 soak=wave.soak_text if wave is not None else "",
                 approval=wave.approval if wave is not None else False,
                 max_failures=wave.max_failures if wave is not None else 0,
-                decision=gate(waves, index, app, version, instances, records, fresh, now),
+                decision=as_recorded(
+                    waves,
+                    index,
+                    app,
+                    version,
+                    instances,
+                    records,
+                    fresh,
+                    gate(waves, index, app, version, instances, records, fresh, now),
+                ),
                 instances=tuple(
                     BoardInstance(c, i, records.get((c, i)))
                     for c in clusters
