@@ -132,6 +132,9 @@ def test_throttled_requests_are_retried_after_retry_after_and_counted(tmp_path: 
         assert outcome.report is not None, outcome.error
         assert {s.phase for s in outcome.report.statuses} == {Phase.READY}
         assert world.sandbox is not None
+        # the pass's Events go out in the background through the same budget: once they
+        # are sent, the client and the server have seen the same requests
+        world.daemon.flush_events()
         log = world.sandbox.request_log()
         refused = [e for e in log if e.status == 429]
         assert refused, "a budget of 6 against a limit of 2 must be turned away sometimes"
