@@ -145,12 +145,13 @@ def test_a_failing_listener_never_fails_a_request(sandbox: object, tmp_path: Pat
 def test_a_pass_feeds_instance_info_requests_and_health_waits(world: World) -> None:
     outcome = world.daemon.run_pass()
     assert outcome.ok
+    world.daemon.flush_events()  # their POSTs are counted once they are sent
     metrics = world.daemon.metrics
     info = named(metrics, "reconciler_instance_info")
     versions = {dict(labels)["instance"]: dict(labels)["version"] for labels in info}
     assert versions == {"web": "6.5.0", "api": "6.6.0"}
     requests = named(metrics, "reconciler_api_requests_total")
-    assert requests[(("code", "201"), ("verb", "POST"))] >= 1  # namespaces created
+    assert requests[(("code", "201"), ("verb", "POST"))] >= 1  # Events created
     waits = named(metrics, "reconciler_health_wait_seconds_count")
     assert waits[(("cluster", "prod"), ("outcome", "healthy"))] >= 1
     assert waits[(("cluster", "prod"), ("outcome", "timeout"))] == 0
