@@ -20,6 +20,7 @@ from reconciler.sandbox.pods import PodTimes, images_of, is_ready, pod_failure, 
 from reconciler.sandbox.store import Tally
 
 SCHEDULER = "default-scheduler"
+MIRROR = "kubernetes.io/config.mirror"
 KUBELET = "kubelet"
 
 
@@ -90,8 +91,11 @@ def create_nodes(plane: ControlPlane) -> None:
 
 
 def _node_of_live_pod(pod: dict[str, Any]) -> list[str]:
+    """The node a workload pod counts against; the control plane's mirror pods count for
+    nothing (a real control-plane node is tainted against workloads anyway)."""
     node = (pod.get("spec") or {}).get("nodeName")
-    return [node] if node and alive(pod) else []
+    mirror = MIRROR in ((pod.get("metadata") or {}).get("annotations") or {})
+    return [node] if node and alive(pod) and not mirror else []
 
 
 class Kubelet:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, http
 
@@ -44,7 +45,8 @@ def test_list_kind_and_api_version(sandbox: SandboxHandle, core: client.CoreV1Ap
     status, body = http(sandbox, "GET", "/api/v1/namespaces/default/configmaps")
     assert status == 200 and body["kind"] == "ConfigMapList" and body["apiVersion"] == "v1"
     assert body["metadata"]["resourceVersion"]
-    assert [i["metadata"]["name"] for i in body["items"]] == ["a"]
+    # every namespace also holds the cluster's root CA (standard objects, as on a cluster)
+    assert [i["metadata"]["name"] for i in body["items"]] == ["a", ROOT_CA]
 
 
 def test_already_exists_and_not_found(core: client.CoreV1Api) -> None:
@@ -169,11 +171,11 @@ def test_generate_name(core: client.CoreV1Api) -> None:
     [
         ("app=web", ["a", "b"]),
         ("app==web", ["a", "b"]),
-        ("app!=web", ["c", "d"]),
+        ("app!=web", ["c", "d", ROOT_CA]),
         ("tier in (front, back)", ["a", "c"]),
-        ("tier notin (front)", ["b", "c", "d"]),
+        ("tier notin (front)", ["b", "c", "d", ROOT_CA]),
         ("tier", ["a", "c"]),
-        ("!tier", ["b", "d"]),
+        ("!tier", ["b", "d", ROOT_CA]),
         ("app=web,tier=front", ["a"]),
     ],
 )
@@ -197,7 +199,7 @@ def test_field_selectors(core: client.CoreV1Api) -> None:
     both = core.list_config_map_for_all_namespaces(
         field_selector="metadata.namespace=default,metadata.name!=a"
     )
-    assert [i.metadata.name for i in both.items] == ["b"]
+    assert [i.metadata.name for i in both.items] == ["b", ROOT_CA]
 
 
 @pytest.mark.parametrize("query", ["labelSelector=a%20in%20b", "fieldSelector=metadata.name"])
@@ -210,7 +212,8 @@ def test_delete_collection(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", cm("a", {"drop": "yes"}))
     core.create_namespaced_config_map("default", cm("b"))
     core.delete_collection_namespaced_config_map("default", label_selector="drop=yes")
-    assert [i.metadata.name for i in core.list_namespaced_config_map("default").items] == ["b"]
+    listed = core.list_namespaced_config_map("default").items
+    assert [i.metadata.name for i in listed] == ["b", ROOT_CA]
 
 
 def test_cluster_scoped_and_unknown_paths(sandbox: SandboxHandle) -> None:
