@@ -36,6 +36,7 @@ from reconciler.sandbox.controlplane import (
 )
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.events import PodKillings
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
@@ -91,6 +92,7 @@ class Controllers:
         }
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
+        PodKillings(self.plane.events)
         create_nodes(self.plane)
 
     @property

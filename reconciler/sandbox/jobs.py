@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import JOBS, PODS, ControlPlane
+from reconciler.sandbox.events import NORMAL, WARNING
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix
 from reconciler.sandbox.pods import CRASH_LOOP, FAIL_ANNOTATION, is_ready
 
@@ -94,8 +95,15 @@ class JobController:
         else:
             for pod in running:
                 self.plane.delete(PODS, pod)
+                self._record(
+                    job, NORMAL, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}"
+                )
             status.update(self._counts(0, 0, succeeded, failed))
             status["conditions"] = self._conditions(old, *verdict)
+            if verdict[0] == "Complete":
+                self._record(job, NORMAL, "Completed", "Job completed")
+            else:
+                self._record(job, WARNING, verdict[1], verdict[2])
             if verdict[0] == "Complete":
                 status["completionTime"] = now()
         self.plane.write_status(JOBS, job, status)
@@ -157,4 +165,10 @@ class JobController:
                 annotations[FAIL_ANNOTATION] = CRASH_LOOP
             else:
                 annotations.pop(FAIL_ANNOTATION, None)
-        self.plane.create(PODS, meta.get("namespace", ""), body)
+        if self.plane.create(PODS, meta.get("namespace", ""), body):
+            self._record(
+                job, NORMAL, "SuccessfulCreate", f"Created pod: {body['metadata']['name']}"
+            )
+
+    def _record(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.plane.events.emit(job, type_, reason, message, "job-controller")

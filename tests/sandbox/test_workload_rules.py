@@ -23,7 +23,7 @@ import pytest
 
 from reconciler.sandbox.cron import CronError, parse
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import deployment, http
+from tests.sandbox.helpers import deployment, http, job
 
 NS = "/api/v1/namespaces/default"
 APPS = "/apis/apps/v1/namespaces/default"
@@ -40,28 +40,6 @@ def refused(sandbox: SandboxHandle, path: str, body: Any) -> list[tuple[str, str
     assert status == 422, error
     assert error["reason"] == "Invalid" and error["code"] == 422
     return causes(error)
-
-
-def job(name: str = "once", schedule: str | None = None) -> dict[str, Any]:
-    template = {
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "busybox"}],
-        }
-    }
-    if schedule is None:
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name},
-            "spec": {"template": template},
-        }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": name},
-        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
-    }
 
 
 def test_a_deployment_without_containers_is_refused(sandbox: SandboxHandle) -> None:
