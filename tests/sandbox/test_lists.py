@@ -22,7 +22,7 @@ from reconciler.kube.client import LIST_RESTARTS
 from reconciler.sandbox.listing import decode_continue, encode_continue
 from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
-from tests.sandbox.helpers import http
+from tests.sandbox.helpers import eventually, http
 
 CMS = "/api/v1/namespaces/default/configmaps"  # holds ROOT_CA too, as every namespace
 
@@ -356,11 +356,26 @@ def test_engine_reads_the_whole_list_at_once_when_pages_keep_expiring(
     assert pages == [(200, True), (410, True)] * (LIST_RESTARTS + 1) + [(200, False)]
 
 
+def settled(sandbox: SandboxHandle) -> None:
+    """Wait until the cluster's own pods (kube-system) stopped changing: Running, Ready."""
+
+    def running() -> bool:
+        _, pods = http(sandbox, "GET", "/api/v1/namespaces/kube-system/pods")
+        conditions = [
+            {c["type"]: c["status"] for c in p["status"].get("conditions") or []}
+            for p in pods["items"]
+        ]
+        return bool(conditions) and all(c.get("Ready") == "True" for c in conditions)
+
+    eventually(running)
+
+
 def test_a_bounded_history_expires_old_tokens() -> None:
     """With the store's bounded history (store.DEFAULT_HISTORY_LIMIT, here 3 events) a token
     outlives its snapshot after enough writes, as etcd compaction expires it on a cluster
     (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks)."""
     with running_sandbox(history_limit=3) as small:
+        settled(small)  # only this test's writes may move the three-event window
         for name in ("a", "b"):
             http(small, "POST", CMS, {"metadata": {"name": name}})
         _, first = cms(small, "limit=1")
