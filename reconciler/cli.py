@@ -621,6 +621,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a Job's container runs before it exits (default: --controller-delay)",
     )
     p.add_argument(
+        "--cron-minute",
+        type=float,
+        metavar="SECONDS",
+        help="how long a minute of CronJob schedules lasts (default: 60; 1 runs "
+        "'every minute' CronJobs every second)",
+    )
+    p.add_argument(
         "--job-backoff",
         type=float,
         metavar="SECONDS",

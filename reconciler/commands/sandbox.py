@@ -46,6 +46,9 @@ def timing_of(args: argparse.Namespace) -> Timing:
         value = getattr(args, option, None)
         if value is not None and value < 0:
             raise UsageError(f"sandbox: --{option.replace('_', '-')} must not be negative")
+    cron_minute = getattr(args, "cron_minute", None)
+    if cron_minute is not None and cron_minute <= 0:
+        raise UsageError("sandbox: --cron-minute must be more than 0")
     nodes = int(getattr(args, "nodes", 3) or 0)
     if nodes < 1:
         raise UsageError("sandbox: --nodes must be at least 1")
@@ -61,6 +64,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
         ready_delays=ready,
         nodes=nodes,
         job_backoff=DEFAULT_JOB_BACKOFF if backoff is None else backoff,
+        cron_minute=60.0 if cron_minute is None else cron_minute,
     )
 
 

@@ -34,6 +34,7 @@ STATEFULSETS: Resource = ("apps", "statefulsets")
 DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
+CRONJOBS: Resource = ("batch", "cronjobs")
 
 Names = list[str]
 Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options

@@ -59,6 +59,8 @@ class Schedule:
     months: frozenset[int] = frozenset()
     weekdays: frozenset[int] = frozenset()
     every: float = 0.0
+    any_day: bool = True  # day of month given as "*" or "?": only the weekday restricts
+    any_weekday: bool = True
 
 
 def _atoi(text: str) -> int:
@@ -145,4 +147,12 @@ def parse(spec: str) -> Schedule:
             values |= _range(part, bounds)
         sets.append(frozenset(values))
     minutes, hours, days, months, weekdays = sets
-    return Schedule(minutes, hours, days, months, weekdays)
+    return Schedule(
+        minutes,
+        hours,
+        days,
+        months,
+        weekdays,
+        any_day=fields[2] in ("*", "?"),
+        any_weekday=fields[4] in ("*", "?"),
+    )

@@ -163,7 +163,7 @@ class EventRecorder:
 
     def _store(self, key: _Key, event: dict[str, Any]) -> None:
         meta = event["metadata"]
-        if self.api.store.get(("", "namespaces"), "", meta["namespace"]) is None:
+        if self.api.store.view_one(("", "namespaces"), "", meta["namespace"]) is None:
             return  # the namespace is gone (a pod deleted with it): nowhere to record
         self.api.store.put(EVENTS, event, handover=True)
         self._recent[key] = (meta["namespace"], meta["name"])

@@ -36,6 +36,7 @@ class Timing:
     ready_delays: tuple[tuple[str, float], ...] = ()
     nodes: int = DEFAULT_NODES
     job_backoff: float = DEFAULT_JOB_BACKOFF
+    cron_minute: float = 60.0  # seconds per minute of CronJob schedules
 
     def __post_init__(self) -> None:
         values = [
@@ -44,6 +45,8 @@ class Timing:
             self.job_duration or 0.0,
             self.job_backoff,
         ]
+        if self.cron_minute <= 0:
+            raise ValueError("a CronJob schedule minute must last more than 0 seconds")
         if any(v < 0 for v in values) or any(d < 0 for _, d in self.ready_delays):
             raise ValueError("sandbox delays must not be negative")
         if self.nodes < 1:

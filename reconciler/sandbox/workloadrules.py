@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from reconciler.sandbox.cron import CronError, parse
 from reconciler.sandbox.fielderrors import (
@@ -242,6 +243,23 @@ def deployment_strategy(spec: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
+def _time_zone(spec: Mapping[str, Any]) -> list[Cause]:
+    """``validateTimeZone``: an IANA zone name, never ``Local``."""
+    zone = spec.get("timeZone")
+    if zone is None:
+        return []
+    if not zone:
+        return [invalid("spec.timeZone", zone, "timeZone must be nil or non-empty string")]
+    if str(zone).lower() == "local":
+        why = "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+        return [invalid("spec.timeZone", zone, why)]
+    try:
+        ZoneInfo(str(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return [invalid("spec.timeZone", zone, f"unknown time zone {zone}")]
+    return []
+
+
 def cronjob(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Cause]:
     """``ValidateCronJobCreate``/``ValidateCronJobSpec``: name length, schedule, policy."""
     causes: list[Cause] = []
@@ -261,6 +279,7 @@ def cronjob(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Cause]:
         if "TZ" in text:
             why = "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
             causes.append(invalid("spec.schedule", text, why))
+    causes += _time_zone(spec)
     policy = spec.get("concurrencyPolicy")
     if not policy:
         causes.append(required("spec.concurrencyPolicy"))
