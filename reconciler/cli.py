@@ -690,6 +690,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a Job's container runs before it exits (default: --controller-delay)",
     )
     p.add_argument(
+        "--cron-minute",
+        type=float,
+        metavar="SECONDS",
+        help="how long a minute of CronJob schedules lasts (default: 60; 1 runs "
+        "'every minute' CronJobs every second)",
+    )
+    p.add_argument(
+        "--job-backoff",
+        type=float,
+        metavar="SECONDS",
+        help="a Job's first retry delay after a failed pod, doubling up to 36 times it "
+        "(default: 10, as on a cluster)",
+    )
+    p.add_argument(
         "--ready-delay",
         action="append",
         metavar="GLOB=SECONDS",

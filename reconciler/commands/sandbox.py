@@ -16,7 +16,7 @@ from typing import Any
 from reconciler.model.errors import UsageError
 from reconciler.sandbox.controllers import DEFAULT_DELAY
 from reconciler.sandbox.runner import start_server, write_kubeconfig
-from reconciler.sandbox.timing import Timing, parse_ready_delay
+from reconciler.sandbox.timing import DEFAULT_JOB_BACKOFF, Timing, parse_ready_delay
 
 
 def sandbox_command(args: argparse.Namespace) -> int:
@@ -42,10 +42,13 @@ def timing_of(args: argparse.Namespace) -> Timing:
     delay = float(getattr(args, "controller_delay", DEFAULT_DELAY) or 0.0)
     if delay < 0:
         raise UsageError("sandbox: --controller-delay must not be negative")
-    for option in ("pod_start_delay", "job_duration"):
+    for option in ("pod_start_delay", "job_duration", "job_backoff"):
         value = getattr(args, option, None)
         if value is not None and value < 0:
             raise UsageError(f"sandbox: --{option.replace('_', '-')} must not be negative")
+    cron_minute = getattr(args, "cron_minute", None)
+    if cron_minute is not None and cron_minute <= 0:
+        raise UsageError("sandbox: --cron-minute must be more than 0")
     nodes = int(getattr(args, "nodes", 3) or 0)
     if nodes < 1:
         raise UsageError("sandbox: --nodes must be at least 1")
@@ -53,12 +56,15 @@ def timing_of(args: argparse.Namespace) -> Timing:
         ready = tuple(parse_ready_delay(text) for text in getattr(args, "ready_delay", None) or ())
     except ValueError as e:
         raise UsageError(f"sandbox: {e}") from None
+    backoff = getattr(args, "job_backoff", None)
     return Timing(
         controller_delay=delay,
         pod_start=getattr(args, "pod_start_delay", None),
         job_duration=getattr(args, "job_duration", None),
         ready_delays=ready,
         nodes=nodes,
+        job_backoff=DEFAULT_JOB_BACKOFF if backoff is None else backoff,
+        cron_minute=60.0 if cron_minute is None else cron_minute,
     )
 
 

@@ -7,7 +7,7 @@ rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Control
 does the same on the sandbox's event loop: a store event queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object. The controllers are the Deployment, ReplicaSet,
-StatefulSet, DaemonSet and Job controllers and the kubelet (``kubelet.py``); each
+StatefulSet, DaemonSet, Job and CronJob controllers and the kubelet (``kubelet.py``); each
 writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.controlplane import (
+    CRONJOBS,
     DAEMONSETS,
     DEPLOYMENTS,
     JOBS,
@@ -34,8 +35,10 @@ from reconciler.sandbox.controlplane import (
     STATEFULSETS,
     ControlPlane,
 )
+from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.events import PodKillings
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
@@ -54,6 +57,7 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("apps/v1", "StatefulSet"): STATEFULSETS,
     ("apps/v1", "DaemonSet"): DAEMONSETS,
     ("batch/v1", "Job"): JOBS,
+    ("batch/v1", "CronJob"): CRONJOBS,
 }
 
 _READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
@@ -80,6 +84,7 @@ class Controllers:
         self.kubelet = Kubelet(self.plane)
         self.deployments = DeploymentController(self.plane)
         self.jobs = JobController(self.plane)
+        self.cronjobs = CronJobController(self.plane)
         ready = self.kubelet.ready_since
         self.handlers: dict[Resource, Controller] = {
             PODS: self.kubelet,
@@ -88,9 +93,11 @@ class Controllers:
             STATEFULSETS: StatefulSetController(self.plane, ready),
             DAEMONSETS: DaemonSetController(self.plane, ready),
             JOBS: self.jobs,
+            CRONJOBS: self.cronjobs,
         }
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
+        PodKillings(self.plane.events)
         create_nodes(self.plane)
 
     @property
@@ -104,6 +111,7 @@ class Controllers:
             self.kubelet.forget(uid)
             self.deployments.forget(uid)
             self.jobs.forget(uid)
+            self.cronjobs.forget(uid)
             handle = self._pending.pop((event.resource, event.namespace, meta["name"]), None)
             if handle is not None:
                 handle.cancel()

@@ -18,6 +18,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.events import EventRecorder
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.owned import CONTROLLER_MANAGER
 from reconciler.sandbox.store import ListOfObjects, Resource
@@ -33,6 +34,7 @@ STATEFULSETS: Resource = ("apps", "statefulsets")
 DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
+CRONJOBS: Resource = ("batch", "cronjobs")
 
 Names = list[str]
 Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options
@@ -49,6 +51,10 @@ class ControlPlane:
     clock: Callable[[], float] = time.monotonic
     manager: str = CONTROLLER_MANAGER
     _kinds: dict[Resource, Kind] = field(default_factory=dict)
+    events: EventRecorder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.events = EventRecorder(self.api)
 
     def kind(self, resource: Resource) -> Kind:
         found = self._kinds.get(resource) or self.api.kinds.by_resource(*resource)

@@ -23,6 +23,7 @@ from typing import Any
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import DEPLOYMENTS, REPLICASETS, ControlPlane
 from reconciler.sandbox.copying import clone
+from reconciler.sandbox.events import NORMAL
 from reconciler.sandbox.owned import (
     alive,
     condition,
@@ -163,7 +164,17 @@ class DeploymentController:
                 "template": template,
             },
         }
-        return self.plane.create(REPLICASETS, str(d["metadata"].get("namespace", "")), body)
+        created = self.plane.create(REPLICASETS, str(d["metadata"].get("namespace", "")), body)
+        replicas = body["spec"]["replicas"]
+        if created is not None and replicas > 0:
+            self._record_scale(d, body["metadata"]["name"], 0, replicas)
+        return created
+
+    def _record_scale(self, d: dict[str, Any], rs: str, before: int, after: int) -> None:
+        """``ScalingReplicaSet``, as the Deployment controller words it since 1.28."""
+        way = "up" if after > before else "down"
+        message = f"Scaled {way} replica set {rs} from {before} to {after}"
+        self.plane.events.emit(d, NORMAL, "ScalingReplicaSet", message, "deployment-controller")
 
     def _first_scale(self, d: dict[str, Any], rss: list[dict[str, Any]]) -> int:
         """How many pods a new ReplicaSet starts with (``NewRSNewReplicas``)."""
@@ -185,7 +196,8 @@ class DeploymentController:
         return self.plane.get(REPLICASETS, meta.get("namespace", ""), meta["name"]) or rs
 
     def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any]) -> None:
-        if replicas_of(rs["spec"], 0) == replicas:
+        before = replicas_of(rs["spec"], 0)
+        if before == replicas:
             return
         body = clone(rs)
         body["spec"]["replicas"] = replicas
@@ -193,7 +205,8 @@ class DeploymentController:
         annotations = body["metadata"].setdefault("annotations", {})
         annotations[DESIRED] = str(want)
         annotations[MAX_REPLICAS] = str(want + rolling_bounds(d["spec"], want)[0])
-        self.plane.update(REPLICASETS, rs, body)
+        if self.plane.update(REPLICASETS, rs, body):
+            self._record_scale(d, rs["metadata"]["name"], before, replicas)
         rs["spec"]["replicas"] = replicas  # the local view follows for the rest of this sync
 
     def _roll(self, d: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> None:

@@ -17,6 +17,7 @@ the result.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,8 +56,57 @@ class Free:
     """Anything goes: scalars, IntOrString, RawExtension, preserve-unknown subtrees."""
 
 
-Node = Struct | ListOf | MapOf | Free
+@dataclass(frozen=True)
+class Scalar:
+    """A string, integer or boolean the Go type fixes: ``go`` is its Go type name
+    (``int32``), as the decoder's ``cannot unmarshal`` errors print it."""
+
+    go: str
+
+
+Node = Struct | ListOf | MapOf | Free | Scalar
 FREE = Free()
+_STRING, _INT32, _INT64, _BOOL, _BYTES = (
+    Scalar("string"),
+    Scalar("int32"),
+    Scalar("int64"),
+    Scalar("bool"),
+    Scalar("[]uint8"),
+)
+# The client's models say ``int`` for every integer; these fields are int64 in Go.
+_INT64_FIELDS = frozenset(
+    {
+        "activeDeadlineSeconds",
+        "deletionGracePeriodSeconds",
+        "expirationSeconds",
+        "fsGroup",
+        "generation",
+        "observedGeneration",
+        "runAsGroup",
+        "runAsUser",
+        "startingDeadlineSeconds",
+        "terminationGracePeriodSeconds",
+    }
+)
+# Quantities are strings in the models but decode from numbers too (``cpu: 1``).
+_QUANTITY_FIELDS = frozenset(
+    {
+        "allocatable",
+        "capacity",
+        "default",
+        "defaultRequest",
+        "hard",
+        "limits",
+        "max",
+        "maxLimitRequestRatio",
+        "maximumVolumeSize",
+        "min",
+        "podFixed",
+        "requests",
+        "sizeLimit",
+        "used",
+    }
+)
 
 # Model names the generator disambiguated (core/v1 Event vs events.k8s.io/v1 Event).
 _MODEL_NAMES = {("", "v1", "Event"): "CoreV1Event"}
@@ -91,18 +141,51 @@ def model_schema(name: str) -> Struct | None:
     return node
 
 
-def _type_node(type_name: str) -> Node:
-    """One ``openapi_types`` type string (``List[V1Container]``, ``Dict[str, str]``) as a node."""
+def go_type(node: Node) -> str:
+    """The Go type a node decodes into, as ``encoding/json`` names it (``[]v1.Container``)."""
+    if isinstance(node, Scalar):
+        return node.go
+    if isinstance(node, ListOf):
+        return "[]" + go_type(node.item)
+    if isinstance(node, MapOf):
+        return "map[string]" + go_type(node.value)
+    if isinstance(node, Struct):
+        version, name = go_name(node.name)
+        return f"{version}.{name}"
+    return "interface {}"
+
+
+def go_name(model: str) -> tuple[str, str]:
+    """(package, type) of a client model: ``V1DeploymentSpec`` -> (``v1``, ``DeploymentSpec``)."""
+    match = re.match(r"^(?:Core)?(V\d+(?:alpha\d+|beta\d+)?)(.+)$", model)
+    if match is None:
+        return "v1", model
+    return match.group(1).lower(), match.group(2)
+
+
+def _scalar(type_name: str, json_name: str) -> Node:
+    if json_name in _QUANTITY_FIELDS:
+        return FREE
+    if type_name == "int":
+        return _INT64 if json_name in _INT64_FIELDS else _INT32
+    return {"str": _STRING, "bool": _BOOL, "bytes": _BYTES}.get(type_name, FREE)
+
+
+def _type_node(type_name: str, json_name: str = "") -> Node:
+    """One ``openapi_types`` type string (``List[V1Container]``, ``Dict[str, str]``) as a node;
+    ``json_name``: the field it types, for what the type string does not say."""
     type_name = type_name.strip()
     for prefix in ("list[", "List["):
         if type_name.startswith(prefix) and type_name.endswith("]"):
-            return ListOf(_type_node(type_name[len(prefix) : -1]))
+            return ListOf(_type_node(type_name[len(prefix) : -1], json_name))
     for prefix, suffix in (("dict(", ")"), ("Dict[", "]")):
         if type_name.startswith(prefix) and type_name.endswith(suffix):
             _key, _, value = type_name[len(prefix) : -len(suffix)].partition(",")
-            return MapOf(_type_node(value))
+            return MapOf(_type_node(value, json_name))
     model = getattr(_models(), type_name, None)
-    if type_name in _SCALARS or model is None or not hasattr(model, "openapi_types"):
+    if type_name in _SCALARS:
+        return _scalar(type_name, json_name)
+    if model is None or not hasattr(model, "openapi_types"):
         return FREE
     return _model_struct(type_name)
 
@@ -118,7 +201,7 @@ def _model_struct(name: str) -> Struct:
         struct = _STRUCTS[name] = Struct(name)
         model = getattr(_models(), name)
         for attr, json_name in model.attribute_map.items():
-            struct.fields[json_name] = _type_node(model.openapi_types[attr])
+            struct.fields[json_name] = _type_node(model.openapi_types[attr], json_name)
     return struct
 
 

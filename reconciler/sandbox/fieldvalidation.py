@@ -31,7 +31,17 @@ from typing import Any
 import yaml
 
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.fieldschema import FREE, Free, ListOf, MapOf, Node, Struct
+from reconciler.sandbox.fieldschema import (
+    FREE,
+    Free,
+    ListOf,
+    MapOf,
+    Node,
+    Scalar,
+    Struct,
+    go_name,
+    go_type,
+)
 from reconciler.sandbox.fieldsets import list_key
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.patch import JSON_PATCH
@@ -210,6 +220,61 @@ def _decode(
     return value
 
 
+def _json_kind(value: Any) -> str:
+    """What Go's decoder calls a JSON value in ``cannot unmarshal <kind> into``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return f"number {value:g}"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _fits(node: Node, value: Any) -> bool:
+    if value is None or isinstance(node, Free):
+        return True
+    if isinstance(node, Struct | MapOf):
+        return isinstance(value, dict)
+    if isinstance(node, ListOf):
+        return isinstance(value, list)
+    if node.go == "bool":
+        return isinstance(value, bool)
+    if node.go.startswith("int"):
+        whole = isinstance(value, float) and value.is_integer()
+        return whole or (isinstance(value, int) and not isinstance(value, bool))
+    return isinstance(value, str)
+
+
+def type_error(node: Node, value: Any, struct: str = "", path: str = "") -> str | None:
+    """The first value, in document order, whose JSON type its Go type cannot decode, as
+    ``encoding/json`` reports it: ``json: cannot unmarshal string into Go struct field
+    DeploymentSpec.spec.replicas of type int32`` (list indexes and map keys not shown).
+    The decoder stops the body there, so the API server answers 400, not 422."""
+    if not _fits(node, value):
+        return (
+            f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+            f"{struct}.{path} of type {go_type(node)}"
+        )
+    if isinstance(node, Struct) and isinstance(value, dict):
+        here = go_name(node.name)[1]
+        for key, item in value.items():
+            child = node.fields.get(key)
+            if child is not None:
+                found = type_error(child, item, here, _join(path, key))
+                if found:
+                    return found
+    elif isinstance(node, MapOf | ListOf) and isinstance(value, dict | list):
+        inner = node.value if isinstance(node, MapOf) else node.item
+        for item in value.values() if isinstance(value, dict) else value:
+            found = type_error(inner, item, struct, path)
+            if found:
+                return found
+    return None
+
+
 def _duplicates(value: Any, path: str, orders: Mapping[int, list[str]], out: list[str]) -> None:
     """Every repeated key of a parsed JSON body, schema or not, in document order."""
     if isinstance(value, dict):
@@ -225,17 +290,64 @@ def _duplicates(value: Any, path: str, orders: Mapping[int, list[str]], out: lis
             _duplicates(item, f"{path}[{i}]", orders, out)
 
 
+def _go_value(value: Any) -> str:
+    """A value as Go's ``%#v`` prints the decoded JSON scalar (``587``, ``true``, ``"x"``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[]interface {}{...}"
+    if isinstance(value, dict):
+        return "map[string]interface {}{...}"
+    return repr(value)
+
+
+def _go_kind(value: Any) -> str:
+    """``%T`` of a decoded JSON value."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, list):
+        return "[]interface {}"
+    return "map[string]interface {}" if isinstance(value, dict) else "string"
+
+
+def _scalar_error(node: Scalar, value: Any) -> str | None:
+    """structured-merge-diff's ``validateScalar``: numeric, string and boolean leaves."""
+    if value is None:
+        return None
+    if node.go.startswith("int"):
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if numeric else f"expected numeric (int or float), got {_go_kind(value)}"
+    if node.go == "bool":
+        return None if isinstance(value, bool) else f"expected boolean, got &{{{value}}}"
+    if isinstance(value, str):
+        return None
+    return f"expected string, got &value.valueUnstructured{{Value:{_go_value(value)}}}"
+
+
 def _undeclared(node: Node, value: Any, path: str, field_name: str | None, out: list[str]) -> None:
-    """Undeclared fields as structured-merge-diff reports them (``.spec.foo``, list items by
-    merge key): it stops at the first one in each map."""
+    """What structured-merge-diff's typed conversion reports: undeclared fields
+    (``.spec.foo``, list items by merge key; it stops at the first one in each map) and
+    scalars of the wrong type (``.data.VERSION: expected string, got ...``)."""
     if isinstance(node, Free):
         return
-    if isinstance(value, dict) and not isinstance(node, ListOf):
+    if isinstance(node, Scalar):
+        error = _scalar_error(node, value)
+        if error:
+            out.append(f"{path}: {error}")
+    elif isinstance(value, dict) and not isinstance(node, ListOf):
         for key in sorted(value, key=str):
             child = _child(node, key)
             here = f"{path}.{key}"
             if child is None:
-                out.append(here)
+                out.append(f"{here}: field not declared in schema")
                 return
             _undeclared(child, value[key], here, key, out)
     elif isinstance(value, list) and isinstance(node, ListOf):
@@ -290,6 +402,7 @@ class FieldValidation:
 
     def decode(self, body: Any) -> Any:
         """A create or update body as it will be stored, its problems reported per directive."""
+        self._check_types(body)
         events: list[tuple[str, str]] = []
         in_document_order = not self.crd and not self.parsed.is_yaml
         orders = self.parsed.key_orders if in_document_order else {}
@@ -298,15 +411,12 @@ class FieldValidation:
             problems = [f'{what} field "{path}"' for what, path in events]
         else:
             problems = self._json_duplicates() + _unknown(events)
-        prefix = (
-            f'{self.type_kind} in version "{self.type_version}" '
-            f"cannot be handled as a {self.type_kind}: "
-        )
-        self._report(prefix, problems)
+        self._report(self._prefix(), problems)
         return decoded
 
     def decode_patched(self, content_type: str, patched: dict[str, Any]) -> dict[str, Any]:
         """The object a JSON, merge or strategic merge patch produced, as it will be stored."""
+        self._check_types(patched)
         events: list[tuple[str, str]] = []
         decoded = _decode(self.schema or FREE, patched, "", {}, events)
         if content_type == JSON_PATCH:
@@ -318,13 +428,13 @@ class FieldValidation:
         return decoded
 
     def check_apply(self, body: Any) -> None:
-        """Server-side apply: 500 for an undeclared field whatever the directive; duplicate
-        YAML keys are an error (Strict) or warnings (Warn)."""
+        """Server-side apply: 500 for an undeclared field or a scalar of the wrong type,
+        whatever the directive; duplicate YAML keys are an error (Strict) or warnings (Warn)."""
         if isinstance(body, dict) and self.schema is not None:
-            paths: list[str] = []
-            _undeclared(self.schema, body, "", None, paths)
-            if paths:
-                raise ApiError(500, _typed_patch_error(body, self.type_kind, paths), reason="")
+            errors: list[str] = []
+            _undeclared(self.schema, body, "", None, errors)
+            if errors:
+                raise ApiError(500, _typed_patch_error(body, self.type_kind, errors), reason="")
         lines = list(self.parsed.yaml_duplicates)
         if lines and self.directive == "Strict":
             raise ApiError(
@@ -334,6 +444,21 @@ class FieldValidation:
             )
         if lines and self.directive == "Warn":
             self.warnings.extend(lines)
+
+    def _check_types(self, body: Any) -> None:
+        """400 for a value of the wrong JSON type in a built-in kind (custom resources are
+        checked against their schema with 422s, as ``crvalidation.py`` does)."""
+        if self.crd or self.schema is None or not isinstance(body, dict):
+            return
+        found = type_error(self.schema, body)
+        if found:
+            raise ApiError(400, f"{self._prefix()}{found}")
+
+    def _prefix(self) -> str:
+        return (
+            f'{self.type_kind} in version "{self.type_version}" '
+            f"cannot be handled as a {self.type_kind}: "
+        )
 
     def _json_duplicates(self) -> list[str]:
         found: list[str] = []
@@ -375,7 +500,7 @@ def _unknown(events: list[tuple[str, str]]) -> list[str]:
     return [f'unknown field "{p}"' for p in sorted(p for what, p in events if what == "unknown")]
 
 
-def _typed_patch_error(body: Mapping[str, Any], type_kind: str, paths: list[str]) -> str:
+def _typed_patch_error(body: Mapping[str, Any], type_kind: str, errors: list[str]) -> str:
     """structured-merge-diff's message: ``failed to create typed patch object
     (ns/name; apps/v1, Kind=Deployment): .spec.foo: field not declared in schema``."""
     meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
@@ -385,6 +510,5 @@ def _typed_patch_error(body: Mapping[str, Any], type_kind: str, paths: list[str]
     kind = str(body.get("kind") or type_kind)
     name = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
     where = f"{name}; {group}/{version}, Kind={kind}"
-    errors = [f"{path}: field not declared in schema" for path in paths]
     detail = errors[0] if len(errors) == 1 else "errors:\n  " + "\n  ".join(errors)
     return f"failed to create typed patch object ({where}): {detail}"

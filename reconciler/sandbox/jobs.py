@@ -11,8 +11,10 @@ conditions are written as Kubernetes 1.31 does: ``SuccessCriteriaMet`` then
 ``Complete``, or ``FailureTarget`` then ``Failed``. What a pod does is the kubelet's:
 it runs for the sandbox's job duration and succeeds unless failure is injected; the
 annotation ``sandbox.reconciler.dev/fail-attempts: "N"`` on the Job makes only its
-first N pods fail, to test retries. Not simulated: the exponential delay between
-retries, indexed completion, pod failure policies.
+first N pods fail, to test retries. After a failed pod the next one waits the
+back-off of https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-backoff-failure-policy
+(10 s·2ⁿ⁻¹, at most 6 minutes; ``Timing.job_backoff`` scales it for tests). Not
+simulated: indexed completion, pod failure policies.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import JOBS, PODS, ControlPlane
+from reconciler.sandbox.events import NORMAL, WARNING
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix
 from reconciler.sandbox.pods import CRASH_LOOP, FAIL_ANNOTATION, is_ready
 
@@ -45,9 +48,19 @@ class JobController:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
         self._started: dict[str, float] = {}  # uid -> clock when it first ran pods
+        self._failures: dict[str, tuple[int, float]] = {}  # uid -> (failed pods, clock seen)
 
     def forget(self, uid: str) -> None:
         self._started.pop(uid, None)
+        self._failures.pop(uid, None)
+
+    def _backoff(self, uid: str, failed: int, clock: float) -> float:
+        """Seconds until the next pod may start: the back-off counts from the latest failure."""
+        seen, since = self._failures.get(uid, (0, clock))
+        if failed != seen:
+            seen, since = failed, clock
+            self._failures[uid] = (seen, since)
+        return max(0.0, since + self.plane.timing.retry_delay(failed) - clock)
 
     def reconcile(self, job: dict[str, Any]) -> float | None:
         if not alive(job):
@@ -82,6 +95,10 @@ class JobController:
         wait: float | None = None
         if verdict is None:
             want = min(_int(spec.get("parallelism"), 1), completions - succeeded)
+            backoff = self._backoff(meta["uid"], failed, clock) if want > len(running) else 0.0
+            if backoff > 0:
+                want = len(running)  # the replacement waits out the back-off
+                wait = backoff
             for _ in range(want - len(running)):
                 self._create_pod(job, attempt=len(pods))
                 pods.append({})  # the next attempt number counts this one
@@ -90,12 +107,20 @@ class JobController:
             status.update(self._counts(running_now, ready, succeeded, failed))
             deadline = spec.get("activeDeadlineSeconds")
             if isinstance(deadline, int):
-                wait = max(0.0, started + deadline - clock)
+                until_deadline = max(0.0, started + deadline - clock)
+                wait = until_deadline if wait is None else min(wait, until_deadline)
         else:
             for pod in running:
                 self.plane.delete(PODS, pod)
+                self._record(
+                    job, NORMAL, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}"
+                )
             status.update(self._counts(0, 0, succeeded, failed))
             status["conditions"] = self._conditions(old, *verdict)
+            if verdict[0] == "Complete":
+                self._record(job, NORMAL, "Completed", "Job completed")
+            else:
+                self._record(job, WARNING, verdict[1], verdict[2])
             if verdict[0] == "Complete":
                 status["completionTime"] = now()
         self.plane.write_status(JOBS, job, status)
@@ -157,4 +182,10 @@ class JobController:
                 annotations[FAIL_ANNOTATION] = CRASH_LOOP
             else:
                 annotations.pop(FAIL_ANNOTATION, None)
-        self.plane.create(PODS, meta.get("namespace", ""), body)
+        if self.plane.create(PODS, meta.get("namespace", ""), body):
+            self._record(
+                job, NORMAL, "SuccessfulCreate", f"Created pod: {body['metadata']['name']}"
+            )
+
+    def _record(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.plane.events.emit(job, type_, reason, message, "job-controller")

@@ -15,11 +15,22 @@ from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import NODES, PODS, ControlPlane
+from reconciler.sandbox.events import NORMAL, WARNING
 from reconciler.sandbox.owned import alive
-from reconciler.sandbox.pods import PodTimes, images_of, is_ready, pod_failure, pod_status_at
+from reconciler.sandbox.pods import (
+    CRASH_LOOP,
+    IMAGE_PULL,
+    PodTimes,
+    images_of,
+    is_ready,
+    pod_failure,
+    pod_status_at,
+)
 from reconciler.sandbox.store import Tally
 
 SCHEDULER = "default-scheduler"
+MIRROR = "kubernetes.io/config.mirror"
+Event = tuple[str, str, str]  # type, reason, message
 KUBELET = "kubelet"
 
 
@@ -89,9 +100,63 @@ def create_nodes(plane: ControlPlane) -> None:
                     plane.write_status(NODES, stored, node_status(name), manager=KUBELET)
 
 
+def _started(container: dict[str, Any]) -> list[Event]:
+    """Pulling the image (``Always``) or finding it, then creating and starting it."""
+    image, name = container.get("image", ""), container.get("name", "")
+    if container.get("imagePullPolicy") == "Always":
+        pulled = f'Successfully pulled image "{image}" in 10ms (10ms including waiting)'
+        pulls = [(NORMAL, "Pulling", f'Pulling image "{image}"'), (NORMAL, "Pulled", pulled)]
+    else:
+        pulls = [(NORMAL, "Pulled", f'Container image "{image}" already present on machine')]
+    return [
+        *pulls,
+        (NORMAL, "Created", f"Created container {name}"),
+        (NORMAL, "Started", f"Started container {name}"),
+    ]
+
+
+def container_events(
+    pod: dict[str, Any], container: dict[str, Any], before: dict[str, Any], after: dict[str, Any]
+) -> list[Event]:
+    """What the kubelet records when a container goes from state ``before`` to ``after``
+    (``pkg/kubelet/events``: Pulling, Pulled, Created, Started, Failed, BackOff)."""
+    ran = "running" in before or "terminated" in before
+    waiting = (after.get("waiting") or {}).get("reason")
+    was_waiting = (before.get("waiting") or {}).get("reason")
+    if ("running" in after or "terminated" in after) and not ran:
+        return _started(container)
+    if waiting == IMAGE_PULL and was_waiting != IMAGE_PULL:
+        image = container.get("image", "")
+        why = (
+            "rpc error: code = NotFound desc = failed to pull and unpack image "
+            f'"{image}": not found'
+        )
+        return [
+            (NORMAL, "Pulling", f'Pulling image "{image}"'),
+            (WARNING, "Failed", f'Failed to pull image "{image}": {why}'),
+            (WARNING, "Failed", "Error: ErrImagePull"),
+            (NORMAL, "BackOff", f'Back-off pulling image "{image}"'),
+            (WARNING, "Failed", "Error: ImagePullBackOff"),
+        ]
+    if waiting == CRASH_LOOP and was_waiting != CRASH_LOOP:
+        meta = pod["metadata"]
+        name = container.get("name", "")
+        where = f"{meta['name']}_{meta.get('namespace', '')}({meta.get('uid', '')})"
+        backoff = (
+            WARNING,
+            "BackOff",
+            f"Back-off restarting failed container {name} in pod {where}",
+        )
+        return [*([] if ran else _started(container)), backoff]
+    return []
+
+
 def _node_of_live_pod(pod: dict[str, Any]) -> list[str]:
+    """The node a workload pod counts against; the control plane's mirror pods count for
+    nothing (a real control-plane node is tainted against workloads anyway)."""
     node = (pod.get("spec") or {}).get("nodeName")
-    return [node] if node and alive(pod) else []
+    mirror = MIRROR in ((pod.get("metadata") or {}).get("annotations") or {})
+    return [node] if node and alive(pod) and not mirror else []
 
 
 class Kubelet:
@@ -140,13 +205,33 @@ class Kubelet:
         failure = pod_failure(pod, self.plane.fail_images)
         old = pod.get("status") or {}
         status, wait = pod_status_at(pod, clock - born, times, failure, old)
-        if status != old:
-            self.plane.write_status(PODS, pod, status, manager=KUBELET)
+        if status != old and self.plane.write_status(PODS, pod, status, manager=KUBELET):
+            self._record(pod, old, status)
         if is_ready({"status": status}):
             self._ready.setdefault(uid, clock)
         else:
             self._ready.pop(uid, None)
         return wait
+
+    def _record(self, pod: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+        """The events of each container whose state changed with this status."""
+        spec = pod["spec"]
+        containers = {c.get("name"): c for c in spec.get("containers") or []}
+        before = {c.get("name"): c.get("state") or {} for c in old.get("containerStatuses") or []}
+        for status in new.get("containerStatuses") or []:
+            name = status.get("name", "")
+            for type_, reason, message in container_events(
+                pod, containers.get(name) or {}, before.get(name) or {}, status.get("state") or {}
+            ):
+                self.plane.events.emit(
+                    pod,
+                    type_,
+                    reason,
+                    message,
+                    KUBELET,
+                    host=spec.get("nodeName") or "",
+                    field_path=f"spec.containers{{{name}}}",
+                )
 
     def _bind(self, pod: dict[str, Any]) -> None:
         """The scheduler's choice: the node with the fewest live pods (ties by name)."""
@@ -175,3 +260,4 @@ class Kubelet:
                     "qosClass": "BestEffort",
                 }
                 self.plane.write_status(PODS, stored, scheduled, manager=SCHEDULER)
+                self.plane.events.emit_scheduled(stored, node)

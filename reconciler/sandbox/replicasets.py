@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
+from reconciler.sandbox.events import NORMAL
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix, replicas_of
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
@@ -61,14 +62,19 @@ class ReplicaSetController:
             for _ in range(want - len(pods)):
                 name = f"{rs['metadata']['name']}-{random_suffix()}"
                 body = pod_from_template(rs, spec.get("template") or {}, name)
-                self.plane.create(PODS, rs["metadata"].get("namespace", ""), body)
+                if self.plane.create(PODS, rs["metadata"].get("namespace", ""), body):
+                    self._record(rs, "SuccessfulCreate", f"Created pod: {name}")
         elif len(pods) > want:
             for pod in deletion_order(pods, self.ready_since)[: len(pods) - want]:
                 self.plane.delete(PODS, pod)
+                self._record(rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
         pods = active_pods(self.plane, rs)
         status, wait = self._status(rs, pods)
         self.plane.write_status(REPLICASETS, rs, status)
         return wait
+
+    def _record(self, rs: dict[str, Any], reason: str, message: str) -> None:
+        self.plane.events.emit(rs, NORMAL, reason, message, "replicaset-controller")
 
     def _status(
         self, rs: dict[str, Any], pods: list[dict[str, Any]]

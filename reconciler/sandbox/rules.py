@@ -27,32 +27,33 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.sandbox import workloadrules
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.fielderrors import (
+    Cause,
+    as_list,
+    as_map,
+    cause,
+    dot_dir_errors,
+    invalid,
+    port_number,
+    regex_error,
+    required,
+)
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import parse_label_selector, selector_to_string
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _SELECTED = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
 _WITH_PODS = frozenset({*_SELECTED, "Job", "CronJob"})
-Cause = dict[str, str]
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a map, else empty: shapes are not this module's business."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _cause(reason: str, field: str, message: str) -> Cause:
-    return {"reason": reason, "message": message, "field": field}
-
-
-def _invalid(field: str, value: Any, why: str) -> Cause:
-    return _cause("FieldValueInvalid", field, f"Invalid value: {json.dumps(value)}: {why}")
+# keys a typed Secret must hold (``ValidateSecret``); basic-auth needs either of its two
+_SECRET_KEYS = {
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+}
 
 
 def label_key_errors(key: str) -> list[str]:
@@ -75,10 +76,10 @@ def _labels(labels: Any, where: str) -> list[Cause]:
         return causes
     for key, value in labels.items():
         for why in label_key_errors(str(key)):
-            causes.append(_invalid(f"{where}", key, why))
+            causes.append(invalid(f"{where}", key, why))
         if isinstance(value, str) and value and (len(value) > 63 or not _NAME.match(value)):
             causes.append(
-                _invalid(
+                invalid(
                     f"{where}",
                     value,
                     "a valid label must be an empty string or consist of alphanumeric "
@@ -89,73 +90,92 @@ def _labels(labels: Any, where: str) -> list[Cause]:
     return causes
 
 
-def _port(value: Any, field: str) -> list[Cause]:
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535:
-        return []
-    return [_invalid(field, value, "must be between 1 and 65535, inclusive")]
-
-
-def _pod_spec(spec: Any, where: str) -> list[Cause]:
-    causes: list[Cause] = []
-    if not isinstance(spec, Mapping):
-        return causes
-    for group in ("initContainers", "containers"):
-        for i, container in enumerate(_list(spec.get(group))):
-            if not isinstance(container, Mapping):
-                continue
-            at = f"{where}.{group}[{i}]"
-            if not container.get("image"):
-                causes.append(_cause("FieldValueRequired", f"{at}.image", "Required value"))
-            for j, port in enumerate(_list(container.get("ports"))):
-                if isinstance(port, Mapping):
-                    causes += _port(port.get("containerPort"), f"{at}.ports[{j}].containerPort")
-    return causes
-
-
 def _job_restart_policy(spec: Any, where: str) -> list[Cause]:
     """A Job's pods never restart ``Always``; the pod default makes an omitted policy that.
 
     https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template
     """
-    policy = _map(spec).get("restartPolicy")
+    policy = as_map(spec).get("restartPolicy")
     if policy in ("OnFailure", "Never"):
         return []
     message = f'Unsupported value: {json.dumps(policy)}: supported values: "OnFailure", "Never"'
-    return [_cause("FieldValueNotSupported", f"{where}.restartPolicy", message)]
+    return [cause("FieldValueNotSupported", f"{where}.restartPolicy", message)]
 
 
 def _service(spec: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
-    ports = [p for p in _list(spec.get("ports")) if isinstance(p, Mapping)]
+    ports = [p for p in as_list(spec.get("ports")) if isinstance(p, Mapping)]
     names: set[str] = set()
     seen: set[tuple[Any, str]] = set()
     for i, port in enumerate(ports):
         at = f"spec.ports[{i}]"
-        causes += _port(port.get("port"), f"{at}.port")
+        causes += port_number(port.get("port"), f"{at}.port")
         name = str(port.get("name") or "")
         if len(ports) > 1 and not name:
-            causes.append(_cause("FieldValueRequired", f"{at}.name", "Required value"))
+            causes.append(cause("FieldValueRequired", f"{at}.name", "Required value"))
         elif name and name in names:
-            causes.append(_cause("FieldValueDuplicate", f"{at}.name", f'Duplicate value: "{name}"'))
+            causes.append(cause("FieldValueDuplicate", f"{at}.name", f'Duplicate value: "{name}"'))
         names.add(name)
         key = (json.dumps(port.get("port")), str(port.get("protocol") or "TCP"))
         if key in seen:
             shown = f'{{"port":{key[0]},"protocol":"{key[1]}"}}'
-            causes.append(_cause("FieldValueDuplicate", at, f"Duplicate value: {shown}"))
+            causes.append(cause("FieldValueDuplicate", at, f"Duplicate value: {shown}"))
         seen.add(key)
         target = port.get("targetPort")
         if isinstance(target, int) and not isinstance(target, bool):
-            causes += _port(target, f"{at}.targetPort")
+            causes += port_number(target, f"{at}.targetPort")
     return causes
 
 
+def config_key_errors(key: str) -> list[str]:
+    """``IsConfigMapKey``: why ``key`` cannot name a file of a ConfigMap or Secret volume."""
+    errors = ["must be no more than 253 characters"] if len(key) > 253 else []
+    if not _CONFIG_KEY.match(key):
+        errors.append(
+            regex_error(
+                "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                "[-._a-zA-Z0-9]+",
+                "key.name",
+                "KEY_NAME",
+                "key-name",
+            )
+        )
+    return errors + dot_dir_errors(key)
+
+
+def _keys(values: Any, where: str) -> list[Cause]:
+    return [
+        invalid(f"{where}[{key}]", key, why)
+        for key in as_map(values)
+        for why in config_key_errors(str(key))
+    ]
+
+
+def _configmap(obj: Mapping[str, Any]) -> list[Cause]:
+    """``ValidateConfigMap``: keys, and no key in both ``data`` and ``binaryData``."""
+    causes = _keys(obj.get("data"), "data")
+    binary = as_map(obj.get("binaryData"))
+    for key in as_map(obj.get("data")):
+        if key in binary:
+            causes.append(invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
+    return causes + _keys(binary, "binaryData")
+
+
 def _secret(obj: Mapping[str, Any]) -> list[Cause]:
-    causes: list[Cause] = []
-    for key, value in _map(obj.get("data")).items():
+    """``ValidateSecret``: keys, base64 values, and the keys its ``type`` requires
+    (https://kubernetes.io/docs/concepts/configuration/secret/#secret-types)."""
+    data = as_map(obj.get("data"))
+    causes = _keys(data, "data")
+    for key, value in data.items():
         try:
             base64.b64decode(str(value), validate=True)
         except (binascii.Error, ValueError):
-            causes.append(_invalid(f"data[{key}]", "<value omitted>", "illegal base64 data"))
+            causes.append(invalid(f"data[{key}]", "<value omitted>", "illegal base64 data"))
+    kind = obj.get("type")
+    if kind == "kubernetes.io/basic-auth" and "username" not in data and "password" not in data:
+        causes += [required("data[username]"), required("data[password]")]
+    needed = _SECRET_KEYS.get(str(kind), ())
+    causes += [required(f"data[{key}]") for key in needed if key not in data]
     return causes
 
 
@@ -166,17 +186,17 @@ def _selector(spec: Mapping[str, Any]) -> list[Cause]:
         return []
     labels = (template.get("metadata") or {}).get("labels") or {}
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        return [_invalid("spec.selector", dict(selector), "empty selector is invalid")]
+        return [invalid("spec.selector", dict(selector), "empty selector is invalid")]
     try:
         matches = parse_label_selector(selector_to_string(selector))(
             {"metadata": {"labels": labels}}
         )
     except ApiError:
-        return [_invalid("spec.selector", dict(selector), "invalid label selector")]
+        return [invalid("spec.selector", dict(selector), "invalid label selector")]
     if matches:
         return []
     return [
-        _invalid(
+        invalid(
             "spec.template.metadata.labels",
             dict(labels),
             "`selector` does not match template `labels`",
@@ -189,11 +209,11 @@ def _lease(spec: Mapping[str, Any]) -> list[Cause]:
     duration = spec.get("leaseDurationSeconds")
     if isinstance(duration, int) and duration <= 0:
         field = "spec.leaseDurationSeconds"
-        causes.append(_invalid(field, duration, "must be greater than 0"))
+        causes.append(invalid(field, duration, "must be greater than 0"))
     transitions = spec.get("leaseTransitions")
     if isinstance(transitions, int) and transitions < 0:
         field = "spec.leaseTransitions"
-        causes.append(_invalid(field, transitions, "must be greater than or equal to 0"))
+        causes.append(invalid(field, transitions, "must be greater than or equal to 0"))
     return causes
 
 
@@ -209,62 +229,74 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any], *path: str) -> bool
 def _immutable(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     frozen = "field is immutable"
-    if kind.kind in _SELECTED and _changed(old, new, "spec", "selector"):
-        causes.append(_invalid("spec.selector", _map(new.get("spec")).get("selector"), frozen))
+    if kind.kind in (*_SELECTED, "Job") and _changed(old, new, "spec", "selector"):
+        causes.append(invalid("spec.selector", as_map(new.get("spec")).get("selector"), frozen))
     if kind.kind == "Job" and _changed(old, new, "spec", "template"):
-        causes.append(_invalid("spec.template", "<object>", frozen))
+        causes.append(invalid("spec.template", "<object>", frozen))
     if kind.kind == "Service":
-        before = _map(old.get("spec")).get("clusterIP")
-        after = _map(new.get("spec")).get("clusterIP")
+        before = as_map(old.get("spec")).get("clusterIP")
+        after = as_map(new.get("spec")).get("clusterIP")
         # a change to ExternalName releases the IP (the storage layer drops it)
-        if before and after != before and _map(new.get("spec")).get("type") != "ExternalName":
-            causes.append(_invalid("spec.clusterIP", after, frozen))
+        if before and after != before and as_map(new.get("spec")).get("type") != "ExternalName":
+            causes.append(invalid("spec.clusterIP", after, frozen))
+    if kind.kind == "Secret" and _changed(old, new, "type"):
+        causes.append(invalid("type", new.get("type"), frozen))
     if kind.kind in ("ConfigMap", "Secret") and old.get("immutable") is True:
         if new.get("immutable") is not True:
-            causes.append(_invalid("immutable", new.get("immutable"), frozen))
+            causes.append(invalid("immutable", new.get("immutable"), frozen))
         for field in ("data", "binaryData"):
             if _changed(old, new, field):
                 message = "field is immutable when `immutable` is set"
-                causes.append(_cause("FieldValueForbidden", field, f"Forbidden: {message}"))
+                causes.append(cause("FieldValueForbidden", field, f"Forbidden: {message}"))
     return causes
 
 
 def _finalizers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
     """No new finalizers on an object being deleted (any kind, custom resources too)."""
-    before = _map(old.get("metadata"))
+    before = as_map(old.get("metadata"))
     if not before.get("deletionTimestamp"):
         return []
-    had = set(_list(before.get("finalizers")))
-    added = [f for f in _list(_map(new.get("metadata")).get("finalizers")) if f not in had]
+    had = set(as_list(before.get("finalizers")))
+    added = [f for f in as_list(as_map(new.get("metadata")).get("finalizers")) if f not in had]
     if not added:
         return []
     message = (
         "Forbidden: no new finalizers can be added if the object is being deleted, "
         f"found new finalizers {json.dumps(added)}"
     )
-    return [_cause("FieldValueForbidden", "metadata.finalizers", message)]
+    return [cause("FieldValueForbidden", "metadata.finalizers", message)]
 
 
 def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
     """Raise one 422 listing every rule ``obj`` breaks (``old``: the stored object)."""
-    causes = _labels(_map(obj.get("metadata")).get("labels"), "metadata.labels")
+    causes = _labels(as_map(obj.get("metadata")).get("labels"), "metadata.labels")
     raw_spec = obj.get("spec")
     spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
     if kind.group in ("", "apps", "batch"):
         if kind.kind == "Pod":
-            causes += _pod_spec(spec, "spec")
+            causes += workloadrules.pod_spec(spec, "spec")
+        if kind.kind == "CronJob":
+            causes += workloadrules.cronjob(obj, spec)
         if kind.kind in _WITH_PODS:
-            template = _map(spec.get("template"))
+            template = as_map(spec.get("template"))
             if kind.kind == "CronJob":
-                template = _map(_map(_map(spec.get("jobTemplate")).get("spec")).get("template"))
+                job = as_map(as_map(spec.get("jobTemplate")).get("spec"))
+                template = as_map(job.get("template"))
             where = "spec.jobTemplate.spec.template" if kind.kind == "CronJob" else "spec.template"
-            labels = _map(template.get("metadata")).get("labels")
+            labels = as_map(template.get("metadata")).get("labels")
             causes += _labels(labels, f"{where}.metadata.labels")
-            causes += _pod_spec(template.get("spec"), f"{where}.spec")
+            causes += workloadrules.pod_spec(template.get("spec"), f"{where}.spec")
+            causes += workloadrules.always_restarting(
+                kind.kind, template.get("spec"), f"{where}.spec"
+            )
             if kind.kind in ("Job", "CronJob"):
                 causes += _job_restart_policy(template.get("spec"), f"{where}.spec")
         if kind.kind in _SELECTED:
             causes += _selector(spec)
+        if kind.kind == "Deployment":
+            causes += workloadrules.deployment_strategy(spec)
+        if kind.kind == "ConfigMap" and kind.group == "":
+            causes += _configmap(obj)
         if kind.kind == "Service" and kind.group == "":
             causes += _service(spec)
         if kind.kind == "Secret" and kind.group == "":

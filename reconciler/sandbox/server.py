@@ -32,6 +32,7 @@ from aiohttp import web
 from reconciler.sandbox import discovery, openapi
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, unsupported_dry_run
+from reconciler.sandbox.bootstrap import StandardObjects
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.copying import to_json
 from reconciler.sandbox.fieldschema import schema_for
@@ -39,7 +40,7 @@ from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.listing import list_collection
-from reconciler.sandbox.namespaces import DefaultServiceAccounts
+from reconciler.sandbox.namespaces import NamespaceDefaults
 from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply_patch
 from reconciler.sandbox.pods import pod_log_of
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
@@ -141,13 +142,14 @@ class SandboxServer:
         self._in_flight = 0  # counted requests being served (only the loop touches it)
         self.api = SandboxApi(history_limit)
         self.lifecycle = Lifecycle(self.api)
-        self.service_accounts = DefaultServiceAccounts(self.api)
+        self.namespace_defaults = NamespaceDefaults(self.api)
         self.controllers = Controllers(
             self.api,
             timing=timing or Timing(controller_delay=controller_delay),
             fail_images=fail_images,
             delete=self.lifecycle.delete,
         )
+        StandardObjects(self.api).create_standard_objects()  # after the nodes exist
         self.requests = RequestLog()
 
     def build_app(self) -> web.Application:

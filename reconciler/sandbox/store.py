@@ -26,6 +26,10 @@ ObjKey = tuple[str, str]  # (namespace or "", name)
 KeyList = list[ObjKey]
 
 DEFAULT_HISTORY_LIMIT = 1000
+# Resources with a watch window of their own, as the API server's watch cache keeps one
+# per resource: Events come by the thousand and must not push the history of every
+# other resource out (watches resuming after a reconnect would all get 410 Gone).
+OWN_WINDOW: frozenset[Resource] = frozenset({("", "events")})
 CLOSE = "CLOSE"  # an internal event type that ends a watch stream, never sent
 ListOfObjects = list[dict[str, Any]]
 ResourceList = list[Resource]
@@ -127,9 +131,11 @@ class Store:
         # of the kind, so a big cluster does not make each event cost more
         self._by_namespace: dict[Resource, dict[str, set[ObjKey]]] = {}
         self._rv = 1
-        self._history: deque[StoredEvent] = deque()
+        # one window for most resources, and one each for those in OWN_WINDOW
+        self._histories: dict[Resource | None, deque[StoredEvent]] = {None: deque()}
         self._history_limit = max(1, history_limit)
-        self._compacted_rv = 0  # the newest resourceVersion no longer in history
+        # per window: the newest resourceVersion no longer in its history
+        self._compacted: dict[Resource | None, int] = {None: 0}
         self._watchers: set[Watcher] = set()
         self._tallies: dict[Resource, list[Tally]] = {}
         # resource -> controller uid -> keys: a controller's own objects (its pods, a
@@ -264,10 +270,19 @@ class Store:
         self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone, obj))
         return clone(gone)
 
+    def _window(self, resource: Resource) -> tuple[deque[StoredEvent], Resource | None]:
+        key = resource if resource in OWN_WINDOW else None
+        history = self._histories.get(key)
+        if history is None:
+            history = self._histories[key] = deque()
+            self._compacted[key] = 0
+        return history, key
+
     def _record(self, event: StoredEvent) -> None:
-        self._history.append(event)
-        while len(self._history) > self._history_limit:
-            self._compacted_rv = self._history.popleft().rv
+        history, key = self._window(event.resource)
+        history.append(event)
+        while len(history) > self._history_limit:
+            self._compacted[key] = history.popleft().rv
         for watcher in list(self._watchers):
             if watcher.wants(event):
                 watcher.queue.put_nowait(event)
@@ -276,14 +291,15 @@ class Store:
 
     def compact(self) -> None:
         """Forget all history (a debug hook: any older resourceVersion now gets 410)."""
-        if self._history:
-            self._compacted_rv = self._history[-1].rv
-        self._history.clear()
+        for key, history in self._histories.items():
+            if history:
+                self._compacted[key] = history[-1].rv
+            history.clear()
 
     @property
     def compacted_resource_version(self) -> int:
         """The newest resourceVersion whose change is no longer in history (0: none)."""
-        return self._compacted_rv
+        return self._compacted[None]
 
     def snapshot(
         self, resource: Resource, namespace: str | None, rv: int, *, copied: bool = True
@@ -304,14 +320,15 @@ class Store:
                     {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
                 ],
             )
-        if rv < self._compacted_rv:
+        history, key = self._window(resource)
+        if rv < self._compacted[key]:
             raise ApiError(410, "The resourceVersion for the provided list is too old.")
         items = {
             key: obj
             for key, obj in self._objects.get(resource, {}).items()
             if namespace is None or key[0] == namespace
         }
-        for event in reversed(self._history):
+        for event in reversed(history):
             if event.rv <= rv:
                 break
             if event.resource != resource or (
@@ -329,14 +346,15 @@ class Store:
 
     def events_since(self, rv: int, resource: Resource, namespace: str | None) -> EventList:
         """History after ``rv``; raises 410 Gone when some of it was compacted."""
-        if rv < self._compacted_rv:
+        history, key = self._window(resource)
+        if rv < self._compacted[key]:
             raise ApiError(
                 410,
-                f"too old resource version: {rv} ({self._compacted_rv + 1})",
+                f"too old resource version: {rv} ({self._compacted[key] + 1})",
                 reason="Expired",
             )
         probe = Watcher(resource, namespace, asyncio.Queue())
-        return [e for e in self._history if e.rv > rv and probe.wants(e)]
+        return [e for e in history if e.rv > rv and probe.wants(e)]
 
     def subscribe(self, resource: Resource, namespace: str | None) -> Watcher:
         watcher = Watcher(resource, namespace)

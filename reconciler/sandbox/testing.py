@@ -111,7 +111,9 @@ def running_sandbox(
                     controller_delay=controller_delay,
                     fail_images=fail_images,
                     history_limit=history_limit,
-                    timing=timing,
+                    # a harness shrinks every wait, the Job back-off too
+                    timing=timing
+                    or Timing(controller_delay=controller_delay, job_backoff=controller_delay),
                     request_latency=request_latency,
                     max_requests_in_flight=max_requests_in_flight,
                     bookmark_interval=bookmark_interval,

@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 
 DEFAULT_DELAY = 0.2
 DEFAULT_NODES = 3
+DEFAULT_JOB_BACKOFF = 10.0  # the Job controller's first retry delay on a real cluster
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,18 @@ class Timing:
     job_duration: float | None = None
     ready_delays: tuple[tuple[str, float], ...] = ()
     nodes: int = DEFAULT_NODES
+    job_backoff: float = DEFAULT_JOB_BACKOFF
+    cron_minute: float = 60.0  # seconds per minute of CronJob schedules
 
     def __post_init__(self) -> None:
-        values = [self.controller_delay, self.pod_start or 0.0, self.job_duration or 0.0]
+        values = [
+            self.controller_delay,
+            self.pod_start or 0.0,
+            self.job_duration or 0.0,
+            self.job_backoff,
+        ]
+        if self.cron_minute <= 0:
+            raise ValueError("a CronJob schedule minute must last more than 0 seconds")
         if any(v < 0 for v in values) or any(d < 0 for _, d in self.ready_delays):
             raise ValueError("sandbox delays must not be negative")
         if self.nodes < 1:
@@ -49,6 +59,14 @@ class Timing:
     @property
     def run(self) -> float:
         return self.controller_delay if self.job_duration is None else self.job_duration
+
+    def retry_delay(self, failures: int) -> float:
+        """How long a Job waits before its next pod after ``failures`` failed ones:
+        ``job_backoff``·2ⁿ⁻¹, at most 36 times ``job_backoff`` (10 s and 6 min on a
+        cluster: https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-backoff-failure-policy)."""
+        if failures < 1:
+            return 0.0
+        return self.job_backoff * min(2.0 ** (failures - 1), 36.0)
 
     def ready_delay(self, images: Iterable[str]) -> float:
         """The longest readiness delay among a pod's container images."""

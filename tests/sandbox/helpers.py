@@ -68,3 +68,26 @@ def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25") -> dict[
             },
         },
     }
+
+
+def job(name: str = "once", schedule: str | None = None) -> dict[str, Any]:
+    """A Job running busybox once, or with ``schedule`` a CronJob making such Jobs."""
+    template = {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox"}],
+        }
+    }
+    if schedule is None:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"template": template},
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
+    }

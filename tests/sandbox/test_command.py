@@ -84,10 +84,18 @@ def test_timing_options_reach_the_simulated_cluster() -> None:
             "app:2.*=5",
             "--nodes",
             "5",
+            "--job-backoff",
+            "0",
+            "--cron-minute",
+            "0.5",
         ]
     )
     timing = timing_of(args)
     assert (timing.controller_delay, timing.start, timing.run, timing.nodes) == (0.5, 2, 3, 5)
+    assert timing.job_backoff == 0  # retries at once
+    assert timing.cron_minute == 0.5
+    # without the option a Job's retries wait as on a cluster
+    assert timing_of(build_parser().parse_args(["sandbox"])).job_backoff == 10
     assert timing.ready_delay(["app:2.1", "sidecar:1"]) == 5
     assert timing.ready_delay(["app:1.0"]) == 0
 
@@ -99,6 +107,8 @@ def test_timing_options_reach_the_simulated_cluster() -> None:
         (["--ready-delay", "app:*=soon"], "is not a number"),
         (["--nodes", "0"], "--nodes must be at least 1"),
         (["--pod-start-delay", "-1"], "--pod-start-delay must not be negative"),
+        (["--job-backoff", "-1"], "--job-backoff must not be negative"),
+        (["--cron-minute", "0"], "--cron-minute must be more than 0"),
     ],
 )
 def test_bad_timing_options_are_usage_errors(option: list[str], message: str) -> None:

@@ -13,8 +13,10 @@ containers are created, then Running; Ready after readiness).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from reconciler.sandbox.store import StoredEvent
@@ -243,6 +245,30 @@ def test_job_that_fails_once_succeeds_on_retry() -> None:
         done = _finished(batch, "flaky")
         assert conditions(done)["Complete"][0] == "True"
         assert (done.status.failed, done.status.succeeded) == (1, 1)
+
+
+def test_the_retry_waits_out_the_back_off() -> None:
+    """After a failed pod the next one waits 10 s·2ⁿ⁻¹ (here scaled to 30 s, far longer than
+    the check below): https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-backoff-failure-policy"""
+    timing = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05, job_backoff=30.0)
+    with fast_sandbox(timing) as (_, api):
+        batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+        flaky = job("flaky", {"sandbox.reconciler.dev/fail-attempts": "1"}, backoffLimit=2)
+        batch.create_namespaced_job("default", flaky)
+        eventually(lambda: batch.read_namespaced_job_status("flaky", "default").status.failed)
+        for _ in range(20):  # a second of controller syncs: still backing off
+            pods = pods_of(core, "job-name=flaky")
+            assert [p.status.phase for p in pods] == ["Failed"]
+            assert not batch.read_namespaced_job_status("flaky", "default").status.active
+            time.sleep(0.05)
+
+
+def test_the_back_off_doubles_up_to_six_minutes() -> None:
+    real = Timing()
+    assert [real.retry_delay(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 320, 360]
+    assert Timing(job_backoff=0.5).retry_delay(3) == 2.0
+    with pytest.raises(ValueError, match="must not be negative"):
+        Timing(job_backoff=-1)
 
 
 def test_job_past_its_active_deadline_fails_and_stops_its_pods() -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, http
 
@@ -48,7 +49,8 @@ def test_list_kind_and_api_version(sandbox: SandboxHandle, core: client.CoreV1Ap
     status, body = http(sandbox, "GET", "/api/v1/namespaces/default/configmaps")
     assert status == 200 and body["kind"] == "ConfigMapList" and body["apiVersion"] == "v1"
     assert body["metadata"]["resourceVersion"]
-    assert [i["metadata"]["name"] for i in body["items"]] == ["a"]
+    # every namespace also holds the cluster's root CA (standard objects, as on a cluster)
+    assert [i["metadata"]["name"] for i in body["items"]] == ["a", ROOT_CA]
 
 
 def test_already_exists_and_not_found(core: client.CoreV1Api) -> None:
@@ -85,13 +87,15 @@ def test_invalid_names_are_rejected(sandbox: SandboxHandle, name: str) -> None:
         ({"metadata": {"name": "a", "namespace": "other"}}, 400),
         ({"metadata": "nope"}, 400),
         ([1, 2], 400),
-        ({"metadata": {"name": "a", "labels": ["x"]}}, 422),
-        ({"metadata": {"name": "a", "annotations": {"a": 1}}}, 422),
-        ({"metadata": {"name": "a", "finalizers": "x"}}, 422),
+        # a value its Go type cannot hold fails decoding: 400, as api-concepts says of
+        # bodies the server cannot decode
+        ({"metadata": {"name": "a", "labels": ["x"]}}, 400),
+        ({"metadata": {"name": "a", "annotations": {"a": 1}}}, 400),
+        ({"metadata": {"name": "a", "finalizers": "x"}}, 400),
         ({"metadata": {"name": "a", "ownerReferences": [{"name": "x"}]}}, 422),
         # ConfigMap.data is map[string]string: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/config-map-v1/
-        ({"metadata": {"name": "a"}, "data": {"replicas": 3}}, 422),
-        ({"metadata": {"name": "a"}, "data": {"debug": True}}, 422),
+        ({"metadata": {"name": "a"}, "data": {"replicas": 3}}, 400),
+        ({"metadata": {"name": "a"}, "data": {"debug": True}}, 400),
         ("{not json", 400),
     ],
 )
@@ -249,11 +253,11 @@ def test_generate_name(core: client.CoreV1Api) -> None:
     [
         ("app=web", ["a", "b"]),
         ("app==web", ["a", "b"]),
-        ("app!=web", ["c", "d"]),
+        ("app!=web", ["c", "d", ROOT_CA]),
         ("tier in (front, back)", ["a", "c"]),
-        ("tier notin (front)", ["b", "c", "d"]),
+        ("tier notin (front)", ["b", "c", "d", ROOT_CA]),
         ("tier", ["a", "c"]),
-        ("!tier", ["b", "d"]),
+        ("!tier", ["b", "d", ROOT_CA]),
         ("app=web,tier=front", ["a"]),
     ],
 )
@@ -277,7 +281,7 @@ def test_field_selectors(core: client.CoreV1Api) -> None:
     both = core.list_config_map_for_all_namespaces(
         field_selector="metadata.namespace=default,metadata.name!=a"
     )
-    assert [i.metadata.name for i in both.items] == ["b"]
+    assert [i.metadata.name for i in both.items] == ["b", ROOT_CA]
 
 
 @pytest.mark.parametrize("query", ["labelSelector=a%20in%20b", "fieldSelector=metadata.name"])
@@ -290,7 +294,8 @@ def test_delete_collection(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", cm("a", {"drop": "yes"}))
     core.create_namespaced_config_map("default", cm("b"))
     core.delete_collection_namespaced_config_map("default", label_selector="drop=yes")
-    assert [i.metadata.name for i in core.list_namespaced_config_map("default").items] == ["b"]
+    listed = core.list_namespaced_config_map("default").items
+    assert [i.metadata.name for i in listed] == ["b", ROOT_CA]
 
 
 def test_cluster_scoped_and_unknown_paths(sandbox: SandboxHandle) -> None:
@@ -305,41 +310,47 @@ def test_cluster_scoped_and_unknown_paths(sandbox: SandboxHandle) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
-        ("/apis/apps/v1/namespaces/default/deployments", {"spec": [1]}, "spec"),
+        ("/apis/apps/v1/namespaces/default/deployments", {"spec": [1]}, "Deployment.spec"),
         (
             "/apis/apps/v1/namespaces/default/deployments",
             {"spec": {"replicas": "2"}},
-            "spec.replicas",
+            "DeploymentSpec.spec.replicas",
         ),
         (
             "/apis/apps/v1/namespaces/default/deployments",
             {"spec": {"template": "x"}},
-            "spec.template",
-        ),
-        (
-            "/apis/apps/v1/namespaces/default/statefulsets",
-            {"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}},
-            "spec.template.spec.containers",
+            "DeploymentSpec.spec.template",
         ),
         (
             "/apis/apps/v1/namespaces/default/statefulsets",
             {"spec": {"updateStrategy": {"rollingUpdate": {"partition": "x"}}}},
-            "spec.updateStrategy.rollingUpdate.partition",
+            "RollingUpdateStatefulSetStrategy.spec.updateStrategy.rollingUpdate.partition",
         ),
         (
             "/apis/batch/v1/namespaces/default/jobs",
             {"spec": {"template": {"metadata": {"annotations": {"a": 1}}}}},
-            "spec.template.metadata.annotations",
+            "ObjectMeta.spec.template.metadata.annotations",
         ),
-        ("/api/v1/namespaces/default/configmaps", {"data": "x"}, "data"),
+        ("/api/v1/namespaces/default/configmaps", {"data": "x"}, "ConfigMap.data"),
     ],
 )
-def test_malformed_fields_are_invalid(
+def test_malformed_fields_are_bad_requests(
     sandbox: SandboxHandle, path: str, body: dict, field: str
 ) -> None:
-    """Field validation: https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation"""
+    """A body the kind's type cannot decode is a 400 naming the Go field, before any
+    validation: https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation"""
     status, reply = http(sandbox, "POST", path, {"metadata": {"name": "x"}, **body})
-    assert status == 422 and reply["details"]["causes"][0]["field"] == field
+    assert status == 400 and reply["reason"] == "BadRequest"
+    assert f"into Go struct field {field} of type " in reply["message"]
+
+
+def test_a_container_without_a_name_is_invalid(sandbox: SandboxHandle) -> None:
+    path = "/apis/apps/v1/namespaces/default/statefulsets"
+    body = {"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}
+    status, reply = http(sandbox, "POST", path, {"metadata": {"name": "x"}, **body})
+    assert (
+        status == 422 and reply["details"]["causes"][0]["field"] == "spec.template.spec.containers"
+    )
 
 
 json_values = st.recursive(

@@ -14,9 +14,11 @@ from reconciler.sandbox.fieldschema import (
     FREE,
     ListOf,
     MapOf,
+    Scalar,
     Struct,
     builtin_schema,
     crd_schema,
+    go_type,
     model_schema,
     schema_for,
 )
@@ -43,8 +45,20 @@ def test_model_types_become_nodes() -> None:
     containers = pod.fields["spec"]
     assert isinstance(containers, Struct)
     assert isinstance(containers.fields["containers"], ListOf)
-    assert containers.fields["nodeSelector"] == MapOf(FREE)
-    assert spec.fields["replicas"] is FREE
+    assert containers.fields["nodeSelector"] == MapOf(Scalar("string"))
+    assert spec.fields["replicas"] == Scalar("int32")
+    assert containers.fields["terminationGracePeriodSeconds"] == Scalar("int64")
+    assert spec.fields["paused"] == Scalar("bool")
+    # quantities decode from numbers too, IntOrString from either
+    resources = containers.fields["containers"]
+    assert isinstance(resources, ListOf) and isinstance(resources.item, Struct)
+    requirements = resources.item.fields["resources"]
+    assert isinstance(requirements, Struct) and requirements.fields["limits"] == MapOf(FREE)
+    rolling = model_schema("V1RollingUpdateDeployment")
+    assert rolling is not None and rolling.fields["maxSurge"] is FREE
+    assert go_type(spec) == "v1.DeploymentSpec"
+    assert go_type(containers.fields["containers"]) == "[]v1.Container"
+    assert go_type(containers.fields["nodeSelector"]) == "map[string]string"
     assert model_schema("V1NoSuchThing") is None
 
 
@@ -144,11 +158,17 @@ def test_warning_header_escapes_quotes_and_backslashes() -> None:
     assert warning_header('unknown field "a\\b"') == '299 - "unknown field \\"a\\\\b\\""'
 
 
-def test_bodies_of_the_wrong_shape_are_left_to_validation() -> None:
-    """Decoding drops unknown fields only; a spec that is not an object is validation's 422."""
+def test_bodies_of_the_wrong_type_are_bad_requests() -> None:
+    """A value its Go type cannot hold stops decoding (400); a body that is not an object is
+    the handler's business."""
     kind = next(k for k in BUILTIN_KINDS if k.kind == "Deployment")
     fields = FieldValidation.of(None, "CreateOptions", kind, "", builtin_schema(kind))
     assert fields.directive == "Warn"
-    body = {"kind": "Deployment", "spec": "nonsense", "metadata": []}
-    assert fields.decode(body) == body and fields.warnings == []
+    with pytest.raises(ApiError) as error:
+        fields.decode({"kind": "Deployment", "spec": "nonsense", "metadata": []})
+    assert error.value.code == 400
+    assert error.value.message == (
+        'Deployment in version "v1" cannot be handled as a Deployment: json: cannot '
+        "unmarshal string into Go struct field Deployment.spec of type v1.DeploymentSpec"
+    )
     assert fields.decode([1, 2]) == [1, 2]

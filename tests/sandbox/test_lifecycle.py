@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, http
 
@@ -22,7 +23,9 @@ def owned_cm(name: str, *owners: client.V1ObjectMeta) -> dict:
 
 
 def names(core: client.CoreV1Api, namespace: str = "default") -> list[str]:
-    return [i.metadata.name for i in core.list_namespaced_config_map(namespace).items]
+    """The test's ConfigMaps: all but the root CA every namespace holds."""
+    listed = core.list_namespaced_config_map(namespace).items
+    return [i.metadata.name for i in listed if i.metadata.name != ROOT_CA]
 
 
 def test_finalizers_hold_deletion(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:

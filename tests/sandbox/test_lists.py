@@ -20,10 +20,11 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.kube import KubeClient
 from reconciler.kube.client import LIST_RESTARTS
 from reconciler.sandbox.listing import decode_continue, encode_continue
+from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
-from tests.sandbox.helpers import http
+from tests.sandbox.helpers import eventually, http
 
-CMS = "/api/v1/namespaces/default/configmaps"
+CMS = "/api/v1/namespaces/default/configmaps"  # holds ROOT_CA too, as every namespace
 
 
 def make(core: client.CoreV1Api, *names: str, namespace: str = "default", **labels: str) -> None:
@@ -45,12 +46,12 @@ def test_pages_follow_each_other_with_remaining_item_count(core: client.CoreV1Ap
     make(core, "a", "b", "c", "d", "e")
     first = core.list_namespaced_config_map("default", limit=2)
     assert [i.metadata.name for i in first.items] == ["a", "b"]
-    assert first.metadata._continue and first.metadata.remaining_item_count == 3
+    assert first.metadata._continue and first.metadata.remaining_item_count == 4
     second = core.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue)
     assert [i.metadata.name for i in second.items] == ["c", "d"]
-    assert second.metadata.remaining_item_count == 1
+    assert second.metadata.remaining_item_count == 2
     last = core.list_namespaced_config_map("default", limit=2, _continue=second.metadata._continue)
-    assert [i.metadata.name for i in last.items] == ["e"]
+    assert [i.metadata.name for i in last.items] == ["e", ROOT_CA]
     assert last.metadata._continue is None and last.metadata.remaining_item_count is None
     assert first.metadata.resource_version == second.metadata.resource_version
 
@@ -64,7 +65,7 @@ def test_a_paged_list_is_one_snapshot(sandbox: SandboxHandle, core: client.CoreV
     core.patch_namespaced_config_map("d", "default", {"data": {"v": "2"}})
     make(core, "e")
     _, rest = cms(sandbox, f"limit=10&continue={first['metadata']['continue']}")
-    assert names(rest) == ["c", "d"]
+    assert names(rest) == ["c", "d", ROOT_CA]
     assert rest["items"][1]["data"] == {"v": "1"}
     assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     assert "continue" not in rest["metadata"]
@@ -84,7 +85,7 @@ def test_an_expired_token_is_410_with_a_token_for_the_rest(
     assert status == 410 and gone["reason"] == "Expired"
     assert gone["message"].startswith("The provided continue parameter is too old")
     _, rest = cms(sandbox, f"continue={gone['metadata']['continue']}")
-    assert names(rest) == ["b"]  # the latest state: c is gone
+    assert names(rest) == ["b", ROOT_CA]  # the latest state: c is gone
     assert int(rest["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
 
 
@@ -122,7 +123,7 @@ def test_resource_version_zero_is_any_and_whole(
     (https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-get-and-list)."""
     make(core, "a", "b", "c")
     status, listed = cms(sandbox, "resourceVersion=0&limit=1")
-    assert status == 200 and names(listed) == ["a", "b", "c"]
+    assert status == 200 and names(listed) == ["a", "b", "c", ROOT_CA]
     assert "continue" not in listed["metadata"]
 
 
@@ -136,16 +137,16 @@ def test_exact_reads_the_past(sandbox: SandboxHandle, core: client.CoreV1Api) ->
     core.patch_namespaced_config_map("b", "default", {"data": {"v": "2"}})
     make(core, "c")
     _, past = cms(sandbox, f"resourceVersion={rv}&resourceVersionMatch=Exact")
-    assert names(past) == ["a", "b"] and past["items"][1]["data"] == {"v": "1"}
+    assert names(past) == ["a", "b", ROOT_CA] and past["items"][1]["data"] == {"v": "1"}
     assert past["metadata"]["resourceVersion"] == rv
     # the legacy form: a resourceVersion with a limit is Exact too
     _, legacy = cms(sandbox, f"resourceVersion={rv}&limit=1")
     assert names(legacy) == ["a"] and legacy["metadata"]["resourceVersion"] == rv
     # without a limit it is NotOlderThan: the latest state
     _, latest = cms(sandbox, f"resourceVersion={rv}")
-    assert names(latest) == ["b", "c"]
+    assert names(latest) == ["b", "c", ROOT_CA]
     _, newer = cms(sandbox, f"resourceVersion={rv}&resourceVersionMatch=NotOlderThan")
-    assert names(newer) == ["b", "c"]
+    assert names(newer) == ["b", "c", ROOT_CA]
 
 
 def test_exact_is_410_once_compacted(sandbox: SandboxHandle, core: client.CoreV1Api) -> None:
@@ -279,7 +280,7 @@ def test_engine_lists_in_pages(sandbox: SandboxHandle, core: client.CoreV1Api) -
         kube.page_size = 2
         sandbox.reset_request_log()
         found = kube.list("v1", "ConfigMap", namespace="default")
-    assert [o["metadata"]["name"] for o in found] == ["a", "b", "c", "d", "e"]
+    assert [o["metadata"]["name"] for o in found] == ["a", "b", "c", "d", "e", ROOT_CA]
     assert all(o["kind"] == "ConfigMap" for o in found)
     queries = [e.query for e in sandbox.request_log() if e.verb == "list"]
     assert len(queries) == 3 and all("limit=2" in q for q in queries)
@@ -318,10 +319,10 @@ def test_engine_starts_over_from_the_first_page_when_its_token_expires(
         found, _ = kube.list_snapshot(
             "v1", "ConfigMap", namespace="default", keep=keep, restart=kept.clear
         )
-    assert [o["metadata"]["name"] for o in found] == ["a", "b"]
-    assert sorted(kept) == ["a", "b"]  # c was kept from the first page, then dropped
+    assert [o["metadata"]["name"] for o in found] == ["a", "b", ROOT_CA]
+    assert sorted(kept) == ["a", "b", ROOT_CA]  # c was kept from the first page, then dropped
     pages = [(e.status, "limit=2" in e.query) for e in sandbox.request_log() if e.verb == "list"]
-    assert pages == [(200, True), (410, True), (200, True)]
+    assert pages == [(200, True), (410, True), (200, True), (200, True)]
 
 
 def test_engine_reads_the_whole_list_at_once_when_pages_keep_expiring(
@@ -349,10 +350,24 @@ def test_engine_reads_the_whole_list_at_once_when_pages_keep_expiring(
         kube.page_size = 2
         sandbox.reset_request_log()
         found = kube.list("v1", "ConfigMap", namespace="default")
-    assert [o["metadata"]["name"] for o in found] == ["a", "b", "c"]
+    assert [o["metadata"]["name"] for o in found] == ["a", "b", "c", ROOT_CA]
     assert found[0]["data"] == {"v": changes[-1]}  # the whole list, at the latest state
     pages = [(e.status, "limit" in e.query) for e in sandbox.request_log() if e.verb == "list"]
     assert pages == [(200, True), (410, True)] * (LIST_RESTARTS + 1) + [(200, False)]
+
+
+def settled(sandbox: SandboxHandle) -> None:
+    """Wait until the cluster's own pods (kube-system) stopped changing: Running, Ready."""
+
+    def running() -> bool:
+        _, pods = http(sandbox, "GET", "/api/v1/namespaces/kube-system/pods")
+        conditions = [
+            {c["type"]: c["status"] for c in p["status"].get("conditions") or []}
+            for p in pods["items"]
+        ]
+        return bool(conditions) and all(c.get("Ready") == "True" for c in conditions)
+
+    eventually(running)
 
 
 def test_a_bounded_history_expires_old_tokens() -> None:
@@ -360,6 +375,7 @@ def test_a_bounded_history_expires_old_tokens() -> None:
     outlives its snapshot after enough writes, as etcd compaction expires it on a cluster
     (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks)."""
     with running_sandbox(history_limit=3) as small:
+        settled(small)  # only this test's writes may move the three-event window
         for name in ("a", "b"):
             http(small, "POST", CMS, {"metadata": {"name": name}})
         _, first = cms(small, "limit=1")

@@ -12,7 +12,7 @@ from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
 from tests.sandbox.helpers import deployment, eventually
 
-FAST = Timing(controller_delay=0.01, pod_start=0.03, job_duration=0.05)
+FAST = Timing(controller_delay=0.01, pod_start=0.03, job_duration=0.05, job_backoff=0.05)
 
 
 @contextmanager

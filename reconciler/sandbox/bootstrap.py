@@ -1,0 +1,186 @@
+"""The objects every cluster has before anyone applies anything, which no prune may touch.
+
+A tool that lists "everything in the cluster" meets these on a real cluster, so the
+sandbox serves them too:
+
+* the ``default/kubernetes`` Service, which kube-apiserver creates at start and keeps
+  (recreated when deleted): https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/#directly-accessing-the-rest-api;
+* the default user-facing ClusterRoles ``cluster-admin``, ``admin``, ``edit`` and
+  ``view`` (the last three aggregated), labelled ``kubernetes.io/bootstrapping:
+  rbac-defaults``, and the ``cluster-admin`` binding of ``system:masters``:
+  https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings;
+* the control plane's static pods in ``kube-system``, mirrored by the kubelet and owned
+  by their Node: https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/.
+
+``namespaces.py`` keeps what every namespace holds (``default`` ServiceAccount,
+``kube-root-ca.crt``). ``server.py`` calls :func:`create_standard_objects` once the
+nodes exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.sandbox.api import SandboxApi, WriteOptions
+from reconciler.sandbox.kubelet import MIRROR
+from reconciler.sandbox.store import Resource, StoredEvent
+
+APISERVER = WriteOptions("kube-apiserver")
+KUBERNETES_SERVICE = ("default", "kubernetes")
+BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+DEFAULT_CLUSTER_ROLES = ("cluster-admin", "admin", "edit", "view")
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+_SERVICES: Resource = ("", "services")
+_NODES: Resource = ("", "nodes")
+_AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+
+
+def kubernetes_service() -> dict[str, Any]:
+    """The Service in front of the API server: first IP of the range, 443 to 6443."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "10.96.0.1",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            "sessionAffinity": "None",
+        },
+    }
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+def _cluster_roles() -> list[dict[str, Any]]:
+    """cluster-admin grants everything; admin, edit and view aggregate labelled roles (their
+    rules here are the core of what the aggregated defaults grant)."""
+    workloads = ["deployments", "replicasets", "statefulsets", "daemonsets"]
+    view = [
+        _rule(
+            [""], ["configmaps", "pods", "services", "endpoints", "persistentvolumeclaims"], _READ
+        ),
+        _rule(["apps"], workloads, _READ),
+        _rule(["batch"], ["jobs", "cronjobs"], _READ),
+    ]
+    edit = [
+        _rule([""], ["configmaps", "pods", "services", "secrets", "serviceaccounts"], _WRITE),
+        _rule(["apps"], workloads, _WRITE),
+        _rule(["batch"], ["jobs", "cronjobs"], _WRITE),
+        *view,
+    ]
+    admin = [*edit, _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], [*_WRITE])]
+    roles: list[dict[str, Any]] = [
+        {
+            "metadata": {"name": "cluster-admin"},
+            "rules": [
+                _rule(["*"], ["*"], ["*"]),
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ],
+        }
+    ]
+    for name, rules in (("admin", admin), ("edit", edit), ("view", view)):
+        selector = {"matchLabels": {f"rbac.authorization.k8s.io/aggregate-to-{name}": "true"}}
+        roles.append(
+            {
+                "metadata": {"name": name},
+                "aggregationRule": {"clusterRoleSelectors": [selector]},
+                "rules": rules,
+            }
+        )
+    for role in roles:
+        role.update(apiVersion="rbac.authorization.k8s.io/v1", kind="ClusterRole")
+        role["metadata"].update(labels=dict(BOOTSTRAP_LABELS), annotations=dict(_AUTOUPDATE))
+    return roles
+
+
+def _cluster_admin_binding() -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {
+            "name": "cluster-admin",
+            "labels": dict(BOOTSTRAP_LABELS),
+            "annotations": dict(_AUTOUPDATE),
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}
+        ],
+    }
+
+
+def static_pod(component: str, node: dict[str, Any]) -> dict[str, Any]:
+    """A control-plane component's mirror pod, as kubeadm's manifests make them."""
+    name = node["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{component}-{name}",
+            "namespace": "kube-system",
+            "labels": {"component": component, "tier": "control-plane"},
+            "annotations": {
+                MIRROR: component,
+                "kubernetes.io/config.source": "file",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": name,
+                    "uid": node["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": name,
+            "hostNetwork": True,
+            "priorityClassName": "system-node-critical",
+            "containers": [{"name": component, "image": f"registry.k8s.io/{component}:v1.30.0"}],
+        },
+    }
+
+
+class StandardObjects:
+    """Creates the standard objects and, as kube-apiserver does, recreates its Service."""
+
+    def __init__(self, api: SandboxApi) -> None:
+        self.api = api
+
+    def _create(self, body: dict[str, Any], options: WriteOptions = APISERVER) -> None:
+        kind = self.api.kinds.by_kind(body["apiVersion"], body["kind"])
+        assert kind is not None
+        namespace = body["metadata"].get("namespace", "")
+        if self.api.store.get(kind.resource, namespace, body["metadata"]["name"]) is None:
+            self.api.create(kind, namespace, body, options)
+
+    def create_standard_objects(self) -> None:
+        self._create(kubernetes_service())
+        for role in _cluster_roles():
+            self._create(role)
+        self._create(_cluster_admin_binding())
+        nodes = self.api.store.list(_NODES)
+        if nodes:
+            for component in CONTROL_PLANE:
+                self._create(static_pod(component, nodes[0]), WriteOptions("kubelet"))
+        self.api.store.listeners.append(self._on_event)
+
+    def _on_event(self, event: StoredEvent) -> None:
+        if event.type != "DELETED" or event.resource != _SERVICES:
+            return
+        if (event.namespace, event.obj["metadata"]["name"]) == KUBERNETES_SERVICE:
+            self._create(kubernetes_service())
