@@ -26,6 +26,7 @@ from reconciler.waves import (
     Decision,
     Halted,
     Open,
+    Waiting,
     gate,
 )
 from reconciler.waves import change_waits as waits
@@ -119,11 +120,7 @@ def hold_for_waves(
         assert target is not None
         app = plan.instance.app
         if not waves.valid or view is None:
-            why = waves.error if not waves.valid else "the status branches could not be read"
-            message = f"{app} {target} waits: {why}"
-            step.plans.append(
-                replace(plan, version=None, objects=(), reason=CATALOG_INVALID, message=message)
-            )
+            step.plans.append(_unjudged(plan, None if waves.valid else waves.error))
             continue
         if app not in apps:
             apps[app] = _instances_of(catalog, app)
@@ -138,7 +135,7 @@ def hold_for_waves(
             view.now,
         )
         step.holds.append(WaveHold(plan.name, app, target, decision))
-        step.plans.append(_gated(plan, decision))
+        step.plans.append(_gated(plan, decision, previous.get(plan.name)))
     return step
 
 
@@ -166,11 +163,22 @@ def _unjudged(plan: InstancePlan, invalid: str | None) -> InstancePlan:
     return replace(plan, version=None, objects=(), reason=reason, message=message)
 
 
-def _gated(plan: InstancePlan, decision: Decision) -> InstancePlan:
+def _gated(plan: InstancePlan, decision: Decision, record: InstanceStatus | None) -> InstancePlan:
+    """The plan that keeps what runs; a soak still under way keeps its recorded message
+    (its elapsed time grows every pass: a commit per pass would bury the history)."""
     if isinstance(decision, Open):
         return plan
     reason = WAVE_HALTED if isinstance(decision, Halted) else WAITING_FOR_WAVE
-    return replace(plan, version=None, objects=(), reason=reason, message=decision.message)
+    message = decision.message
+    if (
+        isinstance(decision, Waiting)
+        and record is not None
+        and record.reason == WAITING_FOR_WAVE
+        and record.desired_version == plan.resolution.version
+        and decision.same_wait(record.message)
+    ):
+        message = record.message
+    return replace(plan, version=None, objects=(), reason=reason, message=message)
 
 
 def _instances_of(catalog: Catalog, app: str) -> dict[str, list[str]]:

@@ -197,6 +197,15 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(
     assert web(restarted).message == soaking.message and restarted.commits == []
     metrics = fleet.daemon("prod-us").metrics.render().decode()
     assert 'reconciler_wave_gate_waiting{app="podinfo",wave="rest"} 1.0' in metrics
+    # the soak goes on: the same wait, no commit per pass; the gate says the live figure
+    fleet.now = T0 + timedelta(minutes=30)
+    later = fleet.run("prod-us")
+    assert later.commits == [] and web(later).message == soaking.message
+    assert later.report is not None
+    assert [h.decision.message for h in later.report.waves] == [
+        "waiting for wave eu: prod-eu/web 6.6.0 Ready for 30m of 1h"
+    ]
+    assert fleet.record("prod-us").message == soaking.message
 
     # the CLI's clock is the real one: long after the tests' pinned commit dates
     board = wave_status(fleet, capsys)
@@ -210,7 +219,8 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(
     head = git.Repo(fleet.world.repo.work).head.commit.hexsha
     bare = str(fleet.world.repo.remote)  # a local path this time: its refs, its history
     at = fleet_board(catalog, bare, "podinfo", None, head, now=fleet.now)
-    assert at[2].decision.message == soaking.message and at[2].state == "waiting"
+    assert at[2].decision.message == later.report.waves[0].decision.message
+    assert at[2].state == "waiting"
     assert [(i["cluster"], i["version"], i["phase"]) for i in board[1]["instances"]] == [
         ("prod-eu", "6.6.0", "Ready")
     ]
