@@ -43,23 +43,31 @@ def wave_approve_command(args: argparse.Namespace) -> int:
 
 def wave_status_command(args: argparse.Namespace) -> int:
     """Print each wave's gate and clusters for APP's release; exit 1 when it is halted."""
-    with repository_read(args.repo):
-        source = CatalogSource(args.repo, branch=args.branch)
-        synced = source.sync()
-        catalog = load_catalog(synced.path)
-        board = fleet_board(
-            catalog,
-            args.repo,
-            args.app,
-            args.version,
-            synced.commit,
-            catalog_ref=f"refs/heads/{synced.branch}",
-        )
+    board = read_board(args.repo, args.app, args.version, branch=args.branch)
     if is_data(args.output):
         print_data({"app": args.app, "waves": [w.to_dict() for w in board]}, args.output)
     else:
         print(board_text(board))
     return EXIT_PROBLEMS if any(w.state == "halted" for w in board) else EXIT_OK
+
+
+def read_board(
+    repo: str, app: str, version: str | None, *, branch: str | None = None
+) -> list[BoardWave]:
+    """The board of ``app``'s release at the head of the catalog ``branch`` of ``repo``
+    (a local path or a Git URL): what ``wave status`` prints and the demo shows."""
+    with repository_read(repo):
+        source = CatalogSource(repo, branch=branch)
+        synced = source.sync()
+        catalog = load_catalog(synced.path)
+        return fleet_board(
+            catalog,
+            repo,
+            app,
+            version,
+            synced.commit,
+            catalog_ref=f"refs/heads/{synced.branch}",
+        )
 
 
 def fleet_board(

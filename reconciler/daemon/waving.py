@@ -105,12 +105,9 @@ def hold_for_waves(
     apps: dict[str, dict[str, list[str]]] = {}  # app -> cluster -> its instances of the app
     for plan in plans:
         target = plan.resolution.version
-        if (
-            view is not None
-            and plan.ok
-            and target is not None
-            and target == deployed.get(plan.name)
-        ):
+        if view is not None and plan.ok and target is not None:
+            # stamped only on a record that runs ``target``: the commit that records
+            # the upgrade names its release too (not one more commit the pass after)
             start = view.start(plan.instance.app, target, plan.instance.channel)
             if start is not None:
                 step.releases[plan.name] = (target, start)
