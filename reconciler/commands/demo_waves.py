@@ -90,7 +90,7 @@ def fleet_catalog(root: Path, soak: int = SOAK_SECONDS) -> None:
             parameters:
               replicas: {{default: 1}}
             """
-        files[f"{base}/manifests/deployment.yaml"] = """\
+        files[(Path(base) / "manifests" / "deployment.yaml").as_posix()] = """\
             apiVersion: apps/v1
             kind: Deployment
             metadata:

@@ -30,7 +30,8 @@ from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
-from reconciler.daemon.waving import WaveView
+from reconciler.daemon.status_site import pipeline_of
+from reconciler.daemon.waving import WaveView, app_board, release_versions
 from reconciler.kube import PRUNE_REFUSED, KubeClient
 from reconciler.kube.events import EventQueue, EventRecorder
 from reconciler.kube.inventory import inventory_name
@@ -49,6 +50,7 @@ from reconciler.source.ledger import CommitInfo, StatusLedger
 from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
+from reconciler.status.report import Pipeline
 from reconciler.waves import Halted, Waiting
 
 log = logging.getLogger("reconciler.daemon")
@@ -195,6 +197,7 @@ class Daemon:
         )
         self.fleet = self.ledger.fleet()  # other clusters' status branches (waves.yaml)
         self._history: ReleaseHistory | None = None  # where releases began, per catalog head
+        self._wave_catalog: Catalog | None = None  # the last pass's, when it has waves.yaml
         self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
         self.source: CatalogSource | None = None
         if not settings.watch:
@@ -330,6 +333,7 @@ class Daemon:
             fetched = self._seed_statuses(scope)
             catalog = self.catalog_at(checkout)
             waves = self._wave_view(checkout) if catalog.waves is not None else None
+            self._wave_catalog = catalog if catalog.waves is not None else None
             # the fleet's fetch brought this cluster's branch too: ``record`` builds on it
             fetched = fetched or (waves is not None and self._default_branch)
             report = reconcile_checkout(
@@ -388,6 +392,29 @@ class Daemon:
         if self._history is None or self._history.head != head:
             self._history = ReleaseHistory(self.fleet.repo, head)
         return WaveView(records, self._history.contains, self.clock(), self._history.start)
+
+    def wave_pipelines(self) -> list[Pipeline]:
+        """Each app's release across the waves, for ``/ui``: the gate the passes ask, on the
+        status branches the last pass fetched (this cluster's included) and the time now.
+
+        Empty without a valid ``waves.yaml``; a Git failure is logged and leaves the
+        page without pipelines rather than failing the page.
+        """
+        catalog, history = self._wave_catalog, self._history
+        if catalog is None or catalog.waves is None or not catalog.waves.valid or history is None:
+            return []
+        now = self.clock()
+        try:
+            records = self.fleet.records()
+        except SourceError as e:
+            log.warning("status page: cannot read the status branches: %s", e)
+            return []
+        return [
+            pipeline_of(
+                app, version, app_board(catalog, app, version, records, history.contains, now), now
+            )
+            for app, version in sorted(release_versions(catalog, records).items())
+        ]
 
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields.

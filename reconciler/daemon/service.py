@@ -259,7 +259,11 @@ class Service:
                 s.branch,
                 cluster=s.cluster,
                 routes=groups,
-                pages=StatusPages(self.daemon.ledger).page if METRICS in groups else None,
+                pages=(
+                    StatusPages(self.daemon.ledger, pipelines=self.daemon.wave_pipelines).page
+                    if METRICS in groups
+                    else None
+                ),
             )
             self.servers.append(server)
             bound = server.start()

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from reconciler.model.status import Phase
 from reconciler.source import StatusLedger
 from reconciler.status.report import (
     INDEX,
     ClusterReport,
+    Pipeline,
+    PipelineCard,
+    PipelineWave,
+    Soak,
     index_page,
     instance_page,
     status_page,
 )
+from reconciler.waves import BoardInstance, BoardWave
 
 DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
 DEFAULT_TITLE = "Reconciler status"
@@ -50,6 +57,58 @@ def read_report(
     )
 
 
+def pipeline_of(app: str, version: str, board: Sequence[BoardWave], now: datetime) -> Pipeline:
+    """The status page's pipeline for one release, from the wave gate's board.
+
+    A card's soak is measured against the *next* wave's soak: that is the gate its
+    Ready time counts toward (a wave's soak guards entry into it).
+    """
+    waves = []
+    for index, wave in enumerate(board):
+        after = board[index + 1] if index + 1 < len(board) else None
+        waves.append(
+            PipelineWave(
+                name=wave.name,
+                state=wave.state,
+                message=wave.decision.message,
+                soak=wave.soak,
+                approval=wave.approval,
+                max_failures=wave.max_failures,
+                cards=tuple(_card(item, version, after, now) for item in wave.instances),
+            )
+        )
+    return Pipeline(app, version, tuple(waves))
+
+
+def _card(
+    item: BoardInstance, version: str, after: BoardWave | None, now: datetime
+) -> PipelineCard:
+    seen = item.record
+    if seen is None:
+        return PipelineCard(item.cluster, item.instance, None)
+    status = seen.status
+    known = seen.since.year < datetime.max.year  # a hand-made commit: no time known
+    soak = None
+    if (
+        after is not None
+        and after.soak_seconds > 0
+        and status.version == version
+        and status.phase is Phase.READY
+        and known
+    ):
+        ready_for = max(0.0, (now - seen.since).total_seconds())
+        soak = Soak(ready_for, after.soak_seconds, after.name)
+    return PipelineCard(
+        item.cluster,
+        item.instance,
+        status.version or "none",
+        str(status.phase),
+        status.reason,
+        seen.since.strftime("%Y-%m-%dT%H:%M:%SZ") if known else "",
+        soak,
+    )
+
+
 def now_stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -71,8 +130,10 @@ class StatusPages:
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         title: str = DEFAULT_TITLE,
         clock: Callable[[], str] = now_stamp,
+        pipelines: Callable[[], Sequence[Pipeline]] | None = None,
     ) -> None:
         self.ledger = ledger
+        self._pipelines = pipelines
         self.history_limit = history_limit
         self.title = title
         self._clock = clock
@@ -85,7 +146,17 @@ class StatusPages:
         """The page at ``path`` (``index.html``, ``<cluster>/<instance>.html``), or None."""
         read = self._current()
         if path in ("", INDEX):
-            return read.index
+            if self._pipelines is None:
+                return read.index
+            # the waves move with every cluster's branch and with time (soak): drawn
+            # per view from what the daemon's last pass read (cheap: no Git log)
+            return index_page(
+                [read.report],
+                title=self.title,
+                source=self.ledger.display,
+                generated=self._clock(),
+                pipelines=self._pipelines(),
+            )
         name = read.instances.get(path)
         if name is None:
             return None
@@ -116,4 +187,10 @@ class _Read:
     generated: str
 
 
-__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "StatusPages", "read_report"]
+__all__ = [
+    "DEFAULT_HISTORY_LIMIT",
+    "DEFAULT_TITLE",
+    "StatusPages",
+    "pipeline_of",
+    "read_report",
+]

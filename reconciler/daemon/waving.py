@@ -11,6 +11,7 @@ naming the line): dropping the file's guard would release to the whole fleet at 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -19,15 +20,18 @@ from reconciler.daemon.plan import CATALOG_INVALID, InstancePlan
 from reconciler.model.catalog import Catalog
 from reconciler.model.rollout import split_release
 from reconciler.model.status import InstanceStatus
+from reconciler.model.version import VersionSyntaxError, parse_version
 from reconciler.model.waves import SeenRecord
 from reconciler.waves import (
     WAITING_FOR_WAVE,
     WAVE_HALTED,
+    BoardWave,
     Decision,
     Halted,
     Open,
     Waiting,
     gate,
+    wave_board,
 )
 from reconciler.waves import change_waits as waits
 
@@ -176,6 +180,51 @@ def _gated(plan: InstancePlan, decision: Decision, record: InstanceStatus | None
     ):
         message = record.message
     return replace(plan, version=None, objects=(), reason=reason, message=message)
+
+
+def app_board(
+    catalog: Catalog,
+    app: str,
+    version: str,
+    records: Mapping[tuple[str, str], SeenRecord],
+    contains: Contains,
+    now: datetime,
+) -> list[BoardWave]:
+    """Every wave's gate and clusters for ``app`` ``version``: the same gate the pass asks,
+    for ``wave status``, the status page and the bench (``catalog.waves`` must be valid)."""
+    assert catalog.waves is not None and catalog.waves.valid
+    return wave_board(
+        catalog.waves,
+        app,
+        version,
+        _instances_of(catalog, app),
+        records,
+        _freshness(catalog, app, version, contains),
+        now,
+    )
+
+
+def release_versions(
+    catalog: Catalog, records: Mapping[tuple[str, str], SeenRecord]
+) -> dict[str, str]:
+    """Each app's release in flight, as the fleet's records say: the version most of its
+    instances want (``desiredVersion``), the higher one on a tie. An app no record
+    names yet has none."""
+    wanted: dict[str, Counter[str]] = {}
+    apps = {i.app for entry in catalog.clusters.values() for i in entry.instances.values()}
+    for seen in records.values():
+        status = seen.status
+        version = status.desired_version or status.version
+        if status.app in apps and version:
+            wanted.setdefault(status.app, Counter())[version] += 1
+    return {app: max(c, key=lambda v: (c[v], _order(v))) for app, c in wanted.items()}
+
+
+def _order(version: str) -> tuple[int, object]:
+    try:
+        return (1, parse_version(version))
+    except VersionSyntaxError:
+        return (0, version)
 
 
 def _instances_of(catalog: Catalog, app: str) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ as text and could not run even if the escaping were forgotten.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -23,6 +23,7 @@ from reconciler.model.status import InstanceStatus, Phase
 from reconciler.status import progress
 from reconciler.status.progress import batch_rows
 from reconciler.status.report.model import INDEX, ClusterReport, instance_page
+from reconciler.status.report.pipeline import Pipeline, pipelines_section
 from reconciler.status.report.style import UNKNOWN, channel_index, phase_class, stylesheet
 from reconciler.status.views import HistoryEntry
 
@@ -57,14 +58,20 @@ def build_site(
     title: str = "Status",
     source: str = "",
     generated: str = "",
+    pipelines: Sequence[Pipeline] = (),
 ) -> dict[str, str]:
     """Every page: ``index.html`` and ``<cluster>/<instance>.html`` for each record.
 
     ``source`` (the repository as people may see it) and ``generated`` (a time
     stamp) only label the pages; rendering is otherwise a pure function of the
-    reports, so the daemon can cache the pages per status-branch commit.
+    reports (and of ``pipelines``, the releases crossing the waves, when the catalog
+    has a ``waves.yaml``), so the daemon can cache the pages per status-branch commit.
     """
-    pages = {INDEX: index_page(reports, title=title, source=source, generated=generated)}
+    pages = {
+        INDEX: index_page(
+            reports, title=title, source=source, generated=generated, pipelines=pipelines
+        )
+    }
     for report in reports:
         for name in sorted(report.statuses):
             status = report.statuses[name]
@@ -92,8 +99,16 @@ def _page(title: str, body: str, *, generated: str) -> str:
 # ---------------------------------------------------------------- the index
 
 
-def index_page(reports: Sequence[ClusterReport], *, title: str, source: str, generated: str) -> str:
-    """Summary, legend, the clusters x apps matrix, rollouts in progress, problems."""
+def index_page(
+    reports: Sequence[ClusterReport],
+    *,
+    title: str,
+    source: str,
+    generated: str,
+    pipelines: Sequence[Pipeline] = (),
+) -> str:
+    """Summary, legend, the waves' pipelines, the clusters x apps matrix, rollouts in
+    progress, problems."""
     live = [
         _Cell(r.cluster, s)
         for r in reports
@@ -108,6 +123,7 @@ def index_page(reports: Sequence[ClusterReport], *, title: str, source: str, gen
         "<main>",
         _summary(live, sum(len(r.problems) for r in reports)),
         _legend(live),
+        pipelines_section(pipelines, _linker(reports)),
         "<h2>Versions</h2>",
         _matrix(reports, live),
         _rollouts(reports),
@@ -115,6 +131,16 @@ def index_page(reports: Sequence[ClusterReport], *, title: str, source: str, gen
         "</main>",
     ]
     return _page(title, "\n".join(p for p in parts if p), generated=generated)
+
+
+def _linker(reports: Sequence[ClusterReport]) -> Callable[[str, str], str | None]:
+    """Links from pipeline cards to the instance pages this site has (not other clusters')."""
+    known = {(r.cluster, name) for r in reports for name in r.statuses}
+
+    def link(cluster: str, instance: str) -> str | None:
+        return _href(instance_page(cluster, instance)) if (cluster, instance) in known else None
+
+    return link
 
 
 def _summary(cells: Sequence[_Cell], unreadable: int) -> str:
