@@ -51,7 +51,7 @@ from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
 from reconciler.status.report import Pipeline
-from reconciler.waves import Halted, Waiting
+from reconciler.waves import WAITING_FOR_WAVE, WAVE_HALTED, Halted, Waiting
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -470,6 +470,8 @@ class Daemon:
             if status.instance not in changed:
                 continue
             message = f"{status.app} {status.version or '-'}: {status.message}"
+            if status.reason == WAVE_HALTED:
+                continue  # said once per halt by _report_waves
             if status.phase in (Phase.FAILED, Phase.STALLED):
                 reason = status.reason or str(status.phase)
                 self.events.warning(ref, reason, message, annotations=notes)
@@ -610,14 +612,30 @@ class Daemon:
             return [], f"{e.reason}: {e}"
 
     def _report_waves(self, report: PassReport, changed: set[str]) -> None:
-        """The wave gate's metrics: instances waiting per app and wave, and new halts."""
+        """The wave gate's metrics (instances waiting per app and wave, halts) and Events.
+
+        A halt counts once, and an instance's Event says once that it waits or halts:
+        in the pass whose status commit starts it (a later commit while it lasts, e.g.
+        one more failed cluster named, is the same halt). A commit that failed to push
+        is tried again by the next pass, which then counts it.
+        """
         waiting: dict[tuple[str, str], int] = {}
         for hold in report.waves:
             key = (hold.app, hold.decision.wave)
             if isinstance(hold.decision, Waiting):
                 waiting[key] = waiting.get(key, 0) + 1
-            elif isinstance(hold.decision, Halted) and hold.instance in changed:
+            if not hold.started or hold.instance not in changed:
+                continue
+            namespace = report.namespaces.get(hold.instance, "")
+            ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(hold.instance))
+            notes = self._event_annotations()
+            message = f"{hold.app} {hold.version}: {hold.decision.message}"
+            if isinstance(hold.decision, Halted):
                 self.metrics.count_wave_halt(*key)
+                if namespace:
+                    self.events.warning(ref, WAVE_HALTED, message, annotations=notes)
+            elif namespace:
+                self.events.normal(ref, WAITING_FOR_WAVE, message, annotations=notes)
         self.metrics.set_wave_waiting(waiting)
 
     def _report_metrics(self, report: PassReport, seconds: float, ok: bool) -> None:

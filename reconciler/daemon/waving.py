@@ -60,6 +60,9 @@ class WaveHold:
     app: str
     version: str
     decision: Decision
+    # this pass starts the wait or the halt (the record before said otherwise): the
+    # halts counter and the Events say it once, not at every later commit while it lasts
+    started: bool = False
 
 
 @dataclass
@@ -107,6 +110,7 @@ def hold_for_waves(
         return WaveStep(list(plans))
     step = WaveStep([])
     apps: dict[str, dict[str, list[str]]] = {}  # app -> cluster -> its instances of the app
+    decided: dict[tuple[str, str], Decision] = {}  # (app, version) -> the gate's answer
     for plan in plans:
         target = plan.resolution.version
         if view is not None and plan.ok and target is not None:
@@ -125,19 +129,34 @@ def hold_for_waves(
             continue
         if app not in apps:
             apps[app] = _instances_of(catalog, app)
-        decision = gate(
-            waves,
-            waves.wave_of(cluster),
-            app,
-            target,
-            apps[app],
-            view.records,
-            _freshness(catalog, app, target, view.contains),
-            view.now,
-        )
-        step.holds.append(WaveHold(plan.name, app, target, decision))
-        step.plans.append(_gated(plan, decision, previous.get(plan.name)))
+        # the gate's answer depends on the app and version only, not the instance: one
+        # look at the earlier waves' records per release, however many instances wait
+        decision = decided.get((app, target))
+        if decision is None:
+            decision = gate(
+                waves,
+                waves.wave_of(cluster),
+                app,
+                target,
+                apps[app],
+                view.records,
+                _freshness(catalog, app, target, view.contains),
+                view.now,
+            )
+            decided[(app, target)] = decision
+        record = previous.get(plan.name)
+        started = _starts(decision, target, record)
+        step.holds.append(WaveHold(plan.name, app, target, decision, started))
+        step.plans.append(_gated(plan, decision, record))
     return step
+
+
+def _starts(decision: Decision, target: str, record: InstanceStatus | None) -> bool:
+    """Is this the pass where the instance begins to wait (or halt) for ``target``?"""
+    if isinstance(decision, Open):
+        return False
+    reason = WAVE_HALTED if isinstance(decision, Halted) else WAITING_FOR_WAVE
+    return record is None or (record.reason, record.desired_version) != (reason, target)
 
 
 def _held_kind(plan: InstancePlan, deployed: str | None, record: InstanceStatus | None) -> bool:

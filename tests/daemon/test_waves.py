@@ -272,6 +272,52 @@ def test_a_bad_release_halts_the_later_waves(
     assert (back.phase, back.version) == (Phase.READY, "6.5.0")
 
 
+def wave_events(fleet: Fleet, cluster: str) -> dict[str, list[dict[str, Any]]]:
+    """The daemon's Events on the inventory of ``web`` in ``cluster``, by reason."""
+    fleet.daemon(cluster).flush_events()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in fleet.world.client.list("v1", "Event", namespace=f"web-{cluster}"):
+        assert event["involvedObject"]["name"] == "reconciler-inventory-web"
+        out.setdefault(event["reason"], []).append(event)
+    return out
+
+
+def test_a_wait_and_a_halt_are_each_said_once(fleet: Fleet) -> None:
+    fleet.release("6.6.0")
+    assert web(fleet.run("prod-us")).reason == "WaitingForWave"
+    fleet.run("prod-us")  # the same wait: no commit, nothing said again
+    [waiting] = wave_events(fleet, "prod-us")["WaitingForWave"]
+    assert (
+        waiting["type"] == "Normal"
+        and "podinfo 6.6.0: waiting for wave canary" in (waiting["message"])
+    )
+    bad_release(fleet)  # 6.7.0 fails on staging: prod-us halts
+    halted = fleet.run("prod-us")
+    assert web(halted).reason == "WaveHalted" and len(halted.commits) == 1
+    # one more canary instance fails 6.7.0: the halt's message changes (a commit), but it
+    # is the same halt: counted once, said once
+    fleet.world.commit(
+        "clusters/staging/instances/web2.yaml",
+        "apiVersion: reconciler/v1\nkind: Instance\nname: web2\napp: podinfo\n"
+        "channel: stable\nnamespace: web2-staging\nparameters: {replicas: 1}\n",
+    )
+    fleet.settle("staging")
+    again = fleet.run("prod-us")
+    assert len(again.commits) == 1
+    assert "on staging/web, staging/web2 (2 > maxFailures 0)" in web(again).message
+    fleet.run("prod-us")
+    metrics = fleet.daemon("prod-us").metrics.render().decode()
+    assert 'reconciler_wave_halts_total{app="podinfo",wave="rest"} 1.0' in metrics
+    events = wave_events(fleet, "prod-us")
+    [halt] = events["WaveHalted"]
+    assert halt["type"] == "Warning" and halt.get("count", 1) == 1
+    assert "podinfo 6.7.0: halted: podinfo 6.7.0 failed in earlier waves" in halt["message"]
+    # a restarted daemon reads the halt from the branch: not a new one
+    restarted = fleet.daemon("prod-us", fresh=True)
+    assert restarted.run_pass().commits == []
+    assert "reconciler_wave_halts_total{" not in restarted.metrics.render().decode()
+
+
 def test_failures_within_max_failures_let_the_next_wave_go(tmp_path: Path) -> None:
     with sandbox_world(tmp_path, files(max_failures=1), cluster="staging") as world:
         fleet = Fleet(world, tmp_path)
