@@ -81,10 +81,13 @@ def list_refs(repo: git.Repo, prefix: str) -> dict[str, str]:
 
 
 def has_object(repo: git.Repo, sha: str) -> bool:
+    """Is ``sha`` in the object store? Asked of ``git cat-file`` (GitPython's own
+    ``has_object`` looks at loose objects only, never in packs)."""
     try:
-        return bool(repo.odb.has_object(bytes.fromhex(sha)))
-    except ValueError:
+        repo.odb.info(bytes.fromhex(sha))
+    except ValueError:  # not a hex id, or cat-file's "missing"
         return False
+    return True
 
 
 def read_blob(repo: git.Repo, binsha: bytes) -> bytes:

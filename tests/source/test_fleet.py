@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.model.status import Phase
+from reconciler.source.fleet import FleetStatus
 from reconciler.source.ledger import StatusLedger
 from tests.report.conftest import record as status
 from tests.source.servers import git
@@ -46,7 +47,9 @@ def test_only_branches_whose_head_moved_are_read_again(
     # nothing moved: nothing read
     fleet.refresh()
     assert fleet.records(skip="c") == records and fleet.reads == 2
-    # b moves: only b is read again; its unchanged record keeps its run's start
+    # b moves: only b is read again, from its new commits (never its whole history again);
+    # its unchanged record keeps its run's start
+    monkeypatch.setattr(FleetStatus, "_history", lambda *_: pytest.fail("read whole again"))
     at(monkeypatch, "2026-01-01T01:00:00Z")
     writer(bare, tmp_path, "b").record([status("b", "web", phase=Phase.PROGRESSING)])
     fleet.refresh()
