@@ -109,6 +109,7 @@ bench: install
 	$(BIN)/python bench/rollout.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/preview.py
+	$(BIN)/python bench/waves.py
 
 # The lock files, from pyproject.toml's lower bounds and requirements/build.in, by uv
 # (https://docs.astral.sh/uv/pip/compile/). Existing pins are kept unless asked:

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -54,6 +55,51 @@ spec:
     spec:
       containers: [{name: web, image: "${images.web}"}]
 """
+
+
+@contextmanager
+def git_daemon(base: Path) -> Iterator[str]:
+    """``git daemon`` serving the repositories under ``base`` (push enabled): its URL prefix.
+
+    A Git host in a process of its own: with ``file://`` the server half of every fetch
+    (``upload-pack``) is a child of the benchmark and its CPU would count as the
+    reconciler's.
+    """
+    for _ in range(5):  # a free port can be taken between probe and bind
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                f"--base-path={base}",
+                "--listen=127.0.0.1",
+                f"--port={port}",
+                str(base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while proc.poll() is None and time.monotonic() < deadline:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        if proc.poll() is None and time.monotonic() < deadline:
+            try:
+                yield f"git://127.0.0.1:{port}/"
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+            return
+        proc.kill()
+        proc.wait(timeout=10)
+    raise SystemExit("git daemon did not start")
 
 
 @contextmanager

@@ -21,6 +21,8 @@ daemon's passes and tells what happens:
 7. a rebuilt image (a CVE fix under a new long tag) is committed by the daemon's
    image scan and rolls out in batches (``demo_builds``; needs Debian's
    docker-registry, which ``make demo`` installs when it can);
+7. waves: one release through three clusters (staging, prod-eu, prod-us), gated
+   by their status branches; a bad one halts after staging (``demo_waves``);
 8. it prints the status branch's ``git log`` and the commands to explore.
 """
 
@@ -49,6 +51,8 @@ from reconciler.commands.demo_builds import (
     pin_first_builds,
     point_catalog_at,
 )
+from reconciler.commands.demo_waves import FAIL_IMAGES as WAVES_FAIL_IMAGES
+from reconciler.commands.demo_waves import wave_chapter
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.migrations import ledger_rows, ledger_table
@@ -139,7 +143,9 @@ def _demo(args: argparse.Namespace, story: Story, workdir: Path) -> int:
     timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
     with (
         running_sandbox(
-            timing=timing, kubeconfig=kubeconfig, fail_images=("*:6.7.0-rc.1",)
+            timing=timing,
+            kubeconfig=kubeconfig,
+            fail_images=("*:6.7.0-rc.1", *WAVES_FAIL_IMAGES),
         ) as sandbox,
         demo_registry(workdir / "registry", story.line) as registry,
         demo_prometheus(workdir / "prometheus", story.line) as prometheus,
@@ -274,6 +280,13 @@ def _tell(
                 roll=lambda instance: _roll(story, daemon, instance),
                 image_of=lambda: _image(client, NAMESPACE, "shop"),
             )
+        waves = wave_chapter(
+            story.chapter,
+            story.line,
+            client,
+            workdir / "waves",
+            roll=lambda daemon, instance: _roll(story, daemon, instance),
+        )
 
     story.chapter(f"What happened, as recorded on status/{CLUSTER} (git log --oneline)")
     for line in log_oneline(repo.remote, f"status/{CLUSTER}"):
@@ -287,7 +300,7 @@ def _tell(
     if rebuilt is not None:
         outcomes += (rebuilt,)
         ready = ready and _final(rebuilt, "shop") is Phase.READY
-    return all(o.error is None for o in outcomes) and ready
+    return all(o.error is None for o in outcomes) and ready and waves.ok
 
 
 def _roll(story: Story, daemon: Daemon, instance: str, limit: float = 120.0) -> PassOutcome:

@@ -4,24 +4,29 @@ Status lives in Git, so it can be shown without a server: this reads each
 cluster's status branch with the same ledger ``status`` and ``history`` use and
 writes plain HTML files (inline CSS, no script) that open from a directory, a CI
 artifact or GitHub Pages. Without ``--cluster`` every ``status/<cluster>``
-branch of the repository is shown. Exit codes follow ``status``: 0, or 1 when a
+branch of the repository is shown. When the repository's catalog has a
+``waves.yaml``, the index shows each app's release crossing the waves (``wave
+status`` as a pipeline). Exit codes follow ``status``: 0, or 1 when a
 status file could not be read (the pages are written either way and name it).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
 
 from reconciler.commands.ledger import repository_read
+from reconciler.commands.waves import fleet_pipelines
 from reconciler.daemon.status_site import now_stamp, read_report
-from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, ReconcilerError, UsageError
 from reconciler.source import StatusLedger, status_branch_clusters
-from reconciler.status.report import INDEX, PageOptions, build_site
+from reconciler.status.report import INDEX, PageOptions, Pipeline, build_site
 
 ENV_COMMIT_URL = "RECONCILER_COMMIT_URL"
+log = logging.getLogger("reconciler.report")
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -51,8 +56,14 @@ def report_command(args: argparse.Namespace) -> int:
         commit_url=args.commit_url or os.environ.get(ENV_COMMIT_URL, ""),
         repo="" if args.repo == "." else args.repo,
     )
+    pipelines = _pipelines(args.repo) if ledgers else []
     pages = build_site(
-        reports, title=args.title, source=source, generated=now_stamp(), options=options
+        reports,
+        title=args.title,
+        source=source,
+        generated=now_stamp(),
+        options=options,
+        pipelines=pipelines,
     )
     out = Path(args.html)
     write_site(pages, out)
@@ -65,6 +76,21 @@ def report_command(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"reconciler: unreadable status file {problem}", file=sys.stderr)
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _pipelines(repo: str) -> list[Pipeline]:
+    """The releases crossing the waves, when the repository's catalog has ``waves.yaml``.
+
+    The status branches may live without a catalog beside them (or with one that does
+    not load): the pages are written either way, and a broken ``waves.yaml`` is said.
+    """
+    try:
+        return fleet_pipelines(repo)
+    except UsageError as e:  # waves.yaml names its line
+        print(f"reconciler: no wave pipelines: {e}", file=sys.stderr)
+    except ReconcilerError as e:
+        log.info("no wave pipelines from %s: %s", repo, e)
+    return []
 
 
 def write_site(pages: dict[str, str], directory: Path) -> None:

@@ -16,11 +16,14 @@ from reconciler.catalog import load_catalog
 from reconciler.commands.ledger import repository_read
 from reconciler.commands.output import is_data, print_data
 from reconciler.daemon.plan import plan_cluster
+from reconciler.daemon.status_site import pipeline_of
+from reconciler.daemon.waving import app_board
 from reconciler.model.catalog import Catalog
 from reconciler.model.errors import EXIT_OK, EXIT_PROBLEMS, UsageError
-from reconciler.source import CatalogSource, ReleaseHistory, StatusLedger
+from reconciler.source import CatalogSource, FleetStatus, ReleaseHistory, StatusLedger
 from reconciler.source.approvals import approve_wave
-from reconciler.waves import BoardWave, wave_board
+from reconciler.status.report import Pipeline
+from reconciler.waves import BoardWave
 
 
 def wave_approve_command(args: argparse.Namespace) -> int:
@@ -43,23 +46,31 @@ def wave_approve_command(args: argparse.Namespace) -> int:
 
 def wave_status_command(args: argparse.Namespace) -> int:
     """Print each wave's gate and clusters for APP's release; exit 1 when it is halted."""
-    with repository_read(args.repo):
-        source = CatalogSource(args.repo, branch=args.branch)
-        synced = source.sync()
-        catalog = load_catalog(synced.path)
-        board = fleet_board(
-            catalog,
-            args.repo,
-            args.app,
-            args.version,
-            synced.commit,
-            catalog_ref=f"refs/heads/{synced.branch}",
-        )
+    board = read_board(args.repo, args.app, args.version, branch=args.branch)
     if is_data(args.output):
         print_data({"app": args.app, "waves": [w.to_dict() for w in board]}, args.output)
     else:
         print(board_text(board))
     return EXIT_PROBLEMS if any(w.state == "halted" for w in board) else EXIT_OK
+
+
+def read_board(
+    repo: str, app: str, version: str | None, *, branch: str | None = None
+) -> list[BoardWave]:
+    """The board of ``app``'s release at the head of the catalog ``branch`` of ``repo``
+    (a local path or a Git URL): what ``wave status`` prints and the demo shows."""
+    with repository_read(repo):
+        source = CatalogSource(repo, branch=branch)
+        synced = source.sync()
+        catalog = load_catalog(synced.path)
+        return fleet_board(
+            catalog,
+            repo,
+            app,
+            version,
+            synced.commit,
+            catalog_ref=f"refs/heads/{synced.branch}",
+        )
 
 
 def fleet_board(
@@ -90,30 +101,75 @@ def fleet_board(
     if not any(instances.values()):
         raise UsageError(f"no cluster of the catalog runs an instance of {app}")
     version = version or _desired(catalog, app)
-    fleet = StatusLedger(repo, min(catalog.clusters)).fleet()
-    fleet.refresh(catalog_ref)
-    history = ReleaseHistory(fleet.repo, head)
-
-    def fresh(cluster: str, instance: str, status: object) -> bool:
-        inst = catalog.clusters[cluster].instances.get(instance)
-        commit = getattr(status, "source_commit", "")
-        return history.contains(app, version or "", inst.channel if inst else None, commit)
-
-    return wave_board(
-        waves, app, version, instances, fleet.records(), fresh, now or datetime.now(UTC)
+    fleet, history = _fleet_read(catalog, repo, head, catalog_ref)
+    return app_board(
+        catalog, app, version, fleet.records(), history.contains, now or datetime.now(UTC)
     )
 
 
+def _fleet_read(
+    catalog: Catalog, repo: str, head: str, catalog_ref: str | None
+) -> tuple[FleetStatus, ReleaseHistory]:
+    """Every status branch of ``repo`` (one fetch) and the catalog's release history."""
+    fleet = StatusLedger(repo, min(catalog.clusters)).fleet()
+    fleet.refresh(catalog_ref)
+    return fleet, ReleaseHistory(fleet.repo, head)
+
+
+def fleet_pipelines(
+    repo: str, *, branch: str | None = None, now: datetime | None = None
+) -> list[Pipeline]:
+    """Each app's release in flight across the waves, for the status page.
+
+    The release of an app is the version most of its instances resolve to at the
+    head of the catalog branch (as ``wave status`` defaults to). Empty when the
+    catalog has no ``waves.yaml``; a ``waves.yaml`` that is invalid is a
+    ``UsageError`` naming its line (a page must not draw gates nobody trusts).
+    """
+    when = now or datetime.now(UTC)
+    with repository_read(repo):
+        synced = CatalogSource(repo, branch=branch).sync()
+        catalog = load_catalog(synced.path)
+        waves = catalog.waves
+        if waves is None:
+            return []
+        if not waves.valid:
+            raise UsageError(f"waves.yaml is invalid: {waves.error}")
+        versions = _desired_versions(catalog)
+        if not versions:
+            return []
+        fleet, history = _fleet_read(catalog, repo, synced.commit, f"refs/heads/{synced.branch}")
+        records = fleet.records()
+        return [
+            pipeline_of(
+                app,
+                version,
+                app_board(catalog, app, version, records, history.contains, when),
+                when,
+            )
+            for app, version in sorted(versions.items())
+        ]
+
+
 def _desired(catalog: Catalog, app: str) -> str:
-    wanted: Counter[str] = Counter()
-    for cluster, entry in catalog.clusters.items():
-        if any(i.app == app for i in entry.instances.values()):
-            for plan in plan_cluster(catalog, cluster, render=False):
-                if plan.instance.app == app and plan.resolution.version:
-                    wanted[plan.resolution.version] += 1
-    if not wanted:
+    version = _desired_versions(catalog, app).get(app)
+    if version is None:
         raise UsageError(f"no instance of {app} resolves to a version; pass --version")
-    return wanted.most_common(1)[0][0]
+    return version
+
+
+def _desired_versions(catalog: Catalog, only: str | None = None) -> dict[str, str]:
+    """Each app's (or ``only``'s) version most of its instances resolve to: one plan
+    per cluster, not one per app and cluster."""
+    wanted: dict[str, Counter[str]] = {}
+    for cluster, entry in catalog.clusters.items():
+        if only is not None and not any(i.app == only for i in entry.instances.values()):
+            continue
+        for plan in plan_cluster(catalog, cluster, render=False):
+            app = plan.instance.app
+            if (only is None or app == only) and plan.resolution.version:
+                wanted.setdefault(app, Counter())[plan.resolution.version] += 1
+    return {app: counts.most_common(1)[0][0] for app, counts in wanted.items()}
 
 
 def board_text(board: list[BoardWave]) -> str:

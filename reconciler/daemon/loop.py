@@ -30,7 +30,8 @@ from reconciler.daemon.migrating import MIGRATION_FAILED
 from reconciler.daemon.passes import PassReport, PassSettings, reconcile_checkout
 from reconciler.daemon.plan import InstancePlan, plan_fingerprint
 from reconciler.daemon.rolling import EVENT_REASONS
-from reconciler.daemon.waving import WaveView
+from reconciler.daemon.status_site import pipeline_of
+from reconciler.daemon.waving import WaveView, app_board, release_versions
 from reconciler.kube import PRUNE_REFUSED, KubeClient
 from reconciler.kube.events import EventQueue, EventRecorder
 from reconciler.kube.inventory import inventory_name
@@ -49,7 +50,8 @@ from reconciler.source.ledger import CommitInfo, StatusLedger
 from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
 from reconciler.source.worktree import read_worktree
-from reconciler.waves import Halted, Waiting
+from reconciler.status.report import Pipeline
+from reconciler.waves import WAITING_FOR_WAVE, WAVE_HALTED, Halted, Waiting
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -198,6 +200,7 @@ class Daemon:
         )
         self.fleet = self.ledger.fleet()  # other clusters' status branches (waves.yaml)
         self._history: ReleaseHistory | None = None  # where releases began, per catalog head
+        self._wave_catalog: Catalog | None = None  # the last pass's, when it has waves.yaml
         self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
         self.source: CatalogSource | None = None
         if not settings.watch:
@@ -335,6 +338,7 @@ class Daemon:
             fetched = self._seed_statuses(scope)
             catalog = self.catalog_at(checkout)
             waves = self._wave_view(checkout) if catalog.waves is not None else None
+            self._wave_catalog = catalog if catalog.waves is not None else None
             # the fleet's fetch brought this cluster's branch too: ``record`` builds on it
             fetched = fetched or (waves is not None and self._default_branch)
             report = reconcile_checkout(
@@ -416,6 +420,29 @@ class Daemon:
         if line is not None:
             log.info("%s", line, extra={"cluster": report.cluster})
 
+    def wave_pipelines(self) -> list[Pipeline]:
+        """Each app's release across the waves, for ``/ui``: the gate the passes ask, on the
+        status branches the last pass fetched (this cluster's included) and the time now.
+
+        Empty without a valid ``waves.yaml``; a Git failure is logged and leaves the
+        page without pipelines rather than failing the page.
+        """
+        catalog, history = self._wave_catalog, self._history
+        if catalog is None or catalog.waves is None or not catalog.waves.valid or history is None:
+            return []
+        now = self.clock()
+        try:
+            records = self.fleet.records()
+        except SourceError as e:
+            log.warning("status page: cannot read the status branches: %s", e)
+            return []
+        return [
+            pipeline_of(
+                app, version, app_board(catalog, app, version, records, history.contains, now), now
+            )
+            for app, version in sorted(release_versions(catalog, records).items())
+        ]
+
     def _log_changes(self, report: PassReport, changed: set[str]) -> None:
         """One log line per instance whose status or objects changed, carrying its fields.
 
@@ -470,6 +497,8 @@ class Daemon:
             if status.instance not in changed:
                 continue
             message = f"{status.app} {status.version or '-'}: {status.message}"
+            if status.reason == WAVE_HALTED:
+                continue  # said once per halt by _report_waves
             if status.phase in (Phase.FAILED, Phase.STALLED):
                 reason = status.reason or str(status.phase)
                 self.events.warning(ref, reason, message, annotations=notes)
@@ -616,16 +645,32 @@ class Daemon:
             return [], f"{e.reason}: {e}"
 
     def _report_waves(self, report: PassReport, changed: set[str]) -> None:
-        """The wave gate's metrics: instances waiting per app and wave, new halts, and
-        the measurements of waves' analyses."""
+        """The wave gate's metrics (instances waiting per app and wave, halts, the
+        measurements of waves' analyses) and Events.
+
+        A halt counts once, and an instance's Event says once that it waits or halts:
+        in the pass whose status commit starts it (a later commit while it lasts, e.g.
+        one more failed cluster named, is the same halt). A commit that failed to push
+        is tried again by the next pass, which then counts it.
+        """
         waiting: dict[tuple[str, str], int] = {}
         for hold in report.waves:
             self.metrics.count_measurements(hold.measured)
             key = (hold.app, hold.decision.wave)
             if isinstance(hold.decision, Waiting):
                 waiting[key] = waiting.get(key, 0) + 1
-            elif isinstance(hold.decision, Halted) and hold.instance in changed:
+            if not hold.started or hold.instance not in changed:
+                continue
+            namespace = report.namespaces.get(hold.instance, "")
+            ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(hold.instance))
+            notes = self._event_annotations()
+            message = f"{hold.app} {hold.version}: {hold.decision.message}"
+            if isinstance(hold.decision, Halted):
                 self.metrics.count_wave_halt(*key)
+                if namespace:
+                    self.events.warning(ref, WAVE_HALTED, message, annotations=notes)
+            elif namespace:
+                self.events.normal(ref, WAITING_FOR_WAVE, message, annotations=notes)
         self.metrics.set_wave_waiting(waiting)
 
     def _report_metrics(self, report: PassReport, seconds: float, ok: bool) -> None:

@@ -291,9 +291,15 @@ class Service:
                 s.branch,
                 cluster=s.cluster,
                 routes=groups,
-                pages=StatusPages(self.daemon.ledger, options=ui_options(s)).page
-                if METRICS in groups
-                else None,
+                pages=(
+                    StatusPages(
+                        self.daemon.ledger,
+                        options=ui_options(s),
+                        pipelines=self.daemon.wave_pipelines,
+                    ).page
+                    if METRICS in groups
+                    else None
+                ),
             )
             self.servers.append(server)
             bound = server.start()

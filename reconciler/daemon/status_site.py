@@ -12,20 +12,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from reconciler.daemon.loop import DaemonSettings
+from reconciler.model.status import Phase
 from reconciler.source import StatusLedger, redact_url
 from reconciler.status.report import (
     INDEX,
     NO_OPTIONS,
     ClusterReport,
     PageOptions,
+    Pipeline,
+    PipelineCard,
+    PipelineWave,
+    Soak,
     index_page,
     instance_page,
     status_page,
 )
+from reconciler.waves import BoardInstance, BoardWave
 
 DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
 DEFAULT_TITLE = "Reconciler status"
@@ -61,6 +68,58 @@ def ui_options(settings: DaemonSettings) -> PageOptions:
     )
 
 
+def pipeline_of(app: str, version: str, board: Sequence[BoardWave], now: datetime) -> Pipeline:
+    """The status page's pipeline for one release, from the wave gate's board.
+
+    A card's soak is measured against the *next* wave's soak: that is the gate its
+    Ready time counts toward (a wave's soak guards entry into it).
+    """
+    waves = []
+    for index, wave in enumerate(board):
+        after = board[index + 1] if index + 1 < len(board) else None
+        waves.append(
+            PipelineWave(
+                name=wave.name,
+                state=wave.state,
+                message=wave.decision.message,
+                soak=wave.soak,
+                approval=wave.approval,
+                max_failures=wave.max_failures,
+                cards=tuple(_card(item, version, after, now) for item in wave.instances),
+            )
+        )
+    return Pipeline(app, version, tuple(waves))
+
+
+def _card(
+    item: BoardInstance, version: str, after: BoardWave | None, now: datetime
+) -> PipelineCard:
+    seen = item.record
+    if seen is None:
+        return PipelineCard(item.cluster, item.instance, None)
+    status = seen.status
+    known = seen.since.year < datetime.max.year  # a hand-made commit: no time known
+    soak = None
+    if (
+        after is not None
+        and after.soak_seconds > 0
+        and status.version == version
+        and status.phase is Phase.READY
+        and known
+    ):
+        ready_for = max(0.0, (now - seen.since).total_seconds())
+        soak = Soak(ready_for, after.soak_seconds, after.name)
+    return PipelineCard(
+        item.cluster,
+        item.instance,
+        status.version or "none",
+        str(status.phase),
+        status.reason,
+        seen.since.strftime("%Y-%m-%dT%H:%M:%SZ") if known else "",
+        soak,
+    )
+
+
 def now_stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -83,9 +142,11 @@ class StatusPages:
         title: str = DEFAULT_TITLE,
         clock: Callable[[], str] = now_stamp,
         options: PageOptions = NO_OPTIONS,
+        pipelines: Callable[[], Sequence[Pipeline]] | None = None,
     ) -> None:
         self.ledger = ledger
         self.options = options
+        self._pipelines = pipelines
         self.history_limit = history_limit
         self.title = title
         self._clock = clock
@@ -98,7 +159,18 @@ class StatusPages:
         """The page at ``path`` (``index.html``, ``<cluster>/<instance>.html``), or None."""
         read = self._current()
         if path in ("", INDEX):
-            return read.index
+            if self._pipelines is None:
+                return read.index
+            # the waves move with every cluster's branch and with time (soak): drawn
+            # per view from what the daemon's last pass read (cheap: no Git log)
+            return index_page(
+                [read.report],
+                title=self.title,
+                source=self.ledger.display,
+                generated=self._clock(),
+                options=self.options,
+                pipelines=self._pipelines(),
+            )
         name = read.instances.get(path)
         if name is None:
             return None
@@ -135,4 +207,12 @@ class _Read:
     generated: str
 
 
-__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TITLE", "UI_REFRESH", "StatusPages", "read_report"]
+__all__ = [
+    "DEFAULT_HISTORY_LIMIT",
+    "DEFAULT_TITLE",
+    "UI_REFRESH",
+    "StatusPages",
+    "pipeline_of",
+    "read_report",
+    "ui_options",
+]

@@ -14,6 +14,7 @@ the file's guard would release to the whole fleet at once.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -24,15 +25,19 @@ from reconciler.model.analysis import Measurement
 from reconciler.model.catalog import Catalog
 from reconciler.model.rollout import split_release
 from reconciler.model.status import InstanceStatus
+from reconciler.model.version import VersionSyntaxError, parse_version
 from reconciler.model.waveanalysis import WAVE_KEY, WaveAnalysisRecord
 from reconciler.model.waves import SeenRecord
 from reconciler.waves import (
     WAITING_FOR_WAVE,
     WAVE_HALTED,
+    BoardWave,
     Decision,
     Halted,
     Open,
+    Waiting,
     gate,
+    wave_board,
 )
 from reconciler.waves import change_waits as waits
 from reconciler.waves.analysis import analysis_halt
@@ -63,6 +68,9 @@ class WaveHold:
     app: str
     version: str
     decision: Decision
+    # this pass starts the wait or the halt (the record before said otherwise): the
+    # halts counter and the Events say it once, not at every later commit while it lasts
+    started: bool = False
     measured: tuple[Measurement, ...] = ()  # a wave's analysis, taken this pass
 
 
@@ -122,14 +130,12 @@ def hold_for_waves(
     step = WaveStep([])
     analyst = WaveAnalyst(view.prometheus_url, view.now) if view is not None else None
     apps: dict[str, dict[str, list[str]]] = {}  # app -> cluster -> its instances of the app
+    decided: dict[tuple[str, str], Decision] = {}  # (app, version) -> the gate's answer
     for plan in plans:
         target = plan.resolution.version
-        if (
-            view is not None
-            and plan.ok
-            and target is not None
-            and target == deployed.get(plan.name)
-        ):
+        if view is not None and plan.ok and target is not None:
+            # stamped only on a record that runs ``target``: the commit that records
+            # the upgrade names its release too (not one more commit the pass after)
             start = view.start(plan.instance.app, target, plan.instance.channel)
             if start is not None:
                 step.releases[plan.name] = (target, start)
@@ -139,21 +145,23 @@ def hold_for_waves(
         assert target is not None
         app = plan.instance.app
         if not waves.valid or view is None:
-            why = waves.error if not waves.valid else "the status branches could not be read"
-            message = f"{app} {target} waits: {why}"
-            step.plans.append(
-                replace(plan, version=None, objects=(), reason=CATALOG_INVALID, message=message)
-            )
+            step.plans.append(_unjudged(plan, None if waves.valid else waves.error))
             continue
         if app not in apps:
             apps[app] = _instances_of(catalog, app)
+        # the gate's answer depends on the app and version only, not the instance: one
+        # look at the earlier waves' records (and their analyses) per release
         index = waves.wave_of(cluster)
-        fresh = _freshness(catalog, app, target, view.contains)
-        decision = gate(waves, index, app, target, apps[app], view.records, fresh, view.now)
-        if not isinstance(decision, Halted):  # an earlier wave's analysis may have halted
-            halt = analysis_halt(waves, index, app, target, apps[app], view.records, fresh)
-            decision = halt if halt is not None else decision
+        decision = decided.get((app, target))
+        if decision is None:
+            fresh = _freshness(catalog, app, target, view.contains)
+            decision = gate(waves, index, app, target, apps[app], view.records, fresh, view.now)
+            if not isinstance(decision, Halted):  # an earlier wave's analysis may have halted
+                halt = analysis_halt(waves, index, app, target, apps[app], view.records, fresh)
+                decision = halt if halt is not None else decision
+            decided[(app, target)] = decision
         assert analyst is not None
+        record = previous.get(plan.name)
         release = view.start(app, target, plan.instance.channel) or ""
         analysed = analyst.analyse(
             waves,
@@ -162,16 +170,27 @@ def hold_for_waves(
             target,
             release,
             decision,
-            previous.get(plan.name),
+            record,
             measures=owns is None or owns(plan.name),
         )
         if analysed.record is not None:
             step.analyses[plan.name] = analysed.record
         if analysed.next_look is not None:
             step.next_look = min(analysed.next_look, step.next_look or analysed.next_look)
-        step.holds.append(WaveHold(plan.name, app, target, analysed.decision, analysed.measured))
-        step.plans.append(_gated(plan, analysed.decision))
+        started = _starts(analysed.decision, target, record)
+        step.holds.append(
+            WaveHold(plan.name, app, target, analysed.decision, started, analysed.measured)
+        )
+        step.plans.append(_gated(plan, analysed.decision, record))
     return step
+
+
+def _starts(decision: Decision, target: str, record: InstanceStatus | None) -> bool:
+    """Is this the pass where the instance begins to wait (or halt) for ``target``?"""
+    if isinstance(decision, Open):
+        return False
+    reason = WAVE_HALTED if isinstance(decision, Halted) else WAITING_FOR_WAVE
+    return record is None or (record.reason, record.desired_version) != (reason, target)
 
 
 def _held_kind(plan: InstancePlan, deployed: str | None, record: InstanceStatus | None) -> bool:
@@ -198,11 +217,67 @@ def _unjudged(plan: InstancePlan, invalid: str | None) -> InstancePlan:
     return replace(plan, version=None, objects=(), reason=reason, message=message)
 
 
-def _gated(plan: InstancePlan, decision: Decision) -> InstancePlan:
+def _gated(plan: InstancePlan, decision: Decision, record: InstanceStatus | None) -> InstancePlan:
+    """The plan that keeps what runs; a soak still under way keeps its recorded message
+    (its elapsed time grows every pass: a commit per pass would bury the history)."""
     if isinstance(decision, Open):
         return plan
     reason = WAVE_HALTED if isinstance(decision, Halted) else WAITING_FOR_WAVE
-    return replace(plan, version=None, objects=(), reason=reason, message=decision.message)
+    message = decision.message
+    if (
+        isinstance(decision, Waiting)
+        and record is not None
+        and record.reason == WAITING_FOR_WAVE
+        and record.desired_version == plan.resolution.version
+        and decision.same_wait(record.message)
+    ):
+        message = record.message
+    return replace(plan, version=None, objects=(), reason=reason, message=message)
+
+
+def app_board(
+    catalog: Catalog,
+    app: str,
+    version: str,
+    records: Mapping[tuple[str, str], SeenRecord],
+    contains: Contains,
+    now: datetime,
+) -> list[BoardWave]:
+    """Every wave's gate and clusters for ``app`` ``version``: the same gate the pass asks,
+    for ``wave status``, the status page and the bench (``catalog.waves`` must be valid)."""
+    assert catalog.waves is not None and catalog.waves.valid
+    return wave_board(
+        catalog.waves,
+        app,
+        version,
+        _instances_of(catalog, app),
+        records,
+        _freshness(catalog, app, version, contains),
+        now,
+    )
+
+
+def release_versions(
+    catalog: Catalog, records: Mapping[tuple[str, str], SeenRecord]
+) -> dict[str, str]:
+    """Each app's release in flight, as the fleet's records say: the version most of its
+    instances want (``desiredVersion``), the higher one on a tie. An app no record
+    names yet has none."""
+    wanted: dict[str, Counter[str]] = {}
+    apps = {i.app for entry in catalog.clusters.values() for i in entry.instances.values()}
+    for seen in records.values():
+        status = seen.status
+        version = status.desired_version or status.version
+        if status.app in apps and version:
+            wanted.setdefault(status.app, Counter())[version] += 1
+    return {app: max(c, key=lambda v: (c[v], _order(v))) for app, c in wanted.items()}
+
+
+def _order(version: str) -> tuple[int, object]:
+    try:
+        return (1, parse_version(version))
+    except VersionSyntaxError:
+        return (0, version)
 
 
 def _instances_of(catalog: Catalog, app: str) -> dict[str, list[str]]:

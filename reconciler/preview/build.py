@@ -43,6 +43,7 @@ from reconciler.preview.model import (
     WorkloadPlan,
 )
 from reconciler.preview.scope import InstanceKey, Scope, Side, load_scope
+from reconciler.preview.waveplan import wave_plans
 from reconciler.render import object_key, object_ref
 from reconciler.rollout import PlanError, merge_plans, plan_batches
 
@@ -111,6 +112,7 @@ def compare(
             *gate_warnings(keys, base_plans, head_plans),
         ),
         unchanged=unchanged,
+        waves=wave_plans(changes, head_cat) if head_cat.waves is not None else None,
     )
 
 

@@ -215,6 +215,75 @@ class InstanceChange:
 
 
 @dataclass(frozen=True)
+class WaveStep:
+    """One wave's share of a release: its clusters and instances, and what they wait for."""
+
+    wave: str
+    clusters: tuple[str, ...]
+    instances: int
+    now: bool  # no earlier wave runs the app: starts with the change
+    soak: str = ""  # as written, when it guards this wave
+    approval: bool = False  # an approval commit is still needed
+
+    def describe(self, *, counts: bool) -> str:
+        shown = ""
+        if counts:
+            n = len(self.clusters)
+            shown = f": {n} cluster{'s' * (n != 1)}, {self.instances} instance" + (
+                "s" * (self.instances != 1)
+            )
+        if self.now:
+            return f"{self.wave} now{shown}"
+        if self.soak and self.approval:
+            gate = f"after {self.soak} soak and an approval"
+        elif self.soak:
+            gate = f"after {self.soak}"
+        elif self.approval:
+            gate = "after an approval"
+        else:
+            gate = "after the earlier waves are Ready"
+        return f"{self.wave} {gate}{shown}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wave": self.wave,
+            "clusters": list(self.clusters),
+            "instances": self.instances,
+            "now": self.now,
+            "soak": self.soak or None,
+            "approval": self.approval,
+        }
+
+
+@dataclass(frozen=True)
+class WavePlan:
+    """How one app's new version crosses the waves; ``error`` when waves.yaml is broken."""
+
+    app: str
+    version: str
+    steps: tuple[WaveStep, ...] = ()
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``canary now: 2 clusters, 3 instances; eu after 1h soak and an approval; rest
+        after 30m`` (the first step with its counts)."""
+        if self.error is not None:
+            return f"held everywhere: {self.error}"
+        return "; ".join(s.describe(counts=i == 0) for i, s in enumerate(self.steps))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "app": self.app,
+            "version": self.version,
+            "plan": self.describe(),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True)
 class Preview:
     """The whole answer: per cluster what changes, and the validation problems."""
 
@@ -229,6 +298,7 @@ class Preview:
     fixed_problems: tuple[Problem, ...] = ()  # on the base, gone at the head
     warnings: tuple[str, ...] = ()  # cluster-wide notes (e.g. the mass-prune guard)
     unchanged: int = 0  # instances the diff touched that end up the same
+    waves: tuple[WavePlan, ...] | None = None  # None: the head has no waves.yaml
 
     @property
     def new_errors(self) -> tuple[Problem, ...]:
@@ -257,4 +327,4 @@ class Preview:
                 "fixed": [p.to_dict() for p in self.fixed_problems],
             },
             "warnings": list(self.warnings),
-        }
+        } | ({} if self.waves is None else {"waves": [w.to_dict() for w in self.waves]})

@@ -78,6 +78,9 @@ def format_text(preview: Preview) -> str:
             lines += _text_instance(change)
     if not preview.changes:
         lines += ["", "no instance changes"]
+    if preview.waves:
+        lines += ["", "waves"]
+        lines += [f"  {plan.app} {plan.version}: {plan.describe()}" for plan in preview.waves]
     for warning in preview.warnings:
         lines.append(f"warning: {warning}")
     lines += _text_problems("problems new on the head", preview.new_problems)
@@ -164,6 +167,9 @@ def _markdown(preview: Preview, *, diffs: bool, note: str = "") -> str:
             )
     else:
         lines.append("No instance changes.")
+    if preview.waves:
+        lines += ["", "**Waves**", ""]
+        lines += [f"- {_md(f'{p.app} {p.version}: {p.describe()}')}" for p in preview.waves]
     for warning in preview.warnings:
         lines += ["", f"> :warning: {_md(warning)}"]
     lines += _md_problems(":x: Problems new on the head", preview.new_problems, folded=False)

@@ -33,6 +33,8 @@ from reconciler.catalog import MAX_FILE_BYTES, load_catalog
 from reconciler.catalog.incremental import FullReloadNeeded, reload_catalog
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.errors import SourceError, UsageError
+from reconciler.model.problems import Problem
+from reconciler.model.waves import WAVES_FILE
 from reconciler.source import changed_between, export_paths, list_directory, resolve_commit
 
 InstanceKey = tuple[str, str]  # (cluster, instance)
@@ -66,8 +68,20 @@ class Side:
             root=self.catalog.root,
             apps=self.catalog.apps,
             clusters=clusters,
-            problems=self.catalog.problems,
+            problems=[p for p in self.catalog.problems if not self._out_of_scope(p)],
             files_with_errors=self.catalog.files_with_errors,
+            waves=self.catalog.waves,
+        )
+
+    def _out_of_scope(self, problem: Problem) -> bool:
+        """A ``waves.yaml`` warning about an approval whose app exists at this commit but
+        was not loaded (out of the change's scope): the loader could not see the app."""
+        waves = self.catalog.waves
+        if problem.file != WAVES_FILE or problem.is_error or waves is None:
+            return False
+        return any(
+            a.line == problem.line and a.app not in self.catalog.apps and a.app in self.app_dirs
+            for a in waves.approvals
         )
 
 
@@ -95,7 +109,7 @@ class _Touched:
         for path in paths:
             parts = path.strip("/").split("/")
             if parts[0] not in ("apps", "clusters"):
-                continue  # the loader reads nothing else
+                continue  # nothing else moves what an instance runs (waves.yaml: only when)
             if len(parts) == 1:
                 out.everything = True
             elif parts[0] == "apps":
@@ -131,7 +145,9 @@ def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope
         for commit in {base_commit, head_commit}
     }
     for commit, root in ((base_commit, base_dir), (head_commit, head_dir)):
-        export_paths(repo, commit, ["clusters"], root, max_file_bytes=MAX_FILE_BYTES)
+        # waves.yaml: when a release reaches each cluster (the wave plan), checked too
+        paths = ["clusters", WAVES_FILE]
+        export_paths(repo, commit, paths, root, max_file_bytes=MAX_FILE_BYTES)
         if app_dirs[commit]:
             # the commit has apps even if none is in scope: not "an empty checkout"
             (root / "apps").mkdir(exist_ok=True)

@@ -25,7 +25,7 @@ from reconciler.model.status import InstanceStatus
 from reconciler.model.waves import SeenRecord
 from reconciler.source import objects
 from reconciler.source.remote import RemoteAccess
-from reconciler.source.runner import GitFailed, locked, run, run_remote
+from reconciler.source.runner import GitFailed, configure, locked, run, run_remote
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_INSTANCE,
@@ -37,7 +37,7 @@ from reconciler.status import (
 
 log = logging.getLogger("reconciler.source")
 
-_LOG_FORMAT = "%H%x1f%cI%x1f%(trailers:only,unfold)%x1e"
+_LOG_FORMAT = "%H%x1f%P%x1f%cI%x1f%(trailers:only,unfold)%x1e"
 _CHANNEL_COMMITS = 50  # commits of a channels.yaml looked at to find where a release began
 _LOCAL_PREFIX = "refs/heads/status/"
 _REMOTE_PREFIX = "refs/remotes/origin/status/"
@@ -59,6 +59,8 @@ class _BranchView:
     records: dict[str, InstanceStatus] = field(default_factory=dict)
     runs: dict[str, _Run] = field(default_factory=dict)
     head_time: datetime = field(default_factory=lambda: _UNKNOWN)
+    files: dict[str, bytes] = field(default_factory=dict)  # instance -> its record's blob
+    seen: dict[str, SeenRecord] = field(default_factory=dict)  # what ``records`` hands out
 
 
 class FleetStatus:
@@ -81,6 +83,11 @@ class FleetStatus:
         self._prefix = _REMOTE_PREFIX if remote else _LOCAL_PREFIX
         self._views: dict[str, _BranchView] = {}
         self.reads = 0  # branches read (again) since this reader began: what the cache saves
+        if remote:
+            # each pass's fetch brings a few commits to a mirror of every cluster's history:
+            # Git's walk of the local refs ("what do I have?") parses all of it again unless
+            # a commit-graph answers; fetch keeps one up to date (a small split file each)
+            configure(repo, {"fetch.writeCommitGraph": "true"})
 
     @property
     def repo(self) -> git.Repo:
@@ -106,44 +113,90 @@ class FleetStatus:
             )
 
     def records(self, skip: str = "") -> dict[tuple[str, str], SeenRecord]:
-        """Every cluster's records (but ``skip``'s), by (cluster, instance)."""
+        """Every cluster's records (but ``skip``'s), by (cluster, instance).
+
+        The branches whose head moved are read again: their trees (in process) and
+        their new commits, for all of them in one ``git log``.
+        """
         out: dict[tuple[str, str], SeenRecord] = {}
         with locked(self._lock):
             heads = self._heads()
             self._views = {c: v for c, v in self._views.items() if c in heads}
-            for cluster, head in heads.items():
-                if cluster == skip:
-                    continue
-                view = self._views.get(cluster)
-                if view is None or view.head != head:
-                    view = self._read(cluster, head, view)
-                    self._views[cluster] = view
-                for name, status in view.records.items():
-                    out[(cluster, name)] = SeenRecord(status, _since(view, name, status))
+            moved = {
+                cluster: head
+                for cluster, head in heads.items()
+                if cluster != skip
+                and (cluster not in self._views or self._views[cluster].head != head)
+            }
+            if moved:
+                chains = self._new_commits(moved)
+                for cluster, head in moved.items():
+                    before = self._views.get(cluster)
+                    self._views[cluster] = self._read(cluster, head, before, chains[cluster])
+            for cluster in heads:
+                if cluster != skip:
+                    seen = self._views[cluster].seen
+                    out.update(((cluster, name), each) for name, each in seen.items())
         return out
 
     def _heads(self) -> dict[str, str]:
-        output = run(
-            self._repo,
-            ["for-each-ref", "--format=%(refname) %(objectname)", self._prefix],
-            what="list the status branches",
-        )
         heads = {}
-        for line in output.splitlines():
-            ref, _, sha = line.partition(" ")
+        for ref, sha in objects.list_refs(self._repo, self._prefix).items():
             name = ref.removeprefix(self._prefix)
             if name and "/" not in name:
                 heads[name] = sha
         return heads
 
-    def _read(self, cluster: str, head: str, before: _BranchView | None) -> _BranchView:
+    def _new_commits(self, moved: Mapping[str, str]) -> dict[str, list[list[str]] | None]:
+        """Each moved branch's commits since the head read before (all: a new branch),
+        oldest first, from one ``git log`` of them all; None for a branch whose new head
+        does not descend from the old one (rewritten: read whole again).
+
+        Status branches share no history, so ``^old`` of one never hides another's
+        commits; if one did (a branch made by hand from another), its line would not
+        reach its old head and it would be read whole.
+        """
+        spans: dict[str, tuple[str, str | None]] = {}
+        gone = set()  # the head read before is no longer in the mirror (pruned after a rewrite)
+        args = ["log", f"--format={_LOG_FORMAT}"]
+        for cluster, head in moved.items():
+            before = self._views.get(cluster)
+            old = before.head if before is not None else None
+            if old is not None and not objects.has_object(self._repo, old):
+                gone.add(cluster)
+                continue
+            spans[cluster] = (head, old)
+            args += [head, f"^{old}"] if old else [head]
+        commits = {}
+        if spans:
+            output = run(self._repo, args, what="read the history of the status branches")
+            for chunk in output.split("\x1e"):
+                fields = chunk.strip("\n").split("\x1f")
+                if len(fields) == 4:
+                    commits[fields[0]] = fields
+        chains = {cluster: _chain(commits, head, old) for cluster, (head, old) in spans.items()}
+        return {**chains, **dict.fromkeys(gone)}
+
+    def _read(
+        self,
+        cluster: str,
+        head: str,
+        before: _BranchView | None,
+        chain: list[list[str]] | None,
+    ) -> _BranchView:
         self.reads += 1
         view = _BranchView(head)
+        kept = {sha: name for name, sha in before.files.items()} if before is not None else {}
         root = objects.read_tree(self._repo, objects.root_tree_of(self._repo, head))
         sub = root.get(INSTANCES_DIR)
         if sub is not None and sub[1] == objects.TREE_MODE:
             for name, (sha, _mode) in objects.read_tree(self._repo, sub[0]).items():
                 if not name.endswith(".yaml"):
+                    continue
+                same = kept.get(sha)
+                if same is not None and before is not None:  # the blob did not change
+                    view.records[same] = before.records[same]
+                    view.files[same] = sha
                     continue
                 try:
                     status = self._parse(sha, f"{INSTANCES_DIR}/{name}")
@@ -151,37 +204,63 @@ class FleetStatus:
                     log.warning("status branch of %s: %s (left out of the wave gate)", cluster, e)
                     continue
                 view.records[status.instance] = status
-        since = before.head if before is not None and self._ancestor(before.head, head) else None
-        if since is not None and before is not None:
+                view.files[status.instance] = sha
+        if chain is None:  # rewritten: its runs start again from its whole history
+            chain = self._history(head)
+        elif before is not None:  # the commits since ``before``: its runs go on
             view.runs = dict(before.runs)
-        self._follow(view, since)
+            view.head_time = before.head_time
+        _advance(view, chain)
+        view.seen = {
+            name: SeenRecord(status, _since(view, name, status))
+            for name, status in view.records.items()
+        }
         return view
 
-    def _follow(self, view: _BranchView, since: str | None) -> None:
-        """Advance each instance's run over the commits after ``since`` (all: None)."""
-        span = f"{since}..{view.head}" if since else view.head
+    def _history(self, head: str) -> list[list[str]]:
+        """The whole history of a branch, oldest first."""
         output = run(
             self._repo,
-            ["log", "--reverse", f"--format={_LOG_FORMAT}", span],
+            ["log", "--reverse", f"--format={_LOG_FORMAT}", head],
             what="read the history of a status branch",
         )
-        for chunk in output.split("\x1e"):
-            fields = chunk.strip("\n").split("\x1f")
-            if len(fields) != 3:
-                continue
-            when = datetime.fromisoformat(fields[1])
-            view.head_time = when
-            trailers = parse_trailers(fields[2])
-            instance = trailers.get(TRAILER_INSTANCE)
-            if not instance:
-                continue
-            phase, version = trailers.get(TRAILER_PHASE, ""), trailers.get(TRAILER_VERSION, "")
-            run_now = view.runs.get(instance)
-            if run_now is None or (run_now.phase, run_now.version) != (phase, version):
-                view.runs[instance] = _Run(phase, version, when)
+        chunks = [c.strip("\n").split("\x1f") for c in output.split("\x1e")]
+        return [fields for fields in chunks if len(fields) == 4]
 
-    def _ancestor(self, old: str, new: str) -> bool:
-        return is_ancestor(self._repo, old, new)
+
+def _chain(commits: Mapping[str, list[str]], head: str, old: str | None) -> list[list[str]] | None:
+    """The commits from ``old`` (excluded; None: the root) to ``head``, oldest first, along
+    first parents; None when that line does not reach ``old``."""
+    chain = []
+    sha = head
+    while sha != old:
+        fields = commits.get(sha)
+        if fields is None:
+            return None
+        chain.append(fields)
+        parents = fields[1].split()
+        if not parents:
+            if old is not None:
+                return None
+            break
+        sha = parents[0]
+    chain.reverse()
+    return chain
+
+
+def _advance(view: _BranchView, chain: list[list[str]]) -> None:
+    """Each instance's run over ``chain`` (oldest first), continuing ``view.runs``."""
+    for fields in chain:
+        when = datetime.fromisoformat(fields[2])
+        view.head_time = when
+        trailers = parse_trailers(fields[3])
+        instance = trailers.get(TRAILER_INSTANCE)
+        if not instance:
+            continue
+        phase, version = trailers.get(TRAILER_PHASE, ""), trailers.get(TRAILER_VERSION, "")
+        run_now = view.runs.get(instance)
+        if run_now is None or (run_now.phase, run_now.version) != (phase, version):
+            view.runs[instance] = _Run(phase, version, when)
 
 
 def _since(view: _BranchView, name: str, status: InstanceStatus) -> datetime:

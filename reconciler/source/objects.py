@@ -14,6 +14,7 @@ the user can see moves here; the store publishes the result.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import os
@@ -52,6 +53,43 @@ def read_tree(repo: git.Repo, binsha: bytes | None) -> Entries:
         return {}
     data = repo.odb.stream(binsha).read()
     return {name: (bytes(sha), int(mode)) for sha, mode, name in tree_entries_from_data(data)}
+
+
+def list_refs(repo: git.Repo, prefix: str) -> dict[str, str]:
+    """Every ref under ``prefix`` (``refs/remotes/origin/status/``) -> its object id.
+
+    Read from the files Git keeps (``packed-refs``, then the loose refs, which win),
+    in process: the wave gate lists 200 status branches every pass, and a ``git
+    for-each-ref`` process would be most of what a pass with nothing new costs.
+    """
+    git_dir = Path(repo.git_dir)
+    refs: dict[str, str] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for line in (git_dir / "packed-refs").read_text(encoding="utf-8").splitlines():
+            sha, _, name = line.partition(" ")
+            if name.startswith(prefix) and len(sha) == 40:
+                refs[name] = sha
+    top = git_dir / prefix
+    for directory, _dirs, files in os.walk(top):
+        for file in files:
+            path = Path(directory) / file
+            if file.endswith(".lock"):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                sha = path.read_text(encoding="utf-8").strip()
+                if len(sha) == 40:
+                    refs[path.relative_to(git_dir).as_posix()] = sha
+    return refs
+
+
+def has_object(repo: git.Repo, sha: str) -> bool:
+    """Is ``sha`` in the object store? Asked of ``git cat-file`` (GitPython's own
+    ``has_object`` looks at loose objects only, never in packs)."""
+    try:
+        repo.odb.info(bytes.fromhex(sha))
+    except ValueError:  # not a hex id, or cat-file's "missing"
+        return False
+    return True
 
 
 def read_blob(repo: git.Repo, binsha: bytes) -> bytes:

@@ -48,6 +48,7 @@ class BoardWave:
     max_failures: int
     decision: Decision
     instances: tuple[BoardInstance, ...]
+    soak_seconds: float = 0.0  # ``soak`` in seconds: what pages measure progress against
 
     @property
     def state(self) -> str:
@@ -90,6 +91,7 @@ def wave_board(
             BoardWave(
                 name=waves.name_of(index),
                 soak=wave.soak_text if wave is not None else "",
+                soak_seconds=wave.soak if wave is not None else 0.0,
                 approval=wave.approval if wave is not None else False,
                 max_failures=wave.max_failures if wave is not None else 0,
                 decision=as_recorded(

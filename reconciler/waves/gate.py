@@ -52,6 +52,26 @@ class Waiting:
     wave: str
     message: str
     remaining: float | None = None
+    # a soak's message around its elapsed time: (before, after)
+    soak_frame: tuple[str, str] | None = None
+
+    def same_wait(self, message: str) -> bool:
+        """Does ``message`` (recorded earlier) say this very wait?
+
+        A soak's message names the time Ready so far, which grows every pass; the wait
+        it describes does not change, so the record keeps the message it was committed
+        with instead of a commit per pass (``wave status`` shows the live figure).
+        """
+        if message == self.message:
+            return True
+        if self.soak_frame is None:
+            return False
+        before, after = self.soak_frame
+        return (
+            message.startswith(before)
+            and message.endswith(after)
+            and len(message) > len(before) + len(after)
+        )
 
 
 @dataclass(frozen=True)
@@ -141,11 +161,13 @@ def gate(
     unsoaked = [s for s in soaking if s[0] < soak]
     if unsoaked:
         ready_for, who, earlier_name = min(unsoaked)
+        before = f"waiting for wave {earlier_name}: {who} {version} Ready for "
+        after = f" of {wave.soak_text if wave else '0s'}"
         return Waiting(
             name,
-            f"waiting for wave {earlier_name}: {who} {version} Ready for "
-            f"{format_duration(ready_for)} of {wave.soak_text if wave else '0s'}",
+            f"{before}{format_duration(ready_for)}{after}",
             remaining=soak - ready_for,
+            soak_frame=(before, after),
         )
     if wave is not None and wave.approval and not waves.approved(app, version, wave.name):
         return Waiting(

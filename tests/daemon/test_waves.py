@@ -197,6 +197,15 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(
     assert web(restarted).message == soaking.message and restarted.commits == []
     metrics = fleet.daemon("prod-us").metrics.render().decode()
     assert 'reconciler_wave_gate_waiting{app="podinfo",wave="rest"} 1.0' in metrics
+    # the soak goes on: the same wait, no commit per pass; the gate says the live figure
+    fleet.now = T0 + timedelta(minutes=30)
+    later = fleet.run("prod-us")
+    assert later.commits == [] and web(later).message == soaking.message
+    assert later.report is not None
+    assert [h.decision.message for h in later.report.waves] == [
+        "waiting for wave eu: prod-eu/web 6.6.0 Ready for 30m of 1h"
+    ]
+    assert fleet.record("prod-us").message == soaking.message
 
     # the CLI's clock is the real one: long after the tests' pinned commit dates
     board = wave_status(fleet, capsys)
@@ -210,7 +219,8 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(
     head = git.Repo(fleet.world.repo.work).head.commit.hexsha
     bare = str(fleet.world.repo.remote)  # a local path this time: its refs, its history
     at = fleet_board(catalog, bare, "podinfo", None, head, now=fleet.now)
-    assert at[2].decision.message == soaking.message and at[2].state == "waiting"
+    assert at[2].decision.message == later.report.waves[0].decision.message
+    assert at[2].state == "waiting"
     assert [(i["cluster"], i["version"], i["phase"]) for i in board[1]["instances"]] == [
         ("prod-eu", "6.6.0", "Ready")
     ]
@@ -260,6 +270,52 @@ def test_a_bad_release_halts_the_later_waves(
     fleet.release("6.5.0")
     back = web(fleet.settle("prod-eu"))
     assert (back.phase, back.version) == (Phase.READY, "6.5.0")
+
+
+def wave_events(fleet: Fleet, cluster: str) -> dict[str, list[dict[str, Any]]]:
+    """The daemon's Events on the inventory of ``web`` in ``cluster``, by reason."""
+    fleet.daemon(cluster).flush_events()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in fleet.world.client.list("v1", "Event", namespace=f"web-{cluster}"):
+        assert event["involvedObject"]["name"] == "reconciler-inventory-web"
+        out.setdefault(event["reason"], []).append(event)
+    return out
+
+
+def test_a_wait_and_a_halt_are_each_said_once(fleet: Fleet) -> None:
+    fleet.release("6.6.0")
+    assert web(fleet.run("prod-us")).reason == "WaitingForWave"
+    fleet.run("prod-us")  # the same wait: no commit, nothing said again
+    [waiting] = wave_events(fleet, "prod-us")["WaitingForWave"]
+    assert (
+        waiting["type"] == "Normal"
+        and "podinfo 6.6.0: waiting for wave canary" in (waiting["message"])
+    )
+    bad_release(fleet)  # 6.7.0 fails on staging: prod-us halts
+    halted = fleet.run("prod-us")
+    assert web(halted).reason == "WaveHalted" and len(halted.commits) == 1
+    # one more canary instance fails 6.7.0: the halt's message changes (a commit), but it
+    # is the same halt: counted once, said once
+    fleet.world.commit(
+        "clusters/staging/instances/web2.yaml",
+        "apiVersion: reconciler/v1\nkind: Instance\nname: web2\napp: podinfo\n"
+        "channel: stable\nnamespace: web2-staging\nparameters: {replicas: 1}\n",
+    )
+    fleet.settle("staging")
+    again = fleet.run("prod-us")
+    assert len(again.commits) == 1
+    assert "on staging/web, staging/web2 (2 > maxFailures 0)" in web(again).message
+    fleet.run("prod-us")
+    metrics = fleet.daemon("prod-us").metrics.render().decode()
+    assert 'reconciler_wave_halts_total{app="podinfo",wave="rest"} 1.0' in metrics
+    events = wave_events(fleet, "prod-us")
+    [halt] = events["WaveHalted"]
+    assert halt["type"] == "Warning" and halt.get("count", 1) == 1
+    assert "podinfo 6.7.0: halted: podinfo 6.7.0 failed in earlier waves" in halt["message"]
+    # a restarted daemon reads the halt from the branch: not a new one
+    restarted = fleet.daemon("prod-us", fresh=True)
+    assert restarted.run_pass().commits == []
+    assert "reconciler_wave_halts_total{" not in restarted.metrics.render().decode()
 
 
 def test_failures_within_max_failures_let_the_next_wave_go(tmp_path: Path) -> None:

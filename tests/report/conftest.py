@@ -9,11 +9,17 @@ adding a record whose instance name is itself markup.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
+from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.status_site import StatusPages
+from reconciler.daemon.triggers import TriggerQueue
 from reconciler.model.migrations import MigrationRecord
 from reconciler.model.rollout import BatchState, Replicas, RollingState, RolloutRecord
 from reconciler.model.status import InstanceStatus, Phase
@@ -124,3 +130,23 @@ def _push_hand_made_record(bare: Path, work: Path) -> None:
     git(work, "add", "-A")
     git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "by hand")
     git(work, "push", "-q", "origin", "status/prod")
+
+
+@contextmanager
+def serving(pages: StatusPages) -> Iterator[str]:
+    """The daemon's HTTP server answering ``/ui`` from ``pages``: its base URL."""
+    server = DaemonHttpServer(
+        "127.0.0.1",
+        0,
+        TriggerQueue(),
+        DaemonMetrics(),
+        DaemonHealth(),
+        None,
+        None,
+        pages=pages.page,
+    )
+    port = server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

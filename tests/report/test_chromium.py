@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import re
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from reconciler.cli import main
-from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
-from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.status_site import UI_REFRESH, StatusPages
-from reconciler.daemon.triggers import TriggerQueue
 from reconciler.source.ledger import StatusLedger
-from reconciler.status.report import PHASE_COLOURS, PageOptions, instance_page
+from reconciler.status.report import HALT_COLOURS, PHASE_COLOURS, PageOptions, instance_page
+from tests.daemon.conftest import sandbox_world
+from tests.daemon.test_waves import CLUSTERS, T0, Fleet, bad_release
+from tests.daemon.test_waves import files as wave_files
 from tests.report.chromium import ensure_chromium, headless, png_colours, rgb
-from tests.report.conftest import FAST
+from tests.report.conftest import FAST, serving
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # two browser runs each (about 1 s apiece on an idle machine, several under load)
@@ -95,19 +96,8 @@ def test_daemon_serves_the_same_page_at_ui(
     ledger.snapshot()  # the daemon's mirror, as its first pass leaves it
     forge = "https://github.com/org/catalog/commit/"
     pages = StatusPages(ledger, options=PageOptions(commit_url=forge, refresh=UI_REFRESH))
-    server = DaemonHttpServer(
-        "127.0.0.1",
-        0,
-        TriggerQueue(),
-        DaemonMetrics(),
-        DaemonHealth(),
-        None,
-        None,
-        pages=pages.page,
-    )
-    port = server.start()
-    try:
-        url = f"http://127.0.0.1:{port}/ui"
+    with serving(pages) as base:
+        url = f"{base}/ui"
         with urllib.request.urlopen(url, timeout=10) as response:  # redirected to /ui/
             assert response.url.endswith("/ui/")
             assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
@@ -123,7 +113,72 @@ def test_daemon_serves_the_same_page_at_ui(
             "6.5.0",
             "6.6.0",
         ]
-    finally:
-        server.stop()
     with capsys.disabled():
         print(f"\n/ui screenshots: {tmp_path / 'ui.png'}, {tmp_path / 'ui-web.png'}")
+
+
+def test_pipeline_view_at_ui_and_in_the_report(
+    chromium: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three clusters' daemons (tests/daemon/test_waves.py): a good release mid-soak as
+    prod-us's /ui draws it, then a bad release halted as ``reconciler report`` draws it."""
+    with sandbox_world(tmp_path, wave_files(), cluster="staging") as world:
+        fleet = Fleet(world, tmp_path)
+        for cluster in CLUSTERS:
+            fleet.settle(cluster)
+        fleet.release("6.6.0")
+        fleet.settle("staging")
+        fleet.approve("6.6.0")
+        fleet.settle("prod-eu")
+        fleet.now = T0 + timedelta(minutes=12)
+        fleet.run("prod-us")  # waits for eu's soak
+        daemon = fleet.daemon("prod-us")
+        pages = StatusPages(daemon.ledger, pipelines=daemon.wave_pipelines)
+        with serving(pages) as base:
+            dom = load(chromium, tmp_path, f"{base}/ui/", "ui-waves.png")
+        assert pipeline_gates(dom) == [("canary", "open"), ("eu", "open"), ("rest", "waiting")]
+        cards = pipeline_cards(dom)
+        assert cards == {
+            "staging/web": ("6.6.0", "Ready"),
+            "prod-eu/web": ("6.6.0", "Ready"),
+            "prod-us/web": ("6.5.0", "Progressing"),
+        }
+        # prod-eu's soak toward wave rest's 1h, as a progress bar (no script)
+        assert '<progress max="3600" value="720">Ready 12m of 1h</progress>' in dom
+        assert "waiting for wave eu: prod-eu/web 6.6.0 Ready for 12m of 1h" in dom
+
+        bad_release(fleet)
+        fleet.approve("6.7.0")
+        for cluster in ("prod-eu", "prod-us"):
+            fleet.run(cluster)
+        site = tmp_path / "site"
+        capsys.readouterr()
+        assert main(["report", "--repo", world.repo.url, "--html", str(site)]) == 0
+        assert "no wave pipelines" not in capsys.readouterr().err
+        dom = load(chromium, tmp_path, (site / "index.html").as_uri(), "report-waves.png")
+    assert pipeline_gates(dom) == [("canary", "open"), ("eu", "halted"), ("rest", "halted")]
+    assert pipeline_cards(dom) == {
+        "staging/web": ("6.7.0", "Failed"),
+        "prod-eu/web": ("6.6.0", "Stalled"),
+        "prod-us/web": ("6.5.0", "Stalled"),  # it never finished waiting for 6.6.0's soak
+    }
+    assert "halted: podinfo 6.7.0 failed in earlier waves on staging/web" in dom
+    assert rgb(HALT_COLOURS[1]) in png_colours(tmp_path / "report-waves.png")  # drawn red
+    assert "<script" not in dom
+    with capsys.disabled():
+        print(
+            f"\npipeline screenshots: {tmp_path / 'ui-waves.png'}, {tmp_path / 'report-waves.png'}"
+        )
+
+
+def pipeline_gates(dom: str) -> list[tuple[str, str]]:
+    return re.findall(r'<li class="wave gate-\w+" data-wave="([^"]+)" data-gate="(\w+)">', dom)
+
+
+def pipeline_cards(dom: str) -> dict[str, tuple[str, str]]:
+    found = re.findall(
+        r'class="card[^"]*" data-cluster="([^"]+)" data-instance="([^"]+)" '
+        r'data-version="([^"]*)" data-phase="([^"]*)"',
+        dom,
+    )
+    return {f"{c}/{i}": (v, p) for c, i, v, p in found}

@@ -7,15 +7,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from reconciler.daemon.http import DaemonHealth, DaemonHttpServer
-from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.status_site import StatusPages, read_report
-from reconciler.daemon.triggers import TriggerQueue
 from reconciler.source.ledger import StatusLedger
 from reconciler.status.report import build_site
 from tests.daemon.conftest import World, world  # noqa: F401
 from tests.daemon.test_service import eventually, running
-from tests.report.conftest import FAST, record
+from tests.report.conftest import FAST, record, serving
 from tests.source.servers import git
 
 STAMP = "2026-01-01T00:00:00Z"
@@ -51,18 +48,7 @@ def test_ui_routes_answer_html_with_a_policy_and_json_errors(remotes: Path) -> N
     git(remotes, "init", "-q", "--bare", str(bare))
     StatusLedger(bare.as_uri(), "prod", policy=FAST).record([record("prod", "web")])
     pages = StatusPages(StatusLedger(bare.as_uri(), "prod", policy=FAST))
-    server = DaemonHttpServer(
-        "127.0.0.1",
-        0,
-        TriggerQueue(),
-        DaemonMetrics(),
-        DaemonHealth(),
-        None,
-        None,
-        pages=pages.page,
-    )
-    base = f"http://127.0.0.1:{server.start()}"
-    try:
+    with serving(pages) as base:
         with urllib.request.urlopen(f"{base}/ui/prod/web.html", timeout=10) as response:
             assert response.headers["Content-Type"].startswith("text/html")
             assert "default-src 'none'" in response.headers["Content-Security-Policy"]
@@ -72,8 +58,6 @@ def test_ui_routes_answer_html_with_a_policy_and_json_errors(remotes: Path) -> N
             raise AssertionError("expected 404")
         except urllib.error.HTTPError as e:
             assert e.code == 404 and "error" in json.loads(e.read())
-    finally:
-        server.stop()
 
 
 def test_running_daemon_serves_its_status_at_ui(world: World) -> None:  # noqa: F811

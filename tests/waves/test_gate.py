@@ -135,6 +135,22 @@ def test_soak_counts_from_the_status_commit_and_says_what_remains() -> None:
     assert isinstance(decide("prod-eu-1", records, now=T0 + timedelta(minutes=70)), Open)
 
 
+def test_a_soak_later_in_its_course_is_the_same_wait() -> None:
+    records = canary_ready(since=T0)
+    early = decide("prod-eu-1", records, now=T0 + timedelta(minutes=12))
+    later = decide("prod-eu-1", records, now=T0 + timedelta(minutes=40))
+    assert isinstance(early, Waiting) and isinstance(later, Waiting)
+    assert later.message.endswith("Ready for 40m of 1h")
+    assert later.same_wait(early.message) and later.same_wait(later.message)
+    # another instance, another version, another wait: not the same
+    assert not later.same_wait(early.message.replace("prod-canary/web", "staging/web"))
+    assert not later.same_wait(early.message.replace("6.6.0", "6.6.1"))
+    assert not later.same_wait("waiting for wave canary: prod-canary/web 6.6.0 Ready for  of 1h")
+    waiting = decide("prod-eu-1", dict([seen("staging", "web", "6.6.0")]))
+    assert isinstance(waiting, Waiting) and waiting.soak_frame is None
+    assert not waiting.same_wait(early.message) and waiting.same_wait(waiting.message)
+
+
 def test_approval_is_bound_to_app_and_version() -> None:
     records = canary_ready()
     assert isinstance(decide("prod-eu-1", records), Open)

@@ -20,17 +20,34 @@ from reconciler.status.report.html import (
     version_segments,
 )
 from reconciler.status.report.model import INDEX, ClusterReport, instance_page, slug
-from reconciler.status.report.style import PHASE_COLOURS, phase_class
+from reconciler.status.report.pipeline import (
+    HALTED,
+    OPEN,
+    WAITING,
+    Pipeline,
+    PipelineCard,
+    PipelineWave,
+    Soak,
+)
+from reconciler.status.report.style import HALT_COLOURS, PHASE_COLOURS, phase_class
 
 __all__ = [
     "CSP",
+    "HALTED",
+    "HALT_COLOURS",
     "INDEX",
     "NO_OPTIONS",
+    "OPEN",
     "PHASE_COLOURS",
+    "WAITING",
     "ChannelRow",
     "ClusterReport",
     "PageOptions",
+    "Pipeline",
+    "PipelineCard",
+    "PipelineWave",
     "Segment",
+    "Soak",
     "build_site",
     "channel_of",
     "channel_rows",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -27,6 +27,7 @@ from reconciler.status import progress
 from reconciler.status.next_steps import next_command
 from reconciler.status.progress import batch_rows
 from reconciler.status.report.model import INDEX, ClusterReport, instance_page
+from reconciler.status.report.pipeline import Pipeline, pipelines_section
 from reconciler.status.report.style import UNKNOWN, channel_index, phase_class, stylesheet
 from reconciler.status.views import HistoryEntry
 
@@ -97,15 +98,24 @@ def build_site(
     source: str = "",
     generated: str = "",
     options: PageOptions = NO_OPTIONS,
+    pipelines: Sequence[Pipeline] = (),
 ) -> dict[str, str]:
     """Every page: ``index.html`` and ``<cluster>/<instance>.html`` for each record.
 
     ``source`` (the repository as people may see it) and ``generated`` (a time
     stamp) only label the pages; rendering is otherwise a pure function of the
-    reports, so the daemon can cache the pages per status-branch commit.
+    reports (and of ``pipelines``, the releases crossing the waves, when the catalog
+    has a ``waves.yaml``), so the daemon can cache the pages per status-branch commit.
     """
     pages = {
-        INDEX: index_page(reports, title=title, source=source, generated=generated, options=options)
+        INDEX: index_page(
+            reports,
+            title=title,
+            source=source,
+            generated=generated,
+            options=options,
+            pipelines=pipelines,
+        )
     }
     for report in reports:
         for name in sorted(report.statuses):
@@ -145,8 +155,10 @@ def index_page(
     source: str,
     generated: str,
     options: PageOptions = NO_OPTIONS,
+    pipelines: Sequence[Pipeline] = (),
 ) -> str:
-    """Summary, problems, the clusters x apps matrix, channels, rollouts, unreadable files."""
+    """Summary, problems, the waves' pipelines, the clusters x apps matrix, channels,
+    rollouts in progress, unreadable files."""
     live = [
         _Cell(r.cluster, s)
         for r in reports
@@ -163,6 +175,7 @@ def index_page(
         _summary(live, sum(len(r.problems) for r in reports)),
         _attention(reports, options),
         _legend(live),
+        pipelines_section(pipelines, _linker(reports)),
         "<h2>Versions</h2>",
         _matrix(reports, drawn, options),
         _more(len(live) - len(drawn), "instances", "reconciler status lists them all"),
@@ -179,6 +192,16 @@ def _more(hidden: int, what: str, where: str) -> str:
     if hidden <= 0:
         return ""
     return f'<p class="muted more">and {hidden} more {what}, not shown here ({where}).</p>'
+
+
+def _linker(reports: Sequence[ClusterReport]) -> Callable[[str, str], str | None]:
+    """Links from pipeline cards to the instance pages this site has (not other clusters')."""
+    known = {(r.cluster, name) for r in reports for name in r.statuses}
+
+    def link(cluster: str, instance: str) -> str | None:
+        return _href(instance_page(cluster, instance)) if (cluster, instance) in known else None
+
+    return link
 
 
 def _summary(cells: Sequence[_Cell], unreadable: int) -> str:

@@ -26,6 +26,9 @@ PHASE_COLOURS: dict[str, tuple[str, str]] = {
     UNKNOWN: ("#8250df", "#fbefff"),
 }
 
+# a halted wave of the pipeline: a red of its own, never mistaken for a Failed card's fill
+HALT_COLOURS = ("#a40e26", "#ffcecb")
+
 # channel colours: distinct from the phase hues, so an edge never reads as a phase
 CHANNEL_PALETTE = (
     "#1b7c83",  # teal
@@ -136,13 +139,51 @@ ol.batches li{background:var(--panel)}
 """
 
 
+_PIPELINE = """
+#pipelines h3{font-size:14px;margin:12px 0 6px}
+#pipelines h3 .ver{font-weight:700}
+ol.waves{list-style:none;display:flex;align-items:stretch;gap:14px;padding:0;margin:0 0 8px;
+overflow-x:auto}
+li.wave{position:relative;flex:0 0 230px;border:1px solid var(--line);border-radius:6px;
+padding:8px;background:var(--panel);display:flex;flex-direction:column;gap:6px}
+li.wave:not(:last-child)::after{content:"\\2192";position:absolute;right:-12px;top:12px;
+color:var(--muted)}
+li.wave .wave-head{display:flex;justify-content:space-between;align-items:center}
+li.wave .rules{font-size:11px;color:var(--muted)}
+li.wave .gate{font-size:12px}
+li.gate-open{--strong:#1a7f37}
+li.gate-waiting{--strong:#0969da}
+.card{display:grid;grid-template-columns:auto 1fr;gap:0 8px;padding:4px 8px;border-radius:4px;
+background:var(--light,var(--bg));border:1px solid var(--strong,var(--line));color:var(--fg)}
+a.card:hover{text-decoration:none;filter:brightness(0.97)}
+.card .ver{font-weight:700}
+.card .phase{justify-self:end;font-size:11px;font-weight:600;color:var(--strong,var(--muted))}
+.card .name,.card .when{grid-column:1/3;font-size:12px;color:var(--muted)}
+.card .soak{grid-column:1/3;font-size:11px;color:var(--muted)}
+.card progress{width:90px;height:8px;vertical-align:middle}
+"""
+
+
+def _halt_rules() -> str:
+    strong, light = HALT_COLOURS
+    return (
+        f"li.gate-halted{{--strong:{strong};border:2px solid {strong};background:{light}}}\n"
+        f"li.gate-halted .gate{{color:{strong};font-weight:600}}\n"
+        f".badge.halt{{background:{strong}}}"
+    )
+
+
 def stylesheet() -> str:
-    """The CSS every page inlines."""
-    return f"{_BASE.strip()}\n{_phase_rules()}\n{_channel_rules()}\n"
+    """The CSS every page inlines (the index's wave pipelines included: one sheet)."""
+    return (
+        f"{_BASE.strip()}\n{_PIPELINE.strip()}\n{_halt_rules()}\n{_phase_rules()}\n"
+        f"{_channel_rules()}\n"
+    )
 
 
 __all__ = [
     "CHANNEL_PALETTE",
+    "HALT_COLOURS",
     "PHASE_COLOURS",
     "UNKNOWN",
     "channel_index",
