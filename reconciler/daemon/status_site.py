@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from reconciler.daemon.loop import DaemonSettings
 from reconciler.model.status import Phase
 from reconciler.source import StatusLedger, redact_url
 from reconciler.status.report import (
@@ -33,6 +33,9 @@ from reconciler.status.report import (
     status_page,
 )
 from reconciler.waves import BoardInstance, BoardWave
+
+if TYPE_CHECKING:  # the daemon's loop imports this module for /ui
+    from reconciler.daemon.loop import DaemonSettings
 
 DEFAULT_HISTORY_LIMIT = 1000  # status commits read per cluster for the timelines
 DEFAULT_TITLE = "Reconciler status"

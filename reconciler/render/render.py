@@ -34,6 +34,16 @@ MANAGER = "reconciler"
 
 RESERVED_NAME_PREFIXES = ("reconciler-inventory-", "reconciler-migrations-", "reconciler-rollout-")
 RESERVED_LABEL_PREFIX = "reconciler.dev/"
+# Objects the control plane itself creates and keeps on every cluster. A manifest that
+# rendered one would adopt it into an instance's inventory, and uninstalling the
+# instance would then delete it (a deleted ClusterRole "view" stays gone until the API
+# server restarts; kube-root-ca.crt is put back at once, a fight on every pass).
+# https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings
+# https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/
+# https://kubernetes.io/docs/concepts/services-networking/service/ (default/kubernetes)
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+DEFAULT_RBAC_NAMES = frozenset({"cluster-admin", "admin", "edit", "view"})
+RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 # RBAC objects only need to be valid path segments ("system:aggregate-to-view")
 PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
@@ -161,6 +171,12 @@ def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
     DowngradeBlocked), or label objects into another instance's prune set.
     """
     name = str(meta.get("name"))
+    maintained = _cluster_maintained(kind, name, str(meta.get("namespace") or ""))
+    if maintained:
+        return (
+            f'{kind} "{name}": {maintained} keeps this object on every cluster; a manifest '
+            "must not render it (the instance would own it and delete it on uninstall)"
+        )
     for prefix in RESERVED_NAME_PREFIXES:
         if name.startswith(prefix):
             return f'{kind} "{name}": names starting with "{prefix}" are reserved for reconciler'
@@ -172,6 +188,19 @@ def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
                 f'(labels under "{RESERVED_LABEL_PREFIX}" cannot be set by a manifest)'
             )
     return None
+
+
+def _cluster_maintained(kind: str, name: str, namespace: str) -> str:
+    """Who keeps ``kind``/``name`` on every cluster ("" when nobody does)."""
+    if kind == "Namespace" and name in SYSTEM_NAMESPACES:
+        return "the API server"
+    if kind == "ConfigMap" and name == "kube-root-ca.crt":
+        return "the root CA publisher"
+    if kind == "Service" and name == "kubernetes" and namespace in ("", "default"):
+        return "the API server"
+    if kind in RBAC_KINDS and (name in DEFAULT_RBAC_NAMES or name.startswith("system:")):
+        return "the API server's default RBAC policy"
+    return ""
 
 
 def _name_problem(kind: str, name: Any) -> str | None:

@@ -80,6 +80,34 @@ def test_reserved_names_and_labels_are_validation_errors(
     assert "apps/podinfo/versions/6.6.0/manifests/forge.yaml" in plans["api"].message
 
 
+@pytest.mark.parametrize(
+    ("kind", "api_version", "name", "who"),
+    [
+        ("ClusterRole", "rbac.authorization.k8s.io/v1", "view", "default RBAC policy"),
+        ("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "system:basic-user", "RBAC"),
+        ("ConfigMap", "v1", "kube-root-ca.crt", "root CA publisher"),
+        ("Namespace", "v1", "kube-system", "the API server"),
+    ],
+)
+def test_objects_the_cluster_keeps_are_validation_errors(
+    tmp_path: Path, kind: str, api_version: str, name: str, who: str
+) -> None:
+    """An instance that rendered ClusterRole ``view`` (or ``kube-root-ca.crt``) would own
+    it and delete it on uninstall; on a real cluster ``view`` then stays gone until the
+    API server restarts.
+    https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings
+    """
+    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+    root = write_catalog(
+        tmp_path, {"apps/podinfo/versions/6.6.0/manifests/system.yaml": json.dumps(manifest)}
+    )
+    plans = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}
+    assert plans["api"].reason == "CatalogInvalid"
+    assert who in plans["api"].message and "must not render it" in plans["api"].message
+    assert "apps/podinfo/versions/6.6.0/manifests/system.yaml" in plans["api"].message
+    assert plans["web"].reason != "CatalogInvalid"  # web runs 6.5.0: untouched
+
+
 def test_an_inventory_counts_only_under_its_name_in_its_namespace(sandbox: Any) -> None:
     with KubeClient.connect(sandbox.kubeconfig) as client:
         for ns in ("web", "zz-evil"):
