@@ -69,6 +69,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         "promotion to batch 3 starting",
     ),
     "scale.py": (["--sizes", "2"], "cost per instance"),
+    "waves.py": (
+        ["--clusters", "3", "--instances", "2", "--movers", "1", "--rounds", "1"],
+        "holding pass with waves / no-op without",
+    ),
 }
 # a bound for a busy machine, not a figure: each takes seconds on a quiet one
 BOUND = 600
