@@ -162,7 +162,7 @@ def test_cluster_limits_refuse_namespaces_and_cluster_scoped(tmp_path: Path) -> 
             name: web
             app: podinfo
             channel: stable
-            namespace: kube-system
+            namespace: ops
             """,
             "apps/podinfo/versions/6.5.0/manifests/ns.yaml": """\
             apiVersion: v1
@@ -174,8 +174,8 @@ def test_cluster_limits_refuse_namespaces_and_cluster_scoped(tmp_path: Path) -> 
     catalog = load_catalog(root)
     problems = [str(p) for p in render(catalog, "web", "6.5.0").problems]
     assert problems == [
-        "clusters/prod/instances/web.yaml:4: Namespace/kube-system: cluster-scoped objects are not allowed in cluster prod (allowClusterScoped: false)",
-        'clusters/prod/instances/web.yaml:6: Deployment/kube-system/web: namespace "kube-system" is not allowed in cluster prod (allowedNamespaces: web, team-*)',
+        "clusters/prod/instances/web.yaml:4: Namespace/ops: cluster-scoped objects are not allowed in cluster prod (allowClusterScoped: false)",
+        'clusters/prod/instances/web.yaml:6: Deployment/ops/web: namespace "ops" is not allowed in cluster prod (allowedNamespaces: web, team-*)',
     ]
 
 

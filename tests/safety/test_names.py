@@ -59,7 +59,7 @@ def test_namespace_with_a_path_is_a_render_error_naming_the_manifest(tmp_path: P
         ("ConfigMap", "a/b", False),
         ("ConfigMap", "x" * 254, False),
         ("Namespace", "team.a", False),
-        ("ClusterRole", "system:aggregate-to-view", True),
+        ("ClusterRole", "example.com:aggregate-to-view", True),
         ("ClusterRole", "../secrets", False),
     ],
 )
