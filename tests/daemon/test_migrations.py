@@ -870,8 +870,8 @@ def test_a_cluster_read_per_namespace_finds_its_global_ledger_with_a_get(
     cluster: Cluster = make_cluster(files=files)
     assert cluster.daemon.run_pass().ok
     assert cluster.jobs_created() == ["books-register-schemas"]
-    commit_file(
-        cluster.repo,
+    # through cluster.commit: on a real cluster the namespace carries the test's suffix
+    cluster.commit(
         "clusters/prod/instances/cards.yaml",
         instance("1.5.0").replace("books", "cards"),
         "cards joins at 1.5.0",
