@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from reconciler.kube.client import KubeClient
 from reconciler.kube.discovery import segment
@@ -105,7 +105,45 @@ class _Seen:
 _Key = tuple[Involved, str, str, str]
 
 
-class EventRecorder:
+_Answer = TypeVar("_Answer")
+
+
+class _Severities(Generic[_Answer]):
+    """``warning`` and ``normal``: ``record`` with the Event's type filled in."""
+
+    def record(
+        self,
+        involved: Mapping[str, Any] | ObjectRef | Involved,
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> _Answer:
+        raise NotImplementedError
+
+    def warning(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> _Answer:
+        return self.record(involved, reason, message, "Warning", annotations=annotations)
+
+    def normal(
+        self,
+        involved: Mapping[str, Any] | ObjectRef,
+        reason: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> _Answer:
+        return self.record(involved, reason, message, "Normal", annotations=annotations)
+
+
+class EventRecorder(_Severities["dict[str, Any] | None"]):
     """Writes ``v1`` Events for one component; safe to share between threads."""
 
     def __init__(
@@ -150,26 +188,6 @@ class EventRecorder:
         except Exception as e:  # best effort by contract: log, never fail the caller
             log.warning("event %s not recorded: %s", reason, e)
             return None
-
-    def warning(
-        self,
-        involved: Mapping[str, Any] | ObjectRef,
-        reason: str,
-        message: str,
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> dict[str, Any] | None:
-        return self.record(involved, reason, message, "Warning", annotations=annotations)
-
-    def normal(
-        self,
-        involved: Mapping[str, Any] | ObjectRef,
-        reason: str,
-        message: str,
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> dict[str, Any] | None:
-        return self.record(involved, reason, message, "Normal", annotations=annotations)
 
     # -- create or bump -------------------------------------------------------------
 
@@ -300,7 +318,7 @@ MAX_PENDING = 10_000  # Events waiting to be sent; past it new ones are dropped 
 SENDERS = 4  # lanes sending at once; every request still waits for the client's budget
 
 
-class EventQueue:
+class EventQueue(_Severities[None]):
     """Events sent in the background, so a pass never waits on them.
 
     A pass that installs a thousand instances records a thousand Events; written one
@@ -340,7 +358,7 @@ class EventQueue:
 
     def record(
         self,
-        involved: Mapping[str, Any] | ObjectRef,
+        involved: Mapping[str, Any] | ObjectRef | Involved,
         reason: str,
         message: str,
         type: EventType = "Normal",
@@ -374,26 +392,6 @@ class EventQueue:
         threading.Thread(
             target=self._send, args=(lane,), name=f"reconciler-events-{lane}", daemon=True
         ).start()
-
-    def warning(
-        self,
-        involved: Mapping[str, Any] | ObjectRef,
-        reason: str,
-        message: str,
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> None:
-        self.record(involved, reason, message, "Warning", annotations=annotations)
-
-    def normal(
-        self,
-        involved: Mapping[str, Any] | ObjectRef,
-        reason: str,
-        message: str,
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> None:
-        self.record(involved, reason, message, "Normal", annotations=annotations)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued Event was sent (or given up); False on timeout."""
