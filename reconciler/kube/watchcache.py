@@ -457,8 +457,10 @@ class WatchCache:
         for watch in watches:
             stream = watch.stream
             if stream is not None:
-                with contextlib.suppress(OSError, AttributeError):
-                    stream.shutdown()  # unblocks the thread's read at once
+                # unblocks the thread's read at once; a stream that ended meanwhile has
+                # released its connection, and urllib3 then refuses with ValueError
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    stream.shutdown()
         for watch in watches:
             if watch.thread.is_alive():
                 watch.thread.join(timeout)
