@@ -156,14 +156,21 @@ class SandboxApi:
         return obj
 
     def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
-        return present(kind, self.read(kind, namespace, name))
+        """The object as served, sharing all but its top level with the stored one (a
+        read copies nothing: stored objects are replaced on write, never changed, and
+        the answer is only serialized)."""
+        obj = self.store.view_one(kind.resource, namespace if kind.namespaced else "", name)
+        if obj is None:
+            raise not_found(kind.group, kind.plural, name)
+        return present(kind, obj)
 
     def list(
         self, kind: Kind, namespace: str | None, labels: Matcher, fields: Matcher
     ) -> dict[str, Any]:
+        """The matching objects as served; like :meth:`get`, shared with the store."""
         items = [
             present(kind, obj)
-            for obj in self.store.list(kind.resource, namespace if kind.namespaced else None)
+            for obj in self.store.view(kind.resource, namespace if kind.namespaced else None)
             if labels(obj) and fields(obj)
         ]
         return {

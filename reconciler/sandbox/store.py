@@ -4,6 +4,12 @@ Like etcd behind a real API server, one counter orders every write; each write
 records a watch event in a bounded history so a watch can resume from a
 resourceVersion, and one that is too old gets ``410 Gone``
 (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes).
+As the API server's watch cache does (one cache per resource type, sized by
+``--watch-cache-sizes``,
+https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/),
+each resource keeps a window of its own: at 10,000 instances the pods' and
+Events' churn must not push the Deployments' history out, or every watch of a
+quiet resource that reconnects gets 410 and relists.
 Only the server's event loop touches the store, so it needs no locks. ``api.py``
 is its only writer; ``server.py`` reads it for list and watch.
 """
@@ -25,11 +31,7 @@ Resource = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
 KeyList = list[ObjKey]
 
-DEFAULT_HISTORY_LIMIT = 1000
-# Resources with a watch window of their own, as the API server's watch cache keeps one
-# per resource: Events come by the thousand and must not push the history of every
-# other resource out (watches resuming after a reconnect would all get 410 Gone).
-OWN_WINDOW: frozenset[Resource] = frozenset({("", "events")})
+DEFAULT_HISTORY_LIMIT = 1000  # events kept per resource (kube-apiserver's default is 100)
 CLOSE = "CLOSE"  # an internal event type that ends a watch stream, never sent
 ListOfObjects = list[dict[str, Any]]
 ResourceList = list[Resource]
@@ -131,12 +133,13 @@ class Store:
         # of the kind, so a big cluster does not make each event cost more
         self._by_namespace: dict[Resource, dict[str, set[ObjKey]]] = {}
         self._rv = 1
-        # one window for most resources, and one each for those in OWN_WINDOW
-        self._histories: dict[Resource | None, deque[StoredEvent]] = {None: deque()}
+        # one window per resource, as the watch cache keeps one per resource type
+        self._histories: dict[Resource, deque[StoredEvent]] = {}
         self._history_limit = max(1, history_limit)
         # per window: the newest resourceVersion no longer in its history
-        self._compacted: dict[Resource | None, int] = {None: 0}
-        self._watchers: set[Watcher] = set()
+        self._compacted: dict[Resource, int] = {}
+        # the open watches of each resource: a write wakes only its own resource's
+        self._watchers: dict[Resource, set[Watcher]] = {}
         self._tallies: dict[Resource, list[Tally]] = {}
         # resource -> controller uid -> keys: a controller's own objects (its pods, a
         # Deployment's ReplicaSets) without scanning its namespace on every sync
@@ -256,6 +259,7 @@ class Store:
         return stored if share else clone(stored)
 
     def remove(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """Delete an object; returns its deleted state (shared: never to be mutated)."""
         items = self._objects.get(resource, {})
         obj = items.pop((namespace, name), None)
         if obj is None:
@@ -265,25 +269,26 @@ class Store:
             tally.change(obj, -1)
         self._index_owner(resource, (namespace, name), obj, -1)
         self._rv += 1
-        gone = clone(obj)
-        gone["metadata"]["resourceVersion"] = str(self._rv)
+        # stored objects are never changed in place: the deleted state shares all but
+        # its metadata with the last stored one (two deep copies per delete were a
+        # tenth of the sandbox's time during rollouts); the caller only reads it
+        gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._rv)}}
         self._record(StoredEvent(self._rv, "DELETED", resource, namespace, gone, obj))
-        return clone(gone)
+        return gone
 
-    def _window(self, resource: Resource) -> tuple[deque[StoredEvent], Resource | None]:
-        key = resource if resource in OWN_WINDOW else None
-        history = self._histories.get(key)
+    def _window(self, resource: Resource) -> deque[StoredEvent]:
+        history = self._histories.get(resource)
         if history is None:
-            history = self._histories[key] = deque()
-            self._compacted[key] = 0
-        return history, key
+            history = self._histories[resource] = deque()
+            self._compacted[resource] = 0
+        return history
 
     def _record(self, event: StoredEvent) -> None:
-        history, key = self._window(event.resource)
+        history = self._window(event.resource)
         history.append(event)
-        while len(history) > self._history_limit:
-            self._compacted[key] = history.popleft().rv
-        for watcher in list(self._watchers):
+        if len(history) > self._history_limit:
+            self._compacted[event.resource] = history.popleft().rv
+        for watcher in list(self._watchers.get(event.resource, ())):
             if watcher.wants(event):
                 watcher.queue.put_nowait(event)
         for listener in list(self.listeners):
@@ -295,11 +300,6 @@ class Store:
             if history:
                 self._compacted[key] = history[-1].rv
             history.clear()
-
-    @property
-    def compacted_resource_version(self) -> int:
-        """The newest resourceVersion whose change is no longer in history (0: none)."""
-        return self._compacted[None]
 
     def snapshot(
         self, resource: Resource, namespace: str | None, rv: int, *, copied: bool = True
@@ -320,8 +320,8 @@ class Store:
                     {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
                 ],
             )
-        history, key = self._window(resource)
-        if rv < self._compacted[key]:
+        history = self._window(resource)
+        if rv < self._compacted[resource]:
             raise ApiError(410, "The resourceVersion for the provided list is too old.")
         items = {
             key: obj
@@ -331,9 +331,7 @@ class Store:
         for event in reversed(history):
             if event.rv <= rv:
                 break
-            if event.resource != resource or (
-                namespace is not None and event.namespace != namespace
-            ):
+            if namespace is not None and event.namespace != namespace:
                 continue
             key = (event.namespace, event.obj["metadata"]["name"])
             if event.type == "ADDED" or event.old is None:
@@ -346,25 +344,39 @@ class Store:
 
     def events_since(self, rv: int, resource: Resource, namespace: str | None) -> EventList:
         """History after ``rv``; raises 410 Gone when some of it was compacted."""
-        history, key = self._window(resource)
-        if rv < self._compacted[key]:
+        history = self._window(resource)
+        compacted = self._compacted[resource]
+        if rv < compacted:
             raise ApiError(
-                410,
-                f"too old resource version: {rv} ({self._compacted[key] + 1})",
-                reason="Expired",
+                410, f"too old resource version: {rv} ({compacted + 1})", reason="Expired"
             )
-        probe = Watcher(resource, namespace, asyncio.Queue())
-        return [e for e in history if e.rv > rv and probe.wants(e)]
+        newer = self._after(history, rv)
+        return [e for e in newer if namespace is None or e.namespace == namespace]
+
+    @staticmethod
+    def _after(history: deque[StoredEvent], rv: int) -> Iterable[StoredEvent]:
+        """The events of ``history`` after ``rv``, found from the newest end: a watch
+        resuming near the head (the usual case) does not walk the whole window."""
+        newer: list[StoredEvent] = []
+        for event in reversed(history):
+            if event.rv <= rv:
+                break
+            newer.append(event)
+        newer.reverse()
+        return newer
 
     def subscribe(self, resource: Resource, namespace: str | None) -> Watcher:
         watcher = Watcher(resource, namespace)
-        self._watchers.add(watcher)
+        self._watchers.setdefault(resource, set()).add(watcher)
         return watcher
 
     def close_watches(self) -> None:
         """Tell every open watch stream to end (server shutdown)."""
-        for watcher in list(self._watchers):
-            watcher.queue.put_nowait(StoredEvent(self._rv, CLOSE, watcher.resource, "", {}))
+        for watchers in list(self._watchers.values()):
+            for watcher in list(watchers):
+                watcher.queue.put_nowait(StoredEvent(self._rv, CLOSE, watcher.resource, "", {}))
 
     def unsubscribe(self, watcher: Watcher) -> None:
-        self._watchers.discard(watcher)
+        watchers = self._watchers.get(watcher.resource)
+        if watchers is not None:
+            watchers.discard(watcher)

@@ -73,9 +73,10 @@ async def serve_watch(
     watcher = api.store.subscribe(kind.resource, watch_ns)
     try:
         if start is None:
+            # the stored objects themselves: each is only serialized, never changed
             backlog = [
                 StoredEvent(0, "ADDED", kind.resource, "", obj)
-                for obj in api.store.list(kind.resource, watch_ns)
+                for obj in api.store.view(kind.resource, watch_ns)
             ]
         else:
             backlog = api.store.events_since(start, kind.resource, watch_ns)
