@@ -4,11 +4,13 @@ A real cluster's controllers watch the API and reconcile each changed object, an
 objects that own it, again and again until the world matches the spec; each sync may
 ask to be run again later (a pod becoming available after ``minReadySeconds``, a
 rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Controllers`
-does the same on the sandbox's event loop: a store event queues the object's own
+does the same off the request path: the store's listener only hands each event to
+the work queue (``workqueue.py``), whose worker task queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
-with one pending run per object. The controllers are the Deployment, ReplicaSet,
-StatefulSet, DaemonSet, Job and CronJob controllers and the kubelet (``kubelet.py``); each
-writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
+with one pending run per object, and runs them between requests. The controllers are
+the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job and CronJob controllers and the
+kubelet (``kubelet.py``); each writes through
+:class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
 ``CrashLoopBackOff`` or ``ImagePullBackOff``) on a pod template, on a pod or on the
@@ -18,7 +20,6 @@ globs, gives pods that never become Ready (a Job's pods fail); see ``pods.py``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -46,6 +47,7 @@ from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
 from reconciler.sandbox.store import Resource, StoredEvent
 from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
+from reconciler.sandbox.workqueue import WorkQueue
 
 __all__ = ["DEFAULT_DELAY", "Controllers"]
 
@@ -95,8 +97,8 @@ class Controllers:
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
         }
-        self._pending: dict[Key, asyncio.TimerHandle] = {}
-        api.store.listeners.append(self._on_event)
+        self.queue: WorkQueue[StoredEvent, Key] = WorkQueue(self._on_event, self._run)
+        api.store.listeners.append(self.queue.submit)
         PodKillings(self.plane.events)
         create_nodes(self.plane)
 
@@ -104,7 +106,12 @@ class Controllers:
     def delay(self) -> float:
         return self.timing.controller_delay
 
+    async def stop(self) -> None:
+        """Stop running controllers (the server shuts down)."""
+        await self.queue.stop()
+
     def _on_event(self, event: StoredEvent) -> None:
+        """Queue what ``event`` concerns (on the worker, never in the write's request)."""
         meta = event.obj["metadata"]
         if event.type == "DELETED" and event.resource in self.handlers:
             uid = str(meta.get("uid", ""))
@@ -112,35 +119,20 @@ class Controllers:
             self.deployments.forget(uid)
             self.jobs.forget(uid)
             self.cronjobs.forget(uid)
-            handle = self._pending.pop((event.resource, event.namespace, meta["name"]), None)
-            if handle is not None:
-                handle.cancel()
+            self.queue.forget((event.resource, event.namespace, meta["name"]))
         elif event.resource in self.handlers:
-            self._enqueue((event.resource, event.namespace, meta["name"]), self.delay)
+            self.queue.add_after((event.resource, event.namespace, meta["name"]), self.delay)
         for ref in meta.get("ownerReferences") or []:
             owner = _OWNER_KINDS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
             if ref.get("controller") and owner is not None:
-                self._enqueue((owner, event.namespace, str(ref.get("name"))), self.delay)
+                self.queue.add_after((owner, event.namespace, str(ref.get("name"))), self.delay)
         if event.resource == NODES:
-            for ds in self.api.store.list(DAEMONSETS):
+            for ds in self.api.store.view(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
-                self._enqueue(key, self.delay)
+                self.queue.add_after(key, self.delay)
 
-    def _enqueue(self, key: Key, delay: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a unit test of the API alone): nothing is simulated
-        when = loop.time() + delay
-        pending = self._pending.get(key)
-        if pending is not None:
-            if pending.when() <= when:
-                return
-            pending.cancel()
-        self._pending[key] = loop.call_at(when, self._run, key)
-
-    def _run(self, key: Key) -> None:
-        self._pending.pop(key, None)
+    def _run(self, key: Key) -> float | None:
+        """Reconcile ``key``'s object; when to run it again (None: when an event asks)."""
         resource, namespace, name = key
         # The kubelet and the Deployment and ReplicaSet controllers only read their
         # object (their writes build new bodies): they get the stored object, not a
@@ -149,13 +141,11 @@ class Controllers:
         obj = read(resource, namespace, name)
         handler = self.handlers.get(resource)
         if obj is None or handler is None:
-            return
+            return None
         try:
-            again = handler.reconcile(obj)
+            return handler.reconcile(obj)
         except Exception:  # a sandbox bug: say so, and try again rather than stall
             log.exception(
                 "sandbox: the %s controller failed on %s/%s", resource[1], namespace, name
             )
-            again = 1.0
-        if again is not None:
-            self._enqueue(key, max(again, 0.001))
+            return 1.0

@@ -170,10 +170,14 @@ class SandboxServer:
         app.router.add_route("*", "/api/{version}/{tail:.+}", self._resource)
         app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", self._resource)
         app.on_shutdown.append(self._end_watches)
+        app.on_cleanup.append(self._stop_controllers)
         return app
 
     async def _end_watches(self, app: web.Application) -> None:
         self.api.store.close_watches()
+
+    async def _stop_controllers(self, app: web.Application) -> None:
+        await self.controllers.stop()
 
     # --- logging and errors -------------------------------------------------------------
 
