@@ -450,7 +450,7 @@ class SandboxApi:
             gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])
             return present(kind, gone or new)
         # the answer is only read (serialized by the server, or dropped by a controller)
-        return present(kind, self.store.put(kind.resource, new, handover=True, share=True))
+        return present(kind, self.store.put(kind.resource, new, handover=True))
 
     def _scope_write(
         self, kind: Kind, old: dict[str, Any], body: dict[str, Any], subresource: str

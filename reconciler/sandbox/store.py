@@ -9,7 +9,11 @@ As the API server's watch cache does (one cache per resource type, sized by
 https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/),
 each resource keeps a window of its own: at 10,000 instances the pods' and
 Events' churn must not push the Deployments' history out, or every watch of a
-quiet resource that reconnects gets 410 and relists.
+quiet resource that reconnects gets 410 and relists. Its size follows the watch
+cache's too (``staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go``):
+it keeps every event younger than 75 s (a bookmark's interval plus a margin, so a
+watch that resumes from its last bookmark finds its place), between 100 and
+102,400 events; a fixed ``history_limit`` replaces that for tests that need 410.
 Only the server's event loop touches the store, so it needs no locks. ``api.py``
 is its only writer; ``server.py`` reads it for list and watch.
 """
@@ -21,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
@@ -31,7 +36,12 @@ Resource = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
 KeyList = list[ObjKey]
 
-DEFAULT_HISTORY_LIMIT = 1000  # events kept per resource (kube-apiserver's default is 100)
+DEFAULT_HISTORY_LIMIT = 0  # 0: each resource's window sized as the watch cache sizes it
+# The watch cache's bounds (watch_cache.go): eventFreshDuration, and the capacity's
+# lower and upper bounds
+FRESH_SECONDS = 75.0
+LOWER_BOUND = 100
+UPPER_BOUND = 100 * 1024
 CLOSE = "CLOSE"  # an internal event type that ends a watch stream, never sent
 ListOfObjects = list[dict[str, Any]]
 ResourceList = list[Resource]
@@ -126,7 +136,10 @@ class Taken(AbstractSet[Hashable]):
 class Store:
     """Objects by resource and (namespace, name), with a bounded event history."""
 
-    def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+    def __init__(
+        self, history_limit: int = DEFAULT_HISTORY_LIMIT, clock: Callable[[], float] = monotonic
+    ) -> None:
+        """``history_limit``: events kept per resource (0: as the watch cache keeps them)."""
         self._objects: dict[Resource, dict[ObjKey, dict[str, Any]]] = {}
         # resource -> namespace -> keys: a namespaced list (what the simulated
         # controllers make on every event) reads its namespace alone, not every object
@@ -135,7 +148,10 @@ class Store:
         self._rv = 1
         # one window per resource, as the watch cache keeps one per resource type
         self._histories: dict[Resource, deque[StoredEvent]] = {}
-        self._history_limit = max(1, history_limit)
+        self._history_limit = max(0, history_limit)
+        self._clock = clock
+        # per window: when each of its events was recorded (only when sized by age)
+        self._recorded: dict[Resource, deque[float]] = {}
         # per window: the newest resourceVersion no longer in its history
         self._compacted: dict[Resource, int] = {}
         # the open watches of each resource: a write wakes only its own resource's
@@ -231,14 +247,15 @@ class Store:
         obj: dict[str, Any],
         *,
         handover: bool = False,
-        share: bool = False,
+        share: bool = True,
     ) -> dict[str, Any]:
         """Store a new or changed object, stamping the next resourceVersion.
 
         ``handover``: ``obj`` is a fresh object nobody else holds (the API built it
-        for this write), stored as it is instead of copied first. ``share``: the
-        stored object itself is returned, for a caller that only reads it (an
-        answer serialized at once) instead of a copy.
+        for this write), stored as it is instead of copied first. The stored object
+        itself is returned, never to be mutated (every caller only reads or
+        serializes it; a copy of each written object was a few percent of the
+        sandbox's time); ``share=False`` returns a copy the caller may change.
         """
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
@@ -280,19 +297,35 @@ class Store:
         history = self._histories.get(resource)
         if history is None:
             history = self._histories[resource] = deque()
+            self._recorded[resource] = deque()
             self._compacted[resource] = 0
         return history
 
     def _record(self, event: StoredEvent) -> None:
         history = self._window(event.resource)
         history.append(event)
-        if len(history) > self._history_limit:
-            self._compacted[event.resource] = history.popleft().rv
+        if self._history_limit:
+            if len(history) > self._history_limit:
+                self._compacted[event.resource] = history.popleft().rv
+        else:
+            self._keep_fresh(event.resource, history)
         for watcher in list(self._watchers.get(event.resource, ())):
             if watcher.wants(event):
                 watcher.queue.put_nowait(event)
         for listener in list(self.listeners):
             listener(event)
+
+    def _keep_fresh(self, resource: Resource, history: deque[StoredEvent]) -> None:
+        """Drop the oldest events beyond the lower bound once older than FRESH_SECONDS
+        (or beyond the upper bound): the watch cache's dynamic capacity."""
+        recorded = self._recorded[resource]
+        now = self._clock()
+        recorded.append(now)
+        while len(history) > LOWER_BOUND and (
+            len(history) > UPPER_BOUND or now - recorded[0] > FRESH_SECONDS
+        ):
+            recorded.popleft()
+            self._compacted[resource] = history.popleft().rv
 
     def compact(self) -> None:
         """Forget all history (a debug hook: any older resourceVersion now gets 410)."""
@@ -300,6 +333,7 @@ class Store:
             if history:
                 self._compacted[key] = history[-1].rv
             history.clear()
+            self._recorded[key].clear()
 
     def snapshot(
         self, resource: Resource, namespace: str | None, rv: int, *, copied: bool = True
