@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
@@ -34,13 +34,12 @@ from reconciler.sandbox.controlplane import (
     REPLICASETS,
     STATEFULSETS,
     ControlPlane,
+    Deleter,
 )
 from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
-from reconciler.sandbox.events import PodKillings
 from reconciler.sandbox.jobs import JobController
-from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
@@ -76,7 +75,7 @@ class Controllers:
         *,
         timing: Timing,
         fail_images: Sequence[str],
-        delete: Callable[[Kind, str, str], Any],
+        delete: Deleter,
     ) -> None:
         self.api = api
         self.timing = timing
@@ -97,7 +96,6 @@ class Controllers:
         }
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
-        PodKillings(self.plane.events)
         create_nodes(self.plane)
 
     @property
@@ -108,6 +106,8 @@ class Controllers:
         meta = event.obj["metadata"]
         if event.type == "DELETED" and event.resource in self.handlers:
             uid = str(meta.get("uid", ""))
+            if event.resource == PODS:
+                self.kubelet.removed(event.old or event.obj)
             self.kubelet.forget(uid)
             self.deployments.forget(uid)
             self.jobs.forget(uid)
