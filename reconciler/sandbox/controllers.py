@@ -7,7 +7,8 @@ rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Control
 does the same on the sandbox's event loop: a store event queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object. The controllers are the Deployment, ReplicaSet,
-StatefulSet, DaemonSet, Job and CronJob controllers and the kubelet (``kubelet.py``); each
+StatefulSet, DaemonSet, Job, CronJob and disruption (PodDisruptionBudget) controllers
+and the kubelet (``kubelet.py``); each
 writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -39,6 +40,7 @@ from reconciler.sandbox.controlplane import (
 from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.disruption import PDBS, DisruptionController
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
 from reconciler.sandbox.replicasets import ReplicaSetController
@@ -59,7 +61,8 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("batch/v1", "CronJob"): CRONJOBS,
 }
 
-_READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
+_READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS, PDBS})
+_BUDGETED = frozenset({PODS, DEPLOYMENTS, REPLICASETS, STATEFULSETS})
 
 
 class Controller(Protocol):
@@ -93,6 +96,7 @@ class Controllers:
             DAEMONSETS: DaemonSetController(self.plane, ready),
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
+            PDBS: DisruptionController(self.plane),
         }
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
@@ -121,6 +125,10 @@ class Controllers:
             owner = _OWNER_KINDS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
             if ref.get("controller") and owner is not None:
                 self._enqueue((owner, event.namespace, str(ref.get("name"))), self.delay)
+        if event.resource in _BUDGETED and event.namespace:
+            # a budget counts its pods and their controllers' scale
+            for pdb in self.api.store.view(PDBS, event.namespace):
+                self._enqueue((PDBS, event.namespace, pdb["metadata"]["name"]), self.delay)
         if event.resource == NODES:
             for ds in self.api.store.list(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
