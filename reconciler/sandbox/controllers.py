@@ -130,6 +130,11 @@ class Controllers:
             for pdb in self.api.store.view(PDBS, event.namespace):
                 self._enqueue((PDBS, event.namespace, pdb["metadata"]["name"]), self.delay)
         if event.resource == NODES:
+            # a node (un)cordoned or added: the scheduler tries its pending pods again
+            for pod in self.api.store.view(PODS):
+                if not (pod.get("spec") or {}).get("nodeName"):
+                    key = (PODS, pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+                    self._enqueue(key, self.delay)
             for ds in self.api.store.list(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
                 self._enqueue(key, self.delay)

@@ -293,8 +293,14 @@ class Kubelet:
                 )
 
     def _bind(self, pod: dict[str, Any]) -> None:
-        """The scheduler's choice: the node with the fewest live pods (ties by name)."""
-        nodes = self.plane.names(NODES, None)
+        """The scheduler's choice: the node with the fewest live pods (ties by name),
+        never a cordoned one (``spec.unschedulable``, what ``kubectl drain`` sets first:
+        https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/)."""
+        nodes = [
+            n["metadata"]["name"]
+            for n in self.plane.api.store.view(NODES)
+            if not (n.get("spec") or {}).get("unschedulable")
+        ]
         if not nodes:
             return  # unschedulable: stays Pending, as on a cluster without nodes
         load = self._load()

@@ -295,3 +295,18 @@ def test_discovery_lists_the_eviction_subresource(cluster: Cluster) -> None:
         "Eviction",
         ["create"],
     )
+
+
+def test_a_cordoned_node_gets_no_new_pods(cluster: Cluster) -> None:
+    """``kubectl drain`` cordons the node (``spec.unschedulable``), then evicts its pods;
+    their replacements go elsewhere, and a pod with nowhere to go stays Pending until a
+    node is uncordoned (https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/)."""
+    nodes = sorted(n.metadata.name for n in cluster.core.list_node().items)
+    for name in nodes[:-1]:  # else the first node would be chosen (fewest pods, then name)
+        cluster.core.patch_node(name, {"spec": {"unschedulable": True}})
+    cluster.core.create_namespaced_pod("default", pod("first", grace=1))
+    assert running(cluster.core, "first").spec.node_name == nodes[-1]
+    cluster.core.patch_node(nodes[-1], {"spec": {"unschedulable": True}})
+    cluster.core.create_namespaced_pod("default", pod("waiting", grace=1))  # nowhere to go
+    cluster.core.patch_node(nodes[1], {"spec": {"unschedulable": False}})
+    assert running(cluster.core, "waiting").spec.node_name == nodes[1]
