@@ -93,7 +93,7 @@ test-real: install
 test-real-sandbox: install
 	@dir=$$(mktemp -d); \
 	$(BIN)/reconciler sandbox --write-kubeconfig $$dir/kubeconfig --controller-delay 0.02 \
-		--fail-image '*:*-does-not-exist' >$$dir/sandbox.log 2>&1 & pid=$$!; \
+		--pod-grace-scale 0.01 --fail-image '*:*-does-not-exist' >$$dir/sandbox.log 2>&1 & pid=$$!; \
 	trap 'kill $$pid; rm -rf $$dir' EXIT; \
 	for i in $$(seq 100); do test -s $$dir/kubeconfig && break; sleep 0.1; done; \
 	$(BIN)/python -m tests.foreign seed $$dir/kubeconfig && \

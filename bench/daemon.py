@@ -106,7 +106,10 @@ def main() -> None:
         repo = create_catalog_repo(work / "template", work / "repos")
         gits = GitCounter()
         with (
-            sandbox_process(work, "--controller-delay", "0.05") as (url, kubeconfig),
+            sandbox_process(work, "--controller-delay", "0.05", "--pod-grace-scale", "0.01") as (
+                url,
+                kubeconfig,
+            ),
             KubeClient.connect(str(kubeconfig)) as client,
         ):
             settings = DaemonSettings(

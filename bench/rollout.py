@@ -70,6 +70,8 @@ SANDBOX = (
     f"*={READY_DELAY:g}",
     "--nodes",
     "20",  # 110 pods each, as on a real node: room for 200 x (5 + 5) pods
+    "--pod-grace-scale",
+    "0.01",  # a deleted pod lingers 0.3 s, not the real 30 s
 )
 APP = "apiVersion: reconciler/v1\nkind: App\nname: web\n"
 CHANNELS = "apiVersion: reconciler/v1\nkind: Channels\napp: web\nchannels:\n  stable: {v}\n"

@@ -141,7 +141,7 @@ from reconciler.kube import KubeClient
 from reconciler.model.status import Phase
 from reconciler.source.scaffold import IDENTITY, commit_file, create_catalog_repo
 
-SANDBOX = ("--controller-delay", "0.05")
+SANDBOX = ("--controller-delay", "0.05", "--pod-grace-scale", "0.01")
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 LOG_LIMIT = 100_000  # the sandbox keeps this many request log entries
 APP = "apiVersion: reconciler/v1\nkind: App\nname: web\n"

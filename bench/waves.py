@@ -240,7 +240,10 @@ def main() -> None:
         names = cluster_names(args.clusters)
         with (
             git_daemon(repo.remote.parent) as host,
-            sandbox_process(work, "--controller-delay", "0.02") as (_url, kubeconfig),
+            sandbox_process(work, "--controller-delay", "0.02", "--pod-grace-scale", "0.01") as (
+                _url,
+                kubeconfig,
+            ),
             KubeClient.connect(str(kubeconfig)) as client,
         ):
             url = host + repo.remote.name

@@ -704,6 +704,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: 10, as on a cluster)",
     )
     p.add_argument(
+        "--pod-grace-scale",
+        type=float,
+        metavar="FACTOR",
+        help="how long a deleted pod stays Terminating, as a multiple of its grace period "
+        "(default: 1, the real 30 s unless the pod or the DELETE says otherwise; 0.01 makes "
+        "it 0.3 s)",
+    )
+    p.add_argument(
         "--ready-delay",
         action="append",
         metavar="GLOB=SECONDS",

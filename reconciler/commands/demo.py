@@ -68,6 +68,10 @@ from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import IDENTITY, CatalogRepo, commit_file, log_oneline
 
 CLUSTER = "prod"
+# Slow enough to see pods roll. A deleted pod's 30 s grace period lasts 1.5 s: long
+# enough for ``kubectl get pods -w`` to show old pods Terminating during a rollout,
+# short enough that the story's "old pods gone" waits do not drag.
+DEMO_TIMING = Timing(controller_delay=0.1, pod_start=0.3, pod_grace_scale=0.05)
 BROKEN_INSTANCE = """\
 apiVersion: reconciler/v1
 kind: Instance
@@ -140,7 +144,7 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, story: Story, workdir: Path) -> int:
     kubeconfig = workdir / "kubeconfig"
-    timing = Timing(controller_delay=0.1, pod_start=0.3)  # slow enough to see pods roll
+    timing = DEMO_TIMING
     with (
         running_sandbox(
             timing=timing,

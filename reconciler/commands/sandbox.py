@@ -42,7 +42,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
     delay = float(getattr(args, "controller_delay", DEFAULT_DELAY) or 0.0)
     if delay < 0:
         raise UsageError("sandbox: --controller-delay must not be negative")
-    for option in ("pod_start_delay", "job_duration", "job_backoff"):
+    for option in ("pod_start_delay", "job_duration", "job_backoff", "pod_grace_scale"):
         value = getattr(args, option, None)
         if value is not None and value < 0:
             raise UsageError(f"sandbox: --{option.replace('_', '-')} must not be negative")
@@ -57,6 +57,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
     except ValueError as e:
         raise UsageError(f"sandbox: {e}") from None
     backoff = getattr(args, "job_backoff", None)
+    grace_scale = getattr(args, "pod_grace_scale", None)
     return Timing(
         controller_delay=delay,
         pod_start=getattr(args, "pod_start_delay", None),
@@ -65,6 +66,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
         nodes=nodes,
         job_backoff=DEFAULT_JOB_BACKOFF if backoff is None else backoff,
         cron_minute=60.0 if cron_minute is None else cron_minute,
+        pod_grace_scale=1.0 if grace_scale is None else grace_scale,
     )
 
 

@@ -247,14 +247,23 @@ class KubeRolloutDriver:
         self, namespace: str, workload: Mapping[str, Any] | None, owners: list[JsonObject]
     ) -> list[JsonObject]:
         """The pods ``workload`` selects that one of ``owners`` (its ReplicaSets, or the
-        StatefulSet itself) controls."""
+        StatefulSet itself) controls, but for those being deleted: a terminating pod is on
+        its way out for its grace period, not ready, and once its kubelet has killed it
+        reads ``Failed``; it counts as neither updated, ready, old nor failing, as a
+        ReplicaSet leaves it out of ``status.replicas``
+        (https://kubernetes.io/docs/concepts/workloads/pods/pod-termination/)."""
         if workload is None or not owners:
             return []
         labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         pods = self.client.list(
             "v1", "Pod", namespace=namespace, label_selector=label_selector(labels)
         )
-        return [p for p in pods if any(_owned_by(p, owner) for owner in owners)]
+        return [
+            p
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and any(_owned_by(p, owner) for owner in owners)
+        ]
 
     def _observe_statefulset(
         self, obj: Mapping[str, Any], ref: ObjectRef

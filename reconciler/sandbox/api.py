@@ -443,8 +443,10 @@ class SandboxApi:
             return present(kind, old)
         if opts.dry_run:
             return present(kind, new)
-        # the last finalizer gone removes the object (a namespace: once finalized too)
+        # the last finalizer gone removes the object (a namespace: once finalized too;
+        # a pod still in its grace period: once its kubelet deletes it, termination.py)
         finalized = not (kind.kind == "Namespace" and (new.get("spec") or {}).get("finalizers"))
+        finalized = finalized and not meta.get("deletionGracePeriodSeconds")
         if meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and finalized:
             self.store.put(kind.resource, new)
             gone = self.store.remove(kind.resource, meta.get("namespace", ""), meta["name"])

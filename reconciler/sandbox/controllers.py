@@ -8,8 +8,8 @@ does the same off the request path: the store's listener only hands each event t
 the work queue (``workqueue.py``), whose worker task queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object, and runs them between requests. The controllers are
-the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job and CronJob controllers and the
-kubelet (``kubelet.py``); each writes through
+the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob and disruption
+(PodDisruptionBudget) controllers and the kubelet (``kubelet.py``); each writes through
 :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -21,7 +21,7 @@ globs, gives pods that never become Ready (a Job's pods fail); see ``pods.py``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
@@ -35,13 +35,13 @@ from reconciler.sandbox.controlplane import (
     REPLICASETS,
     STATEFULSETS,
     ControlPlane,
+    Deleter,
 )
 from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
-from reconciler.sandbox.events import PodKillings
+from reconciler.sandbox.disruption import PDBS, DisruptionController
 from reconciler.sandbox.jobs import JobController
-from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
@@ -62,7 +62,8 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("batch/v1", "CronJob"): CRONJOBS,
 }
 
-_READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
+_READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS, PDBS})
+_BUDGETED = frozenset({PODS, DEPLOYMENTS, REPLICASETS, STATEFULSETS})
 
 
 class Controller(Protocol):
@@ -78,7 +79,7 @@ class Controllers:
         *,
         timing: Timing,
         fail_images: Sequence[str],
-        delete: Callable[[Kind, str, str], Any],
+        delete: Deleter,
     ) -> None:
         self.api = api
         self.timing = timing
@@ -96,10 +97,10 @@ class Controllers:
             DAEMONSETS: DaemonSetController(self.plane, ready),
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
+            PDBS: DisruptionController(self.plane),
         }
         self.queue: WorkQueue[StoredEvent, Key] = WorkQueue(self._on_event, self._run)
         api.store.listeners.append(self.queue.submit)
-        PodKillings(self.plane.events)
         create_nodes(self.plane)
 
     @property
@@ -115,6 +116,8 @@ class Controllers:
         meta = event.obj["metadata"]
         if event.type == "DELETED" and event.resource in self.handlers:
             uid = str(meta.get("uid", ""))
+            if event.resource == PODS:
+                self.kubelet.removed(event.old or event.obj)
             self.kubelet.forget(uid)
             self.deployments.forget(uid)
             self.jobs.forget(uid)
@@ -126,7 +129,16 @@ class Controllers:
             owner = _OWNER_KINDS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
             if ref.get("controller") and owner is not None:
                 self.queue.add_after((owner, event.namespace, str(ref.get("name"))), self.delay)
+        if event.resource in _BUDGETED and event.namespace:
+            # a budget counts its pods and their controllers' scale
+            for pdb in self.api.store.view(PDBS, event.namespace):
+                self.queue.add_after((PDBS, event.namespace, pdb["metadata"]["name"]), self.delay)
         if event.resource == NODES:
+            # a node (un)cordoned or added: the scheduler tries its pending pods again
+            for pod in self.api.store.view(PODS):
+                if not (pod.get("spec") or {}).get("nodeName"):
+                    key = (PODS, pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+                    self.queue.add_after(key, self.delay)
             for ds in self.api.store.view(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
                 self.queue.add_after(key, self.delay)

@@ -19,6 +19,7 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.events import EventRecorder
+from reconciler.sandbox.gc import DeleteOptions
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.owned import CONTROLLER_MANAGER
 from reconciler.sandbox.store import ListOfObjects, Resource
@@ -37,7 +38,7 @@ JOBS: Resource = ("batch", "jobs")
 CRONJOBS: Resource = ("batch", "cronjobs")
 
 Names = list[str]
-Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options
+Deleter = Callable[[Kind, str, str, DeleteOptions], Any]  # ``gc.Lifecycle.delete``
 
 
 @dataclass
@@ -139,9 +140,14 @@ class ControlPlane:
             return False
         return True
 
-    def delete(self, resource: Resource, obj: dict[str, Any]) -> None:
+    def delete(self, resource: Resource, obj: dict[str, Any], *, grace: int | None = None) -> None:
+        """Delete ``obj`` (that very object: its uid is a precondition, so a namesake
+        created meanwhile is left alone); ``grace`` is the DELETE's gracePeriodSeconds."""
         meta = obj["metadata"]
+        options = DeleteOptions(preconditions={"uid": meta.get("uid")}, grace_period=grace)
         try:
-            self.delete_object(self.kind(resource), meta.get("namespace", ""), meta["name"])
+            self.delete_object(
+                self.kind(resource), meta.get("namespace", ""), meta["name"], options
+            )
         except ApiError as e:
             log.debug("sandbox controller: delete %s refused: %s", meta["name"], e.message)

@@ -13,8 +13,10 @@ how ``kubectl rollout history daemonset`` and ``rollout undo`` find revisions.
 1, a percentage rounded up) pods are unavailable, and the controller recreates them
 from the new template; ``OnDelete`` replaces a pod only when someone deletes it, and
 then from the current template. A pod is available once Ready for
-``minReadySeconds``. Node selectors, taints and tolerations are not simulated:
-every node is eligible.
+``minReadySeconds``. A node whose pod is being deleted gracefully (Terminating) gets
+its new pod once the old one is gone, as the real controller counts a terminating
+pod as the node's daemon pod (pkg/controller/daemon ``podsShouldBeOnNode``).
+Node selectors, taints and tolerations are not simulated: every node is eligible.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ class DaemonSetController:
             self.plane, ds, spec.get("template") or {}, hash_label=REVISION_LABEL
         )
         digest = revision[len(ds["metadata"]["name"]) + 1 :]
-        pods = [p for p in self.plane.pods_of(ds) if alive(p)]
+        owned_pods = self.plane.pods_of(ds)
+        leaving = {str((p.get("spec") or {}).get("nodeName", "")) for p in owned_pods}
+        pods = [p for p in owned_pods if alive(p)]
         on_node: dict[str, list[Pod]] = {n: [] for n in nodes}
         for pod in pods:
             node = str((pod.get("spec") or {}).get("nodeName", ""))
@@ -61,7 +65,7 @@ class DaemonSetController:
             else:
                 self.plane.delete(PODS, pod)  # its node is gone
         for node, here in on_node.items():
-            if not here:
+            if not here and node not in leaving:
                 self._create_pod(ds, node, revision, digest)
             for extra in here[1:]:
                 self.plane.delete(PODS, extra)

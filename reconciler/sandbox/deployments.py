@@ -105,6 +105,7 @@ class DeploymentController:
         )
         created = False
         annotations: dict[str, str] | None = None
+        waiting = False  # Recreate, old pods still terminating: look again (a pod watch)
         if not spec.get("paused"):
             if new is None:
                 new = self._create_replicaset(d, rss)
@@ -114,13 +115,15 @@ class DeploymentController:
                 new = self._bump_revision(new, rss)
             if new is not None:
                 annotations = _mirrored_revision(d, new)
-                self._roll(d, new, [rs for rs in rss if rs is not new])
+                waiting = self._roll(d, new, [rs for rs in rss if rs is not new])
         rss = [_local(rs) for rs in self.plane.owned(REPLICASETS, d) if alive(rs)]
         if new is not None:
             new = next((rs for rs in rss if rs["metadata"]["uid"] == new["metadata"]["uid"]), None)
         self._clean_history(d, [rs for rs in rss if rs is not new])
         status, wait = self._status(d, new, rss, created)
         self.plane.write_status(DEPLOYMENTS, d, status, annotations=annotations)
+        if waiting:
+            return min(wait or float("inf"), self.plane.timing.controller_delay)
         return wait
 
     # --- ReplicaSets --------------------------------------------------------------------
@@ -209,16 +212,18 @@ class DeploymentController:
             self._record_scale(d, rs["metadata"]["name"], before, replicas)
         rs["spec"]["replicas"] = replicas  # the local view follows for the rest of this sync
 
-    def _roll(self, d: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> None:
+    def _roll(self, d: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> bool:
+        """Scale toward the new ReplicaSet; True while Recreate waits for old pods to go."""
         spec = d["spec"]
         replicas = replicas_of(spec)
         old = sorted(old, key=revision)  # oldest first, as the real controller scales down
         if (spec.get("strategy") or {}).get("type") == "Recreate":
             for rs in old:
                 self._scale(rs, 0, d)
-            if all(_count(rs, "replicas") == 0 for rs in old):
-                self._scale(new, replicas, d)
-            return
+            if any(self._pods_running(rs) for rs in old):
+                return True
+            self._scale(new, replicas, d)
+            return False
         surge, unavailable = rolling_bounds(spec, replicas)
         everything = [new, *old]
         current = replicas_of(new["spec"], 0)
@@ -234,7 +239,7 @@ class DeploymentController:
         new_unavailable = replicas_of(new["spec"], 0) - _count(new, "availableReplicas")
         budget = total - min_available - new_unavailable
         if budget <= 0:
-            return
+            return False
         for rs in old:  # first the old pods that are not available anyway
             unhealthy = replicas_of(rs["spec"], 0) - _count(rs, "availableReplicas")
             cut = min(budget, max(0, unhealthy))
@@ -247,6 +252,16 @@ class DeploymentController:
             if cut > 0:
                 self._scale(rs, replicas_of(rs["spec"], 0) - cut, d)
                 room -= cut
+        return False
+
+    def _pods_running(self, rs: dict[str, Any]) -> bool:
+        """Any pod of ``rs`` not ended yet, terminating ones included: Recreate creates
+        new pods only once the old ones are gone (``oldPodsRunning`` in recreate.go,
+        https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#recreate-deployment)."""
+        return any(
+            (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for p in self.plane.pods_of(rs)
+        )
 
     def _clean_history(self, d: dict[str, Any], old: list[dict[str, Any]]) -> None:
         limit = d["spec"].get("revisionHistoryLimit", DEFAULT_HISTORY)

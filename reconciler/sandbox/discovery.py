@@ -93,6 +93,10 @@ def api_resource_list(registry: KindRegistry, group: str, version: str) -> dict[
             resources.append(_subresource(kind, "status", kind.kind, group, version))
         if kind.scale is not None:
             resources.append(_subresource(kind, "scale", "Scale", "autoscaling", "v1"))
+        if kind.resource == ("", "pods"):
+            # what ``kubectl drain`` looks for before it evicts (disruption.py)
+            eviction = _subresource(kind, "eviction", "Eviction", "policy", "v1")
+            resources.append({**eviction, "verbs": ["create"]})
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

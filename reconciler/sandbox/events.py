@@ -33,13 +33,12 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.store import Resource, StoredEvent
+from reconciler.sandbox.store import Resource
 
 EVENTS: Resource = ("", "events")
 EVENT_LIMIT = 5000
 NORMAL = "Normal"
 WARNING = "Warning"
-_PODS: Resource = ("", "pods")
 _Key = tuple[str, str, str, str, str, str, str]
 
 
@@ -170,29 +169,3 @@ class EventRecorder:
         while len(self._recent) > self.limit:
             _, (namespace, name) = self._recent.popitem(last=False)
             self.api.store.remove(EVENTS, namespace, name)
-
-
-class PodKillings:
-    """The kubelet's ``Killing`` for each running container of a pod being deleted."""
-
-    def __init__(self, recorder: EventRecorder) -> None:
-        self.recorder = recorder
-        recorder.api.store.listeners.append(self._on_event)
-
-    def _on_event(self, event: StoredEvent) -> None:
-        if event.resource != _PODS or event.type != "DELETED" or event.old is None:
-            return
-        pod = event.old
-        node = (pod.get("spec") or {}).get("nodeName") or ""
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            if "running" in (status.get("state") or {}):
-                container = status.get("name", "")
-                self.recorder.emit(
-                    {**pod, "kind": "Pod", "apiVersion": "v1"},
-                    NORMAL,
-                    "Killing",
-                    f"Stopping container {container}",
-                    "kubelet",
-                    host=node,
-                    field_path=f"spec.containers{{{container}}}",
-                )

@@ -58,6 +58,7 @@ from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import Resource, StoredEvent
+from reconciler.sandbox.termination import mark_terminating, plan_pod_delete, requested_grace
 
 ObjectKey = tuple[Resource, str, str]  # resource, namespace, name
 
@@ -67,6 +68,7 @@ NAMESPACE_FINALIZER = "kubernetes"
 POLICIES = ("Foreground", "Background", "Orphan")
 
 _NAMESPACES: Resource = ("", "namespaces")
+_PODS: Resource = ("", "pods")
 _CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
 # Registries with ReturnDeletedObject: a DELETE answers with the object, not a Status.
 _RETURNS_OBJECT: frozenset[Resource] = frozenset(
@@ -107,6 +109,7 @@ class DeleteOptions:
     orphan_dependents: bool | None = None
     preconditions: Mapping[str, Any] = field(default_factory=dict)
     dry_run: bool = False
+    grace_period: int | None = None  # gracePeriodSeconds (pods: termination.py)
 
     @classmethod
     def parse(cls, body: Any, query: Mapping[str, str]) -> DeleteOptions:
@@ -119,6 +122,8 @@ class DeleteOptions:
                 source["orphanDependents"] = _parse_bool(query["orphanDependents"])
             if "dryRun" in query:
                 source["dryRun"] = [query["dryRun"]]
+            if "gracePeriodSeconds" in query:
+                source["gracePeriodSeconds"] = _parse_int(query["gracePeriodSeconds"])
         elif isinstance(body, dict):
             source = body
         else:
@@ -127,6 +132,9 @@ class DeleteOptions:
         orphan = source.get("orphanDependents")
         dry_run = source.get("dryRun") or []
         preconditions = source.get("preconditions") or {}
+        grace = source.get("gracePeriodSeconds")
+        if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
+            raise ApiError(400, "DeleteOptions.gracePeriodSeconds must be an integer")
         if policy is not None and not isinstance(policy, str):
             raise ApiError(400, "DeleteOptions.propagationPolicy must be a string")
         if orphan is not None and not isinstance(orphan, bool):
@@ -148,7 +156,15 @@ class DeleteOptions:
             errors.append(dry_run_error)
         if errors:
             raise field_errors(("meta.k8s.io", "DeleteOptions"), "", errors)
-        return cls(policy, orphan, preconditions, bool(dry_run))
+        return cls(policy, orphan, preconditions, bool(dry_run), requested_grace(grace))
+
+
+def _parse_int(raw: str) -> int:
+    """Go's ``strconv.ParseInt``, which an integer query parameter goes through."""
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
 
 
 def _parse_bool(raw: str) -> bool:
@@ -308,9 +324,24 @@ class Lifecycle:
     def _apply(
         self, resource: Resource, obj: dict[str, Any], opts: DeleteOptions
     ) -> tuple[dict[str, Any], bool]:
-        """Delete ``obj``: (the object after, whether it is gone); finalizers keep it, marked."""
+        """Delete ``obj``: (the object after, whether it is gone); finalizers keep it, marked,
+        and a running pod's grace period keeps it Terminating (``termination.py``)."""
         meta = obj["metadata"]
         current = list(meta.get("finalizers") or [])
+        if resource == _PODS:
+            plan = plan_pod_delete(obj, opts.grace_period)
+            if plan.pending:  # finalizers are not changed while a deletion is pending
+                return obj, False
+            if plan.grace > 0 or (meta.get("deletionTimestamp") and current):
+                marked = clone(obj)
+                if not meta.get("deletionTimestamp"):
+                    wanted = gc_finalizers(current, opts, False)
+                    if wanted != current:
+                        marked["metadata"]["finalizers"] = wanted
+                mark_terminating(marked["metadata"], plan.grace)
+                if marked == obj or opts.dry_run:
+                    return marked, False
+                return self.api.store.put(resource, marked), False
         wanted = gc_finalizers(current, opts, resource in _ORPHAN_BY_DEFAULT)
         if wanted:
             marked = clone(obj)
@@ -548,6 +579,7 @@ class Lifecycle:
         if left == (meta.get("finalizers") or []):
             return
         finalized = resource != _NAMESPACES or not (obj.get("spec") or {}).get("finalizers")
+        finalized = finalized and not meta.get("deletionGracePeriodSeconds")  # a pod's grace
         if not left and meta.get("deletionTimestamp") and finalized:
             self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
             return

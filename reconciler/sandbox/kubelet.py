@@ -7,6 +7,13 @@ and Ready, or, for a Job's pod, until its containers exit
 Nodes exist from the start (``node-1``...), the scheduler picks the node with the
 fewest pods, and each stage waits for the delays of :class:`~reconciler.sandbox.timing.Timing`.
 The status of each stage is computed by the pure :func:`reconciler.sandbox.pods.pod_status_at`.
+
+A pod marked for deletion (``termination.py``) is stopped as a kubelet stops it
+(https://kubernetes.io/docs/concepts/workloads/pods/pod-termination/): a ``Killing``
+Event for each running container, the pod reported not Ready, then, once its grace
+period (scaled by ``Timing.pod_grace_scale``) is over, its containers terminated and
+the pod deleted for good with a grace period of 0. A pod with nothing running goes
+without waiting; finalizers still hold the object after that.
 """
 
 from __future__ import annotations
@@ -23,8 +30,11 @@ from reconciler.sandbox.pods import (
     PodTimes,
     images_of,
     is_ready,
+    killed_status,
     pod_failure,
     pod_status_at,
+    running_containers,
+    stopping_status,
 )
 from reconciler.sandbox.store import Tally
 
@@ -166,6 +176,8 @@ class Kubelet:
         self.plane = plane
         self._bound: dict[str, float] = {}  # pod uid -> clock when its kubelet first saw it
         self._ready: dict[str, float] = {}  # pod uid -> clock when it became Ready
+        # pod uid -> (clock when its kubelet began to stop it, whether anything ran)
+        self._stopping: dict[str, tuple[float, bool]] = {}
         self._pods_per_node: Tally | None = None
 
     def _load(self) -> Tally:
@@ -180,6 +192,7 @@ class Kubelet:
     def forget(self, uid: str) -> None:
         self._bound.pop(uid, None)
         self._ready.pop(uid, None)
+        self._stopping.pop(uid, None)
 
     def ready_since(self, pod: dict[str, Any]) -> float | None:
         """When the pod became Ready (clock), None when it is not Ready."""
@@ -189,7 +202,7 @@ class Kubelet:
 
     def reconcile(self, pod: dict[str, Any]) -> float | None:
         if not alive(pod):
-            return None
+            return self._terminate(pod)
         spec = pod.get("spec") or {}
         if not spec.get("nodeName"):
             self._bind(pod)
@@ -213,6 +226,52 @@ class Kubelet:
             self._ready.pop(uid, None)
         return wait
 
+    def _terminate(self, pod: dict[str, Any]) -> float | None:
+        """Stop a pod being deleted; the seconds until its grace period ends, if it runs."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        grace = meta.get("deletionGracePeriodSeconds")
+        if not spec.get("nodeName") or grace is None:
+            return None  # no kubelet runs it: the API server alone decides
+        uid = meta["uid"]
+        self._ready.pop(uid, None)
+        clock = self.plane.clock()
+        if uid not in self._stopping:
+            self._stopping[uid] = (clock, self._kill(pod))
+        began, ran = self._stopping[uid]
+        old = pod.get("status") or {}
+        left = began + self.plane.timing.grace(float(grace)) - clock if ran else 0.0
+        if left > 0:
+            self.plane.write_status(PODS, pod, stopping_status(old), manager=KUBELET)
+            return left
+        if ran:
+            self.plane.write_status(PODS, pod, killed_status(old), manager=KUBELET)
+        if grace:
+            self.plane.delete(PODS, pod, grace=0)
+        return None
+
+    def removed(self, pod: dict[str, Any]) -> None:
+        """A pod gone from the API: one deleted with no grace period is killed now."""
+        uid = str(pod["metadata"].get("uid", ""))
+        if uid not in self._stopping and (pod.get("spec") or {}).get("nodeName"):
+            self._kill(pod)
+        self.forget(uid)
+
+    def _kill(self, pod: dict[str, Any]) -> bool:
+        """``Killing`` for each running container; whether any was running."""
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        running = running_containers(pod)
+        for name in running:
+            self.plane.events.emit(
+                {**pod, "kind": "Pod", "apiVersion": "v1"},
+                NORMAL,
+                "Killing",
+                f"Stopping container {name}",
+                KUBELET,
+                host=node,
+                field_path=f"spec.containers{{{name}}}",
+            )
+        return bool(running)
+
     def _record(self, pod: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         """The events of each container whose state changed with this status."""
         spec = pod["spec"]
@@ -234,8 +293,14 @@ class Kubelet:
                 )
 
     def _bind(self, pod: dict[str, Any]) -> None:
-        """The scheduler's choice: the node with the fewest live pods (ties by name)."""
-        nodes = self.plane.names(NODES, None)
+        """The scheduler's choice: the node with the fewest live pods (ties by name),
+        never a cordoned one (``spec.unschedulable``, what ``kubectl drain`` sets first:
+        https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/)."""
+        nodes = [
+            n["metadata"]["name"]
+            for n in self.plane.api.store.view(NODES)
+            if not (n.get("spec") or {}).get("unschedulable")
+        ]
         if not nodes:
             return  # unschedulable: stays Pending, as on a cluster without nodes
         load = self._load()

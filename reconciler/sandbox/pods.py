@@ -18,8 +18,13 @@ waiting on the image; ``CrashLoopBackOff`` or ``true``, or an image matching one
 server's ``fail_images`` globs, gives a container that keeps crashing. The annotation
 ``sandbox.reconciler.dev/log`` adds its lines to every container's simulated output.
 
+A pod being deleted (``termination.py``) is reported not Ready while its grace period
+runs (:func:`stopping_status`), then with its containers terminated by the kill that
+ends the grace period (exit code 137) and the terminal phase the kubelet reports
+before the pod goes (:func:`killed_status`).
+
 Not simulated: back-off timing (``restartCount`` stays at 1), probes, resource usage,
-graceful termination (a deleted pod is gone at once), in-place restarts of
+containers that exit on SIGTERM before their grace period ends, in-place restarts of
 ``restartPolicy: OnFailure`` containers (the pod fails, as with ``Never``).
 """
 
@@ -377,3 +382,47 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
+
+
+def running_containers(pod: Mapping[str, Any]) -> list[str]:
+    """The names of the pod's containers whose state is ``running``."""
+    return [
+        str(s.get("name", ""))
+        for s in (pod.get("status") or {}).get("containerStatuses") or []
+        if "running" in (s.get("state") or {})
+    ]
+
+
+def stopping_status(old: Mapping[str, Any]) -> dict[str, Any]:
+    """A terminating pod's status while its containers are being stopped: not Ready."""
+    statuses = [{**s, "ready": False} for s in old.get("containerStatuses") or []]
+    names = [str(s.get("name", "")) for s in statuses]
+    message = f"containers with unready status: [{' '.join(names)}]"
+    conditions = [
+        _pod_condition(old, c["type"], False, "ContainersNotReady", message)
+        if c.get("type") in ("Ready", "ContainersReady")
+        else dict(c)
+        for c in old.get("conditions") or []
+    ]
+    return {**old, "conditions": conditions, "containerStatuses": statuses}
+
+
+def killed_status(old: Mapping[str, Any]) -> dict[str, Any]:
+    """Its grace period over: every container killed (137), the pod ``Failed`` (the
+    terminal phase a kubelet reports for a deleted pod since Kubernetes 1.27)."""
+    stopped = stopping_status(old)
+    statuses = []
+    for status in stopped["containerStatuses"]:
+        state = status.get("state") or {}
+        if "running" in state:
+            killed = {
+                "exitCode": 137,
+                "reason": "Error",
+                "startedAt": state["running"].get("startedAt") or now(),
+                "finishedAt": now(),
+            }
+            if status.get("containerID"):
+                killed["containerID"] = status["containerID"]
+            status = {**status, "started": False, "state": {"terminated": killed}}
+        statuses.append(status)
+    return {**stopped, "phase": "Failed", "containerStatuses": statuses}

@@ -35,6 +35,7 @@ from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, un
 from reconciler.sandbox.bootstrap import StandardObjects
 from reconciler.sandbox.controllers import DEFAULT_DELAY, Controllers
 from reconciler.sandbox.copying import to_json
+from reconciler.sandbox.disruption import evict
 from reconciler.sandbox.fieldschema import schema_for
 from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
@@ -89,11 +90,14 @@ def error_response(error: ApiError, status: int | None = None) -> web.Response:
     it with Go's ``json.Encoder``, whose ``Encode`` ends every value with ``\n``
     (https://pkg.go.dev/encoding/json#Encoder.Encode); clients that compare or split
     the raw body see the same bytes as from a real server."""
-    return web.Response(
+    response = web.Response(
         body=to_json(error.to_status()) + b"\n",
         status=error.code if status is None else status,
         content_type="application/json",
     )
+    if error.retry_after > 0:  # as ``responsewriters.ErrorNegotiated`` sets it
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def _field_selector(request: web.Request, kind: Kind) -> Matcher:
@@ -322,7 +326,7 @@ class SandboxServer:
         if subresource and not (
             (subresource == "status" and kind.status)
             or (subresource == "scale" and kind.scale)
-            or (subresource == "log" and kind.resource == ("", "pods"))
+            or (subresource in ("log", "eviction") and kind.resource == ("", "pods"))
         ):
             raise ApiError(404, "the server could not find the requested resource")
         if kind.namespaced and name is not None and namespace is None:
@@ -341,6 +345,10 @@ class SandboxServer:
             if method == "DELETE":
                 return await self._delete_collection(request, target)
             raise not_allowed(method)
+        if target.subresource == "eviction":
+            if method != "POST":
+                raise not_allowed(method)
+            return await self._evict(request, target)
         handlers = {
             "GET": self._get,
             "PUT": self._replace,
@@ -501,6 +509,20 @@ class SandboxServer:
         options = DeleteOptions.parse(await self._body(request), request.query)
         result = self.lifecycle.delete(target.kind, target.namespace or "", target.name, options)
         return json_response(result.body, result.code)
+
+    async def _evict(self, request: web.Request, target: Target) -> web.Response:
+        """``pods/NAME/eviction`` (``disruption.py``): 201 with a Success Status."""
+        assert target.name is not None
+        opts = self._opts(request, "CreateOptions")
+        answer = evict(
+            self.api,
+            self.lifecycle,
+            target.namespace or "",
+            target.name,
+            await self._body(request),
+            dry_run=opts.dry_run,
+        )
+        return json_response(answer, 201)
 
     async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
         labels = parse_label_selector(request.query.get("labelSelector"))

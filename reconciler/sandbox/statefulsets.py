@@ -10,6 +10,12 @@ before is Ready, and removed highest first; ``Parallel`` does both at once. A
 revision that never becomes ready stops at the first pod it reaches; ``OnDelete``
 replaces a pod only when someone deletes it. ``currentRevision`` becomes the update
 revision once every pod runs it.
+
+A pod being deleted gracefully (Terminating) keeps its name until it is gone: the
+controller recreates that ordinal only then, and with ``OrderedReady`` it does nothing
+else while any of its pods terminates ("waiting for Pod to be terminated",
+pkg/controller/statefulset/stateful_set_control.go). ``status.replicas`` still counts
+a terminating pod; the current and updated counts do not (``computeReplicaStatus``).
 """
 
 from __future__ import annotations
@@ -113,18 +119,19 @@ class StatefulSetController:
         on_delete = strategy.get("type") == "OnDelete"
         partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
         parallel = spec.get("podManagementPolicy") == "Parallel"
-        pods = {p["metadata"]["name"]: p for p in self.plane.pods_of(sts) if alive(p)}
+        owned_pods = self.plane.pods_of(sts)
+        pods = {p["metadata"]["name"]: p for p in owned_pods if alive(p)}
+        held = {p["metadata"]["name"] for p in owned_pods if not alive(p)}
         by_ordinal = {i: pods.get(f"{meta['name']}-{i}") for i in range(replicas)}
-        acted = self._create_missing(
-            sts, by_ordinal, current_revision, update_revision, partition, on_delete, parallel
-        )
-        if not acted:
-            acted = self._scale_down(sts, pods, replicas, parallel)
-        if not acted and not on_delete:
-            self._replace_one(by_ordinal, update_revision, partition)
-        pods_now = [
-            p for p in self.plane.pods_of(sts) if alive(p) and self._ordinal(sts, p) is not None
-        ]
+        if parallel or not held:
+            acted = self._create_missing(
+                sts, by_ordinal, held, current_revision, update_revision, partition, on_delete
+            )
+            if not acted:
+                acted = self._scale_down(sts, pods, replicas, parallel)
+            if not acted and not on_delete:
+                self._replace_one(by_ordinal, update_revision, partition)
+        pods_now = [p for p in self.plane.pods_of(sts) if self._ordinal(sts, p) is not None]
         self.plane.write_status(
             STATEFULSETS, sts, self._status(sts, pods_now, current_revision, update_revision)
         )
@@ -141,15 +148,19 @@ class StatefulSetController:
         self,
         sts: dict[str, Any],
         by_ordinal: dict[int, dict[str, Any] | None],
+        held: set[str],
         current: str,
         update: str,
         partition: int,
         on_delete: bool,
-        parallel: bool,
     ) -> bool:
+        """Create missing ordinals; ``held`` names are still taken by terminating pods."""
+        parallel = sts["spec"].get("podManagementPolicy") == "Parallel"
         created = False
         for ordinal in sorted(by_ordinal):
             pod = by_ordinal[ordinal]
+            if f"{sts['metadata']['name']}-{ordinal}" in held:
+                continue  # recreated once the old pod is gone
             if pod is not None:
                 if not parallel and self.ready_since(pod) is None:
                     return created  # OrderedReady: wait for this one before the next
@@ -214,17 +225,18 @@ class StatefulSetController:
         replicas = replicas_of(spec)
         min_ready = float(spec.get("minReadySeconds") or 0)
         clock = self.plane.clock()
-        updated = sum(1 for p in pods if _revision_of(p) == update)
+        live = [p for p in pods if alive(p)]
+        updated = sum(1 for p in live if _revision_of(p) == update)
         if updated == replicas and len(pods) == replicas:
             current = update
-        ready = [since for p in pods if (since := self.ready_since(p)) is not None]
+        ready = [since for p in live if (since := self.ready_since(p)) is not None]
         status: dict[str, Any] = {
             "observedGeneration": int(sts["metadata"].get("generation", 1)),
             "replicas": len(pods),
         }
         counts = {
             "readyReplicas": len(ready),
-            "currentReplicas": sum(1 for p in pods if _revision_of(p) == current),
+            "currentReplicas": sum(1 for p in live if _revision_of(p) == current),
             "updatedReplicas": updated,
         }
         status.update({k: v for k, v in counts.items() if v})

@@ -20,7 +20,7 @@ from typing import TypeVar
 from reconciler.sandbox.requestlog import RequestLogEntry
 from reconciler.sandbox.runner import RunningServer, start_server, write_kubeconfig
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, StoredEvent
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL
 
 T = TypeVar("T")
@@ -111,9 +111,13 @@ def running_sandbox(
                     controller_delay=controller_delay,
                     fail_images=fail_images,
                     history_limit=history_limit,
-                    # a harness shrinks every wait, the Job back-off too
+                    # a harness shrinks every wait, the Job back-off and pods' grace too
                     timing=timing
-                    or Timing(controller_delay=controller_delay, job_backoff=controller_delay),
+                    or Timing(
+                        controller_delay=controller_delay,
+                        job_backoff=controller_delay,
+                        pod_grace_scale=TEST_GRACE_SCALE,
+                    ),
                     request_latency=request_latency,
                     max_requests_in_flight=max_requests_in_flight,
                     bookmark_interval=bookmark_interval,

@@ -6,6 +6,11 @@ readiness probe passes, a Job's container runs to its end. Rollouts and migratio
 hooks are about exactly those gaps, so the sandbox simulates them with these
 delays (seconds). Tests shrink them to keep the suite fast; ``reconciler sandbox``
 and the demo use slower values so a person can watch pods roll.
+
+A deleted pod's grace period is the real one by default (``terminationGracePeriodSeconds``,
+30 s unless the pod or the DELETE says otherwise): ``pod_grace_scale`` multiplies it,
+so a test bed can let a terminating pod linger for a fraction of it while the API
+still reports the real ``deletionGracePeriodSeconds``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from fnmatch import fnmatchcase
 DEFAULT_DELAY = 0.2
 DEFAULT_NODES = 3
 DEFAULT_JOB_BACKOFF = 10.0  # the Job controller's first retry delay on a real cluster
+TEST_GRACE_SCALE = 0.005  # test harnesses: a 30 s grace period lasts 0.15 s
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class Timing:
     nodes: int = DEFAULT_NODES
     job_backoff: float = DEFAULT_JOB_BACKOFF
     cron_minute: float = 60.0  # seconds per minute of CronJob schedules
+    pod_grace_scale: float = 1.0  # wall-clock seconds per second of a pod's grace period
 
     def __post_init__(self) -> None:
         values = [
@@ -45,6 +52,8 @@ class Timing:
             self.job_duration or 0.0,
             self.job_backoff,
         ]
+        if self.pod_grace_scale < 0:
+            raise ValueError("the pod grace scale must not be negative")
         if self.cron_minute <= 0:
             raise ValueError("a CronJob schedule minute must last more than 0 seconds")
         if any(v < 0 for v in values) or any(d < 0 for _, d in self.ready_delays):
@@ -59,6 +68,10 @@ class Timing:
     @property
     def run(self) -> float:
         return self.controller_delay if self.job_duration is None else self.job_duration
+
+    def grace(self, seconds: float) -> float:
+        """How long (wall clock) a terminating pod with ``seconds`` of grace lingers."""
+        return max(0.0, seconds) * self.pod_grace_scale
 
     def retry_delay(self, failures: int) -> float:
         """How long a Job waits before its next pod after ``failures`` failed ones:

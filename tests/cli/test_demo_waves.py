@@ -12,12 +12,11 @@ from pathlib import Path
 import git
 import pytest
 
-from reconciler.commands.demo import Story, _roll
+from reconciler.commands.demo import DEMO_TIMING, Story, _roll
 from reconciler.commands.demo_waves import FAIL_IMAGES, wave_chapter
 from reconciler.kube import KubeClient
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import running_sandbox
-from reconciler.sandbox.timing import Timing
 
 
 def test_the_waves_chapter_tells_a_good_then_a_halted_release(
@@ -27,9 +26,7 @@ def test_the_waves_chapter_tells_a_good_then_a_halted_release(
     monkeypatch.delenv("GIT_COMMITTER_DATE", raising=False)
     story = Story()
     with (
-        running_sandbox(
-            timing=Timing(controller_delay=0.1, pod_start=0.3), fail_images=FAIL_IMAGES
-        ) as sandbox,
+        running_sandbox(timing=DEMO_TIMING, fail_images=FAIL_IMAGES) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,
     ):
         told = wave_chapter(

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.daemon.healthwatch import HealthWatch
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.daemon.conftest import World, sandbox_world, settle
 
 SLOW = 30.0  # seconds until a slow pod is ready: longer than any of these tests
@@ -57,7 +57,9 @@ def slow_world(
     for version, upgrade in (("6.5.1", ""), ("6.7.0", ">=6.6.0")):
         overrides[f"apps/podinfo/versions/{version}/version.yaml"] = version_file(version, upgrade)
         overrides[f"apps/podinfo/versions/{version}/manifests/deployment.yaml"] = DEPLOYMENT
-    timing = Timing(controller_delay=0.02, ready_delays=ready_delays)
+    timing = Timing(
+        pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.02, ready_delays=ready_delays
+    )
     with sandbox_world(
         tmp_path, overrides, timing=timing, health_timeout=60.0, health_grace=grace
     ) as world:

@@ -36,7 +36,7 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.migrations import MigrationRecord
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.source.scaffold import CatalogRepo, commit_file, remove_file
 from tests.factories import catalog_repo, write_catalog
 from tests.lanes import (
@@ -54,7 +54,9 @@ from tests.migrations import samples
 REGISTRY = Registry.from_entry_points(
     [EntryPoint("counting", "tests.migrations.samples:CountingMarker", GROUP)]
 )
-FAST = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05)
+FAST = Timing(
+    pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, job_duration=0.05
+)
 # A pass gives migration Jobs the health grace; these tests see each run end in the pass
 # that started it (a loaded machine may take seconds): a grace is an upper bound only.
 GRACE = 30.0
@@ -631,10 +633,14 @@ def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy
 
 # A migration Job that runs for 1.5 s; a pass gives Jobs 0.2 s (its health grace).
 # 1.5 s where the test checks the recorded duration (whole seconds) is at least one.
-SLOW = Timing(controller_delay=0.01, pod_start=0.02, job_duration=1.5)
+SLOW = Timing(
+    pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, job_duration=1.5
+)
 # A Job that outlives the 0.2 s grace five times over, for the tests that need it only
 # to be still running after the pass that starts it (every later pass waits for its end)
-RUNNING = Timing(controller_delay=0.01, pod_start=0.02, job_duration=1.0)
+RUNNING = Timing(
+    pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, job_duration=1.0
+)
 
 
 # The longest pause between two looks at a running Job, as ``reconciler run --max-look

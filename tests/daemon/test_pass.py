@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.source.ledger import StatusLedger
 from reconciler.source.scaffold import log_oneline, remove_file
 from tests.daemon.conftest import World, sandbox_world, settle
@@ -339,7 +339,9 @@ def test_health_reads_again_only_what_is_not_current_yet(tmp_path: Path) -> None
     several rounds however fast or busy the machine is, and the grace is long enough
     for it to get there: the one count asserted is the engine's own reads of an
     object that was Current from the start."""
-    slow = Timing(controller_delay=0.02, ready_delays=(("*", 1.0),))
+    slow = Timing(
+        pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.02, ready_delays=(("*", 1.0),)
+    )
     with sandbox_world(tmp_path, timing=slow, health_grace=30.0) as world:
         world.commit(
             "apps/podinfo/versions/6.5.0/manifests/config.yaml",

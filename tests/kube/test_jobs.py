@@ -26,7 +26,7 @@ from reconciler.migrations import (
 )
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.kube.conftest import FAST_RETRY, Backend
 
 FAIL = "sandbox.reconciler.dev/fail"
@@ -192,7 +192,9 @@ def test_a_pod_that_fails_once_is_retried_by_the_job_and_the_run_succeeds(
 @pytest.fixture(scope="module")
 def slow_jobs() -> Iterator[KubeClient]:
     """A sandbox whose Job containers run for 30 s: deadlines and timeouts come first."""
-    timing = Timing(controller_delay=0.01, pod_start=0.02, job_duration=30.0)
+    timing = Timing(
+        pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, job_duration=30.0
+    )
     with (
         running_sandbox(timing=timing) as sandbox,
         KubeClient.connect(sandbox.kubeconfig, retry=FAST_RETRY) as client,

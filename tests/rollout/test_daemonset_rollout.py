@@ -33,7 +33,7 @@ from reconciler.model.status import Phase
 from reconciler.rollout import Observation, Prepare, RetireOld, Rollback, ScaleBatch, Workload
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import running_sandbox
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, sandbox_world
 
@@ -93,7 +93,11 @@ CATALOG: dict[str, str | bytes | None] = {
 @pytest.fixture
 def nodes4(tmp_path: Path) -> Iterator[World]:
     """The daemon tests' world with the agent app on a sandbox of four nodes."""
-    with sandbox_world(tmp_path, CATALOG, timing=Timing(controller_delay=0.02, nodes=NODES)) as w:
+    with sandbox_world(
+        tmp_path,
+        CATALOG,
+        timing=Timing(pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.02, nodes=NODES),
+    ) as w:
         yield w
 
 
@@ -317,7 +321,7 @@ def test_the_driver_deletes_only_what_a_batch_needs_even_when_repeated(
     replacement) and once more later deletes one batch's pods, lowest nodes first.
     A rollback brings every pod back whether the render leaves the strategy to the
     API server's default (``RollingUpdate``) or itself says ``OnDelete``."""
-    timing = Timing(controller_delay=0.05, nodes=NODES)
+    timing = Timing(pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.05, nodes=NODES)
     with (
         running_sandbox(timing=timing) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig)) as client,

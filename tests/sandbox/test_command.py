@@ -88,14 +88,19 @@ def test_timing_options_reach_the_simulated_cluster() -> None:
             "0",
             "--cron-minute",
             "0.5",
+            "--pod-grace-scale",
+            "0.01",
         ]
     )
     timing = timing_of(args)
     assert (timing.controller_delay, timing.start, timing.run, timing.nodes) == (0.5, 2, 3, 5)
     assert timing.job_backoff == 0  # retries at once
     assert timing.cron_minute == 0.5
+    assert timing.grace(30) == 0.3
     # without the option a Job's retries wait as on a cluster
     assert timing_of(build_parser().parse_args(["sandbox"])).job_backoff == 10
+    # nor a deleted pod's grace period: the real one
+    assert timing_of(build_parser().parse_args(["sandbox"])).grace(30) == 30
     assert timing.ready_delay(["app:2.1", "sidecar:1"]) == 5
     assert timing.ready_delay(["app:1.0"]) == 0
 
@@ -108,6 +113,7 @@ def test_timing_options_reach_the_simulated_cluster() -> None:
         (["--nodes", "0"], "--nodes must be at least 1"),
         (["--pod-start-delay", "-1"], "--pod-start-delay must not be negative"),
         (["--job-backoff", "-1"], "--job-backoff must not be negative"),
+        (["--pod-grace-scale", "-1"], "--pod-grace-scale must not be negative"),
         (["--cron-minute", "0"], "--cron-minute must be more than 0"),
     ],
 )

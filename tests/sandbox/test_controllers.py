@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.sandbox.store import StoredEvent
-from reconciler.sandbox.timing import Timing, parse_ready_delay
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing, parse_ready_delay
 from tests.sandbox.helpers import deployment, eventually
 from tests.sandbox.workloads import FAST, conditions, fast_sandbox, pods_of, ready
 
@@ -130,7 +130,9 @@ def test_statefulset_on_delete_replaces_only_deleted_pods() -> None:
 
 
 def test_daemonset_runs_one_pod_per_node_and_rolls_node_by_node() -> None:
-    with fast_sandbox(Timing(controller_delay=0.01, pod_start=0.03, nodes=4)) as (sandbox, api):
+    with fast_sandbox(
+        Timing(pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.03, nodes=4)
+    ) as (sandbox, api):
         apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
         nodes = [n.metadata.name for n in core.list_node().items]
         assert nodes == ["node-1", "node-2", "node-3", "node-4"]
@@ -250,7 +252,13 @@ def test_job_that_fails_once_succeeds_on_retry() -> None:
 def test_the_retry_waits_out_the_back_off() -> None:
     """After a failed pod the next one waits 10 s·2ⁿ⁻¹ (here scaled to 30 s, far longer than
     the check below): https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-backoff-failure-policy"""
-    timing = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05, job_backoff=30.0)
+    timing = Timing(
+        pod_grace_scale=TEST_GRACE_SCALE,
+        controller_delay=0.01,
+        pod_start=0.02,
+        job_duration=0.05,
+        job_backoff=30.0,
+    )
     with fast_sandbox(timing) as (_, api):
         batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
         flaky = job("flaky", {"sandbox.reconciler.dev/fail-attempts": "1"}, backoffLimit=2)
@@ -272,7 +280,9 @@ def test_the_back_off_doubles_up_to_six_minutes() -> None:
 
 
 def test_job_past_its_active_deadline_fails_and_stops_its_pods() -> None:
-    slow = Timing(controller_delay=0.01, pod_start=0.02, job_duration=30.0)
+    slow = Timing(
+        pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, job_duration=30.0
+    )
     with fast_sandbox(slow) as (_, api):
         batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
         batch.create_namespaced_job("default", job("slow", activeDeadlineSeconds=1))
@@ -292,7 +302,10 @@ def test_job_parallelism_and_completions() -> None:
 
 def test_pod_is_pending_while_containers_are_created_then_ready_after_its_delay() -> None:
     timing = Timing(
-        controller_delay=0.01, pod_start=0.1, ready_delays=(parse_ready_delay("slow:*=0.2"),)
+        pod_grace_scale=TEST_GRACE_SCALE,
+        controller_delay=0.01,
+        pod_start=0.1,
+        ready_delays=(parse_ready_delay("slow:*=0.2"),),
     )
     with fast_sandbox(timing) as (sandbox, api):
         core = client.CoreV1Api(api)

@@ -20,12 +20,18 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.sandbox.cron import parse
 from reconciler.sandbox.cronjobs import SCHEDULED_AT, latest_time, next_time
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.sandbox.helpers import eventually, job
 from tests.sandbox.workloads import fast_sandbox
 
 # a schedule minute lasts 0.1 s: "every minute" fires ten times a second
-QUICK = Timing(controller_delay=0.01, pod_start=0.01, job_duration=0.02, cron_minute=0.1)
+QUICK = Timing(
+    pod_grace_scale=TEST_GRACE_SCALE,
+    controller_delay=0.01,
+    pod_start=0.01,
+    job_duration=0.02,
+    cron_minute=0.1,
+)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes import client
 
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.sandbox.helpers import deployment, eventually
 from tests.sandbox.workloads import fast_sandbox, pods_of, ready
 
@@ -51,7 +51,9 @@ def _revisions(apps: client.AppsV1Api) -> dict[str, tuple[int, str]]:
 
 
 def test_on_delete_replaces_only_deleted_pods_from_the_current_revision() -> None:
-    with fast_sandbox(Timing(controller_delay=0.01, pod_start=0.02, nodes=3)) as (_, api):
+    with fast_sandbox(
+        Timing(pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.01, pod_start=0.02, nodes=3)
+    ) as (_, api):
         apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
         apps.create_namespaced_daemon_set("default", _agent("agent:1", "OnDelete"))
         _settled(apps, 3)

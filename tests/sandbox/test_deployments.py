@@ -22,7 +22,7 @@ from kubernetes import client
 
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.sandbox.helpers import deployment, eventually
 from tests.sandbox.workloads import (
     conditions,
@@ -37,7 +37,13 @@ KUBECTL = shutil.which("kubectl")
 
 
 class PodCensus:
-    """Every pod of one app at every write: how many exist, how many are Ready."""
+    """Every pod of one app at every write: how many exist, how many are Ready.
+
+    A terminating pod (``deletionTimestamp`` set) no longer counts: the Deployment and
+    ReplicaSet controllers leave it out of ``status.replicas``, so maxSurge bounds the
+    pods that are not being deleted, while old ones linger for their grace period
+    (https://kubernetes.io/docs/concepts/workloads/pods/pod-termination/).
+    """
 
     def __init__(self, sandbox: SandboxHandle, app: str, core: client.CoreV1Api) -> None:
         self.app = app
@@ -55,7 +61,7 @@ class PodCensus:
         labels = meta.get("labels") or {}
         if labels.get("app") != self.app:
             return
-        if event.type == "DELETED":
+        if event.type == "DELETED" or meta.get("deletionTimestamp"):
             self.pods.pop(meta["name"], None)
         else:
             status = event.obj.get("status") or {}
@@ -279,7 +285,7 @@ def test_deleting_a_deployment_collects_replicasets_and_pods() -> None:
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 def test_kubectl_rollout_status_history_undo_restart() -> None:
-    timing = Timing(controller_delay=0.02, pod_start=0.05)
+    timing = Timing(pod_grace_scale=TEST_GRACE_SCALE, controller_delay=0.02, pod_start=0.05)
     with fast_sandbox(timing) as (sandbox, api):
         apps = client.AppsV1Api(api)
 

@@ -9,10 +9,16 @@ from typing import Any
 from kubernetes import client, config
 
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
-from reconciler.sandbox.timing import Timing
+from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.sandbox.helpers import deployment, eventually
 
-FAST = Timing(controller_delay=0.01, pod_start=0.03, job_duration=0.05, job_backoff=0.05)
+FAST = Timing(
+    pod_grace_scale=TEST_GRACE_SCALE,
+    controller_delay=0.01,
+    pod_start=0.03,
+    job_duration=0.05,
+    job_backoff=0.05,
+)
 
 
 @contextmanager
