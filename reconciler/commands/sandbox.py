@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from ipaddress import ip_network
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,15 @@ def timing_of(args: argparse.Namespace) -> Timing:
     except ValueError as e:
         raise UsageError(f"sandbox: {e}") from None
     backoff = getattr(args, "job_backoff", None)
+    addresses = getattr(args, "load_balancer_ips", None)
+    if addresses is not None:
+        try:
+            ip_network(addresses, strict=False)
+        except ValueError:
+            raise UsageError(
+                f"sandbox: --load-balancer-ips {addresses!r} is not a CIDR range "
+                "(e.g. 172.18.255.200/29)"
+            ) from None
     return Timing(
         controller_delay=delay,
         pod_start=getattr(args, "pod_start_delay", None),
@@ -65,6 +75,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
         nodes=nodes,
         job_backoff=DEFAULT_JOB_BACKOFF if backoff is None else backoff,
         cron_minute=60.0 if cron_minute is None else cron_minute,
+        load_balancer_ips=addresses,
     )
 
 

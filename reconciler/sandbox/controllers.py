@@ -7,7 +7,10 @@ rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Control
 does the same on the sandbox's event loop: a store event queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object. The controllers are the Deployment, ReplicaSet,
-StatefulSet, DaemonSet, Job and CronJob controllers and the kubelet (``kubelet.py``); each
+StatefulSet, DaemonSet, Job and CronJob controllers, the kubelet (``kubelet.py``), the
+persistent-volume controller (``provisioning.py``), the CRD naming and establishing
+controllers (``establishing.py``) and, given a range of addresses, a
+cloud's load balancers (``loadbalancers.py``); each
 writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -38,12 +41,16 @@ from reconciler.sandbox.controlplane import (
 from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.establishing import CRDS, Establishing
 from reconciler.sandbox.events import PodKillings
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
+from reconciler.sandbox.loadbalancers import SERVICES, LoadBalancers
+from reconciler.sandbox.provisioning import ClaimBinder, VolumeController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
+from reconciler.sandbox.storage import CLAIMS, VOLUMES
 from reconciler.sandbox.store import Resource, StoredEvent
 from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 
@@ -94,7 +101,12 @@ class Controllers:
             DAEMONSETS: DaemonSetController(self.plane, ready),
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
+            CLAIMS: ClaimBinder(self.plane, self._enqueue),
+            VOLUMES: VolumeController(self.plane),
+            CRDS: Establishing(self.plane),
         }
+        if timing.load_balancer_ips is not None:
+            self.handlers[SERVICES] = LoadBalancers(self.plane, timing.load_balancer_ips)
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
         PodKillings(self.plane.events)

@@ -36,12 +36,13 @@ NANO = Decimal("1e-9")
 MILLI = Decimal("1e-3")
 
 
-def canonical(value: Any, precision: Decimal = NANO) -> str:
-    """``value`` (a quantity string or a JSON number) in canonical form.
+def amount(value: Any) -> Decimal:
+    """The number a quantity stands for (``"1Gi"`` is 1073741824); ValueError if none."""
+    return _parse(value)[0]
 
-    ``precision`` is the smallest step kept: values are rounded up to a multiple
-    of it (``MILLI`` for resource lists, ``NANO`` elsewhere).
-    """
+
+def _parse(value: Any) -> tuple[Decimal, bool, str]:
+    """The number, whether its suffix was binary, and its exponent part (if any)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"a quantity must be a string or a number, not {type(value).__name__}")
     text = repr(value) if isinstance(value, float) else str(value)
@@ -60,6 +61,16 @@ def canonical(value: Any, precision: Decimal = NANO) -> str:
         number *= Decimal(1024) ** _BINARY.index(suffix)
     else:
         number = number.scaleb(_DECIMAL_VALUE[suffix or ""])
+    return number, binary, exponent
+
+
+def canonical(value: Any, precision: Decimal = NANO) -> str:
+    """``value`` (a quantity string or a JSON number) in canonical form.
+
+    ``precision`` is the smallest step kept: values are rounded up to a multiple
+    of it (``MILLI`` for resource lists, ``NANO`` elsewhere).
+    """
+    number, binary, exponent = _parse(value)
     number = (number / precision).to_integral_value(rounding=ROUND_UP) * precision
     if number == 0:
         return "0"
