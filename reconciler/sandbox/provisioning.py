@@ -66,10 +66,14 @@ class ClaimBinder:
     # -- events that concern claims other than the changed object ---------------------
 
     def _on_event(self, event: StoredEvent) -> None:
-        meta = event.obj["metadata"]
         if event.resource == CLAIMS and event.type == "DELETED":
             self._release(event.obj)
-        elif event.resource == CLASSES and event.type == "ADDED":
+        elif (event.resource == CLASSES and event.type == "ADDED") or (
+            event.resource == VOLUMES
+            and event.type != "DELETED"
+            and (event.obj.get("status") or {}).get("phase") == "Available"
+        ):
+            # a class or a volume that a waiting claim may have been waiting for
             for claim in self.plane.api.store.view(CLAIMS, None):
                 if (claim.get("status") or {}).get("phase") == "Pending":
                     self._later(claim)
@@ -80,12 +84,6 @@ class ClaimBinder:
         ):
             for name in claims_of(event.obj):
                 self.enqueue((CLAIMS, event.namespace, name), self.plane.timing.controller_delay)
-        elif (
-            event.resource == VOLUMES
-            and event.type == "ADDED"
-            and not meta.get("deletionTimestamp")
-        ):
-            self.enqueue((VOLUMES, "", meta["name"]), self.plane.timing.controller_delay)
 
     def _later(self, claim: Mapping[str, Any]) -> None:
         meta = claim["metadata"]

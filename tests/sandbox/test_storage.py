@@ -142,6 +142,10 @@ def test_an_empty_class_asks_for_no_class_and_binds_an_available_volume(
 ) -> None:
     created = core.create_namespaced_persistent_volume_claim(NS, claim("static", ""))
     assert created.spec.storage_class_name == ""
+    # a claim made later and bound since: the first one's sync found no volume
+    core.create_namespaced_persistent_volume_claim(NS, claim("probe"))
+    eventually(lambda: bound(core, "probe"))
+    assert core.read_namespaced_persistent_volume_claim("static", NS).status.phase == "Pending"
     volume = persistent_volume("disk-1", "5Gi", "ReadWriteOnce", "ReadOnlyMany")
     volume["spec"]["persistentVolumeReclaimPolicy"] = "Retain"
     core.create_persistent_volume(volume)
