@@ -32,7 +32,7 @@ from typing import Any
 
 from reconciler.sandbox.controlplane import PODS, ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
-from reconciler.sandbox.quantity import amount
+from reconciler.sandbox.quantity import parse
 from reconciler.sandbox.storage import CLAIMS, CLASSES, VOLUMES, requests_of
 from reconciler.sandbox.store import Resource, StoredEvent
 
@@ -316,6 +316,6 @@ def _claim_ref(claim: Mapping[str, Any]) -> dict[str, Any]:
 def _size(value: Any) -> Decimal:
     """A storage quantity in bytes (0 when it cannot be read)."""
     try:
-        return amount(value)
+        return parse(value)[0]
     except ValueError:
         return Decimal(0)
