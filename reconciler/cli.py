@@ -726,6 +726,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated nodes (DaemonSets run one pod on each; default 3)",
     )
     p.add_argument(
+        "--load-balancer-ips",
+        metavar="CIDR",
+        help="play a cloud's load balancer: LoadBalancer Services get an address of CIDR in "
+        "status.loadBalancer.ingress (default: none, as on kind or minikube without MetalLB, "
+        "where they stay <pending>)",
+    )
+    p.add_argument(
         "--fail-image",
         action="append",
         metavar="GLOB",

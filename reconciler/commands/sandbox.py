@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from ipaddress import ip_network
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,15 @@ def timing_of(args: argparse.Namespace) -> Timing:
         raise UsageError(f"sandbox: {e}") from None
     backoff = getattr(args, "job_backoff", None)
     grace_scale = getattr(args, "pod_grace_scale", None)
+    addresses = getattr(args, "load_balancer_ips", None)
+    if addresses is not None:
+        try:
+            ip_network(addresses, strict=False)
+        except ValueError:
+            raise UsageError(
+                f"sandbox: --load-balancer-ips {addresses!r} is not a CIDR range "
+                "(e.g. 172.18.255.200/29)"
+            ) from None
     return Timing(
         controller_delay=delay,
         pod_start=getattr(args, "pod_start_delay", None),
@@ -67,6 +77,7 @@ def timing_of(args: argparse.Namespace) -> Timing:
         job_backoff=DEFAULT_JOB_BACKOFF if backoff is None else backoff,
         cron_minute=60.0 if cron_minute is None else cron_minute,
         pod_grace_scale=1.0 if grace_scale is None else grace_scale,
+        load_balancer_ips=addresses,
     )
 
 

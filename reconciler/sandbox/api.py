@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sandbox import crds, crvalidation
+from reconciler.sandbox import crds, crvalidation, storage
 from reconciler.sandbox.allocation import (
     allocate_service,
     job_selector,
@@ -53,6 +53,7 @@ _SYSTEM_META = (
 _INITIAL_STATUS: dict[str, dict[str, Any]] = {
     "Pod": {"phase": "Pending"},
     "PersistentVolumeClaim": {"phase": "Pending"},
+    "PersistentVolume": {"phase": "Pending"},
     "Service": {"loadBalancer": {}},
     "Ingress": {"loadBalancer": {}},
     "StatefulSet": {"replicas": 0, "availableReplicas": 0},
@@ -286,7 +287,11 @@ class SandboxApi:
             obj["status"] = {"phase": "Active"}
         if kind.kind == "CustomResourceDefinition":
             crds.validate(obj)
-            obj["status"] = crds.established_status(obj)
+            obj["status"] = crds.initial_status(obj)
+        if kind.resource == storage.CLAIMS:
+            storage.admit_claim(self.store, obj)
+        if kind.resource == storage.CLASSES:
+            storage.default_class(obj)
 
     def _service_tallies(self) -> tuple[Tally, Tally]:
         """Cluster IPs and node ports held by stored Services (the API server's allocators)."""
@@ -436,9 +441,8 @@ class SandboxApi:
             and generation_changes(kind, old, new)
         ):
             new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
-        if kind.kind == "CustomResourceDefinition":
+        if kind.kind == "CustomResourceDefinition" and subresource != "status":
             crds.validate(new)
-            new["status"] = crds.established_status(new)
         if _unchanged(old, new):
             return present(kind, old)
         if opts.dry_run:

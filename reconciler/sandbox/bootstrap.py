@@ -9,6 +9,8 @@ sandbox serves them too:
   ``view`` (the last three aggregated), labelled ``kubernetes.io/bootstrapping:
   rbac-defaults``, and the ``cluster-admin`` binding of ``system:masters``:
   https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings;
+* the default StorageClass ``standard`` (``storage.py``), as kind and minikube install one:
+  https://kubernetes.io/docs/concepts/storage/storage-classes/#default-storageclass;
 * the control plane's static pods in ``kube-system``, mirrored by the kubelet and owned
   by their Node: https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/.
 
@@ -23,6 +25,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.kubelet import MIRROR
+from reconciler.sandbox.storage import default_storage_class
 from reconciler.sandbox.store import Resource, StoredEvent
 
 APISERVER = WriteOptions("kube-apiserver")
@@ -173,6 +176,7 @@ class StandardObjects:
         for role in _cluster_roles():
             self._create(role)
         self._create(_cluster_admin_binding())
+        self._create(default_storage_class(), WriteOptions("addon-manager"))
         nodes = self.api.store.list(_NODES)
         if nodes:
             for component in CONTROL_PLANE:

@@ -9,7 +9,10 @@ the work queue (``workqueue.py``), whose worker task queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object, and runs them between requests. The controllers are
 the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob and disruption
-(PodDisruptionBudget) controllers and the kubelet (``kubelet.py``); each writes through
+(PodDisruptionBudget) controllers, the kubelet (``kubelet.py``), the persistent-volume
+controller (``provisioning.py``), the CRD naming and establishing controllers
+(``establishing.py``) and, given a range of addresses, a cloud's load balancers
+(``loadbalancers.py``); each writes through
 :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -41,10 +44,14 @@ from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
 from reconciler.sandbox.disruption import PDBS, DisruptionController
+from reconciler.sandbox.establishing import CRDS, Establishing
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
+from reconciler.sandbox.loadbalancers import SERVICES, LoadBalancers
+from reconciler.sandbox.provisioning import ClaimBinder, VolumeController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
+from reconciler.sandbox.storage import CLAIMS, VOLUMES
 from reconciler.sandbox.store import Resource, StoredEvent
 from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 from reconciler.sandbox.workqueue import WorkQueue
@@ -89,6 +96,7 @@ class Controllers:
         self.jobs = JobController(self.plane)
         self.cronjobs = CronJobController(self.plane)
         ready = self.kubelet.ready_since
+        self.queue: WorkQueue[StoredEvent, Key] = WorkQueue(self._on_event, self._run)
         self.handlers: dict[Resource, Controller] = {
             PODS: self.kubelet,
             REPLICASETS: ReplicaSetController(self.plane, ready),
@@ -98,8 +106,12 @@ class Controllers:
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
             PDBS: DisruptionController(self.plane),
+            CLAIMS: ClaimBinder(self.plane, self.queue.add_after),
+            VOLUMES: VolumeController(self.plane),
+            CRDS: Establishing(self.plane),
         }
-        self.queue: WorkQueue[StoredEvent, Key] = WorkQueue(self._on_event, self._run)
+        if timing.load_balancer_ips is not None:
+            self.handlers[SERVICES] = LoadBalancers(self.plane, timing.load_balancer_ips)
         api.store.listeners.append(self.queue.submit)
         create_nodes(self.plane)
 

@@ -3,7 +3,10 @@
 Follows https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/:
 a CRD's served versions appear in discovery at once (namespaced or cluster-scoped,
 with its short names and ``status``/``scale`` subresources), its status says
-``Established``, and deleting it deletes its custom resources. Every version
+``NamesAccepted`` and then ``Established`` once the controllers of
+``establishing.py`` had their turn (a real API server also waits for
+``Established`` before it serves the kind; the sandbox serves it at once), and
+deleting it deletes its custom resources. Every version
 needs a structural ``openAPIV3Schema`` (#specifying-a-structural-schema, checked
 by ``structural.py``); the served kind carries it, and ``crvalidation.py`` prunes,
 defaults and validates custom resources with it. No version conversion is done.
@@ -13,7 +16,7 @@ CRDs are stored and removed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.sandbox import goformat
@@ -70,30 +73,48 @@ def _schema_of(version: Mapping[str, Any]) -> Any:
     return schema.get("openAPIV3Schema") if isinstance(schema, Mapping) else None
 
 
-def established_status(obj: Mapping[str, Any]) -> dict[str, Any]:
-    spec = _spec(obj)
-    names = dict(spec.get("names") or {})
+def requested_names(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec.names`` with the defaults the API server fills in (``acceptedNames``)."""
+    names = dict(_spec(obj).get("names") or {})
     names.setdefault("singular", str(names.get("kind", "")).lower())
     names.setdefault("listKind", f"{names.get('kind', '')}List")
-    stamp = obj.get("metadata", {}).get("creationTimestamp", "")
-    conditions = [
-        {
-            "type": "NamesAccepted",
-            "status": "True",
-            "reason": "NoConflicts",
-            "message": "no conflicts found",
-            "lastTransitionTime": stamp,
-        },
-        {
-            "type": "Established",
-            "status": "True",
-            "reason": "InitialNamesAccepted",
-            "message": "the initial names have been accepted",
-            "lastTransitionTime": stamp,
-        },
-    ]
-    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    return {"conditions": conditions, "acceptedNames": names, "storedVersions": stored}
+    return names
+
+
+def initial_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A new CRD's status: no names accepted, no conditions, the storage version stored.
+
+    The naming and establishing controllers fill it in next (``establishing.py``).
+    """
+    stored = [v["name"] for v in _spec(obj).get("versions") or [] if v.get("storage")]
+    return {
+        "conditions": [],
+        "acceptedNames": {"plural": "", "kind": ""},
+        "storedVersions": stored,
+    }
+
+
+def name_conflict(obj: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> str:
+    """The naming controller's complaint: a name another CRD of the group accepted, or ""."""
+    group, names = _spec(obj).get("group"), requested_names(obj)
+    mine = obj.get("metadata", {}).get("name")
+    for other in others:
+        if other.get("metadata", {}).get("name") == mine or _spec(other).get("group") != group:
+            continue
+        taken = dict(_map(_map(other.get("status")).get("acceptedNames")))
+        used = {taken.get("plural"), taken.get("singular"), *(taken.get("shortNames") or ())}
+        for name in (names.get("plural"), names.get("singular"), *(names.get("shortNames") or ())):
+            if name and name in used:
+                return f'"{name}" is already in use'
+        kinds = {taken.get("kind"), taken.get("listKind")}
+        for name in (names.get("kind"), names.get("listKind")):
+            if name and name in kinds:
+                return f'"{name}" is already in use'
+    return ""
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def kinds_of(obj: Mapping[str, Any]) -> list[Kind]:

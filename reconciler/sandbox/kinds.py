@@ -91,6 +91,8 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("v1", "Node", "nodes", "no", namespaced=False, status=True),
     _k("v1", "Event", "events", "ev"),
     _k("v1", "PersistentVolumeClaim", "persistentvolumeclaims", "pvc", status=True),
+    _k("v1", "PersistentVolume", "persistentvolumes", "pv", namespaced=False, status=True),
+    _k("storage.k8s.io/v1", "StorageClass", "storageclasses", "sc", namespaced=False),
     _k(
         "apps/v1", "Deployment", "deployments", "deploy", status=True, scale=True, all_category=True
     ),

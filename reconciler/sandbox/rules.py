@@ -285,7 +285,11 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             where = "spec.jobTemplate.spec.template" if kind.kind == "CronJob" else "spec.template"
             labels = as_map(template.get("metadata")).get("labels")
             causes += _labels(labels, f"{where}.metadata.labels")
-            causes += workloadrules.pod_spec(template.get("spec"), f"{where}.spec")
+            claims = frozenset(
+                str(as_map(as_map(t).get("metadata")).get("name"))
+                for t in as_list(spec.get("volumeClaimTemplates"))
+            )
+            causes += workloadrules.pod_spec(template.get("spec"), f"{where}.spec", claims)
             causes += workloadrules.always_restarting(
                 kind.kind, template.get("spec"), f"{where}.spec"
             )

@@ -9,7 +9,8 @@ before is Ready, and removed highest first; ``Parallel`` does both at once. A
 ``rollingUpdate.partition``, one at a time and only while every pod is Ready, so a
 revision that never becomes ready stops at the first pod it reaches; ``OnDelete``
 replaces a pod only when someone deletes it. ``currentRevision`` becomes the update
-revision once every pod runs it.
+revision once every pod runs it. Each pod mounts claims ``<template>-<name>-<ordinal>``
+made from ``volumeClaimTemplates`` before the pod (:func:`ensure_claims`).
 
 A pod being deleted gracefully (Terminating) keeps its name until it is gone: the
 controller recreates that ordinal only then, and with ``OrderedReady`` it does nothing
@@ -34,6 +35,7 @@ from reconciler.sandbox.owned import (
     semantic,
 )
 from reconciler.sandbox.replicasets import ReadySince
+from reconciler.sandbox.storage import CLAIMS
 
 REVISION_LABEL = "controller-revision-hash"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -96,6 +98,47 @@ def template_of(plane: ControlPlane, owner: dict[str, Any], revision: str) -> di
     stored = dict(((found.get("data") or {}).get("spec") or {}).get("template") or {})
     stored.pop("$patch", None)
     return stored
+
+
+def ensure_claims(plane: ControlPlane, sts: dict[str, Any], ordinal: int) -> list[dict[str, Any]]:
+    """Create the pod's claims from ``volumeClaimTemplates`` (those missing); its volumes.
+
+    Each is ``<template>-<set>-<ordinal>``, labelled with the template's labels and the
+    set's selector, and outlives the set and the pod unless
+    ``persistentVolumeClaimRetentionPolicy.whenDeleted`` is ``Delete`` (the default is
+    ``Retain``): then the set owns it and the garbage collector deletes it with the set
+    (https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#persistentvolumeclaim-retention).
+    """
+    meta, spec = sts["metadata"], sts.get("spec") or {}
+    namespace = str(meta.get("namespace", ""))
+    selector = dict((spec.get("selector") or {}).get("matchLabels") or {})
+    policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+    volumes = []
+    for template in spec.get("volumeClaimTemplates") or ():
+        tmeta = template.get("metadata") or {}
+        claim = f"{tmeta.get('name')}-{meta['name']}-{ordinal}"
+        volumes.append(
+            {"name": str(tmeta.get("name")), "persistentVolumeClaim": {"claimName": claim}}
+        )
+        if plane.api.store.view_one(CLAIMS, namespace, claim) is not None:
+            continue
+        claim_meta: dict[str, Any] = {
+            "name": claim,
+            "namespace": namespace,
+            "labels": {**(tmeta.get("labels") or {}), **selector},
+        }
+        if tmeta.get("annotations"):
+            claim_meta["annotations"] = dict(tmeta["annotations"])
+        if policy.get("whenDeleted") == "Delete":
+            claim_meta["ownerReferences"] = [{**owner_reference(sts), "controller": False}]
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": claim_meta,
+            "spec": clone(dict(template.get("spec") or {})),
+        }
+        plane.create(CLAIMS, namespace, body)
+    return volumes
 
 
 def _revision_of(pod: dict[str, Any]) -> str:
@@ -176,6 +219,15 @@ class StatefulSetController:
         meta = sts["metadata"]
         name = f"{meta['name']}-{ordinal}"
         template = template_of(self.plane, sts, revision)
+        volumes = ensure_claims(self.plane, sts, ordinal)
+        if volumes:
+            mounted = {str(v.get("name")) for v in volumes}
+            kept = [
+                v
+                for v in (template.get("spec") or {}).get("volumes") or ()
+                if v.get("name") not in mounted
+            ]
+            volumes = [*kept, *volumes]
         body = pod_from_template(
             sts,
             template,
@@ -185,7 +237,11 @@ class StatefulSetController:
                 POD_NAME_LABEL: name,
                 POD_INDEX_LABEL: str(ordinal),
             },
-            spec={"hostname": name, "subdomain": str(sts["spec"].get("serviceName", ""))},
+            spec={
+                "hostname": name,
+                "subdomain": str(sts["spec"].get("serviceName", "")),
+                **({"volumes": volumes} if volumes else {}),
+            },
         )
         self.plane.create(PODS, meta.get("namespace", ""), body)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from ipaddress import ip_network
 
 DEFAULT_DELAY = 0.2
 DEFAULT_NODES = 3
@@ -44,6 +45,8 @@ class Timing:
     job_backoff: float = DEFAULT_JOB_BACKOFF
     cron_minute: float = 60.0  # seconds per minute of CronJob schedules
     pod_grace_scale: float = 1.0  # wall-clock seconds per second of a pod's grace period
+    # the addresses a simulated cloud gives LoadBalancer Services (None: no cloud)
+    load_balancer_ips: str | None = None
 
     def __post_init__(self) -> None:
         values = [
@@ -60,6 +63,14 @@ class Timing:
             raise ValueError("sandbox delays must not be negative")
         if self.nodes < 1:
             raise ValueError("the sandbox needs at least one node")
+        if self.load_balancer_ips is not None:
+            try:
+                ip_network(self.load_balancer_ips, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"load balancer addresses {self.load_balancer_ips!r}: expected a CIDR "
+                    "range such as 172.18.255.200/29"
+                ) from None
 
     @property
     def start(self) -> float:

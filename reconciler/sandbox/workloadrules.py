@@ -9,7 +9,8 @@ What is checked, each with the page it imitates:
   https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Container);
 * environment variable names as ``IsEnvVarName`` checks them (the relaxed rule is an
   alpha feature, off, in 1.30): https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/;
-* every ``volumeMounts[].name`` names a volume of the pod, volume names unique:
+* every ``volumeMounts[].name`` names a volume of the pod (or, in a StatefulSet, one
+  of its ``volumeClaimTemplates``), volume names unique:
   https://kubernetes.io/docs/concepts/storage/volumes/;
 * a Deployment's, ReplicaSet's, StatefulSet's or DaemonSet's pods restart ``Always``
   and carry no ``activeDeadlineSeconds``:
@@ -153,11 +154,16 @@ def _volumes(volumes: Any, where: str) -> tuple[set[str], list[Cause]]:
     return names, causes
 
 
-def pod_spec(spec: Any, where: str) -> list[Cause]:
-    """``ValidatePodSpec``'s checks of volumes, containers, init containers and restarts."""
+def pod_spec(spec: Any, where: str, claims: frozenset[str] = frozenset()) -> list[Cause]:
+    """``ValidatePodSpec``'s checks of volumes, containers, init containers and restarts.
+
+    ``claims``: a StatefulSet's ``volumeClaimTemplates`` names, which its containers
+    mount as if they were volumes of the template.
+    """
     if not isinstance(spec, Mapping):
         return []
     volumes, causes = _volumes(spec.get("volumes"), f"{where}.volumes")
+    volumes |= claims
     containers = [as_map(c) for c in as_list(spec.get("containers"))]
     if not containers:
         causes.append(required(f"{where}.containers"))

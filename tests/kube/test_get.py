@@ -92,7 +92,7 @@ def test_a_healthy_instance_is_a_tree_of_current_objects(cli: Cli) -> None:
     assert tree["version"] == "6.5.0" and tree["health"] == "Current"
     deployment = _node(tree["objects"], "Deployment", "web")
     assert deployment["health"] == "Current"
-    assert deployment["message"] == "5/5 replicas available"
+    assert deployment["message"] == "Deployment is available. Replicas: 5"
     [replicaset] = deployment["children"]
     assert replicaset["kind"] == "ReplicaSet" and replicaset["name"].startswith("web-")
     assert replicaset["health"] == "Current" and replicaset["message"] == "5/5 ready"
