@@ -7,7 +7,8 @@ rollout's progress deadline, a Job's ``activeDeadlineSeconds``). :class:`Control
 does the same on the sandbox's event loop: a store event queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object. The controllers are the Deployment, ReplicaSet,
-StatefulSet, DaemonSet, Job and CronJob controllers and the kubelet (``kubelet.py``); each
+StatefulSet, DaemonSet, Job, CronJob, ReplicationController, Endpoints/EndpointSlice
+(``endpoints.py``) and ResourceQuota (``quota.py``) controllers and the kubelet; each
 writes through :class:`~reconciler.sandbox.controlplane.ControlPlane`.
 
 Failure injection: the annotation ``sandbox.reconciler.dev/fail`` (``"true"``,
@@ -32,16 +33,20 @@ from reconciler.sandbox.controlplane import (
     NODES,
     PODS,
     REPLICASETS,
+    REPLICATIONCONTROLLERS,
+    SERVICES,
     STATEFULSETS,
     ControlPlane,
 )
 from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.endpoints import EndpointsController
 from reconciler.sandbox.events import PodKillings
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
+from reconciler.sandbox.quota import QUOTAS, QuotaController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
 from reconciler.sandbox.store import Resource, StoredEvent
@@ -58,6 +63,7 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("apps/v1", "DaemonSet"): DAEMONSETS,
     ("batch/v1", "Job"): JOBS,
     ("batch/v1", "CronJob"): CRONJOBS,
+    ("v1", "ReplicationController"): REPLICATIONCONTROLLERS,
 }
 
 _READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
@@ -65,6 +71,12 @@ _READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS})
 
 class Controller(Protocol):
     def reconcile(self, obj: dict[str, Any]) -> float | None: ...
+
+
+class Watcher(Protocol):
+    """A controller that also syncs objects a change of another kind concerns."""
+
+    def affected(self, event: StoredEvent) -> list[Key]: ...
 
 
 class Controllers:
@@ -89,12 +101,18 @@ class Controllers:
         self.handlers: dict[Resource, Controller] = {
             PODS: self.kubelet,
             REPLICASETS: ReplicaSetController(self.plane, ready),
+            REPLICATIONCONTROLLERS: ReplicaSetController(
+                self.plane, ready, REPLICATIONCONTROLLERS, "replication-controller"
+            ),
             DEPLOYMENTS: self.deployments,
             STATEFULSETS: StatefulSetController(self.plane, ready),
             DAEMONSETS: DaemonSetController(self.plane, ready),
             JOBS: self.jobs,
             CRONJOBS: self.cronjobs,
         }
+        endpoints, quotas = EndpointsController(self.plane), QuotaController(self.plane)
+        self.handlers.update({SERVICES: endpoints, QUOTAS: quotas})
+        self.watchers: list[Watcher] = [endpoints, quotas]
         self._pending: dict[Key, asyncio.TimerHandle] = {}
         api.store.listeners.append(self._on_event)
         PodKillings(self.plane.events)
@@ -124,6 +142,9 @@ class Controllers:
         if event.resource == NODES:
             for ds in self.api.store.list(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
+                self._enqueue(key, self.delay)
+        for watcher in self.watchers:
+            for key in watcher.affected(event):
                 self._enqueue(key, self.delay)
 
     def _enqueue(self, key: Key, delay: float) -> None:

@@ -35,6 +35,8 @@ DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
 CRONJOBS: Resource = ("batch", "cronjobs")
+REPLICATIONCONTROLLERS: Resource = ("", "replicationcontrollers")
+SERVICES: Resource = ("", "services")
 
 Names = list[str]
 Deleter = Callable[[Kind, str, str], Any]  # ``gc.Lifecycle.delete`` with default options

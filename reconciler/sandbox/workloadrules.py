@@ -57,6 +57,7 @@ _ALWAYS = {
     "ReplicaSet": "ReplicaSet",
     "StatefulSet": "StatefulSet",
     "DaemonSet": "DaemonSet",
+    "ReplicationController": "ReplicationController",
 }
 
 
