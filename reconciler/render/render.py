@@ -44,6 +44,9 @@ RESERVED_LABEL_PREFIX = "reconciler.dev/"
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 DEFAULT_RBAC_NAMES = frozenset({"cluster-admin", "admin", "edit", "view"})
 RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+# the label the EndpointSlice controller puts on the slices it keeps for a Service
+SLICE_MANAGER = "endpointslice.kubernetes.io/managed-by"
+SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
 # RBAC objects only need to be valid path segments ("system:aggregate-to-view")
 PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
@@ -171,7 +174,13 @@ def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
     DowngradeBlocked), or label objects into another instance's prune set.
     """
     name = str(meta.get("name"))
-    maintained = _cluster_maintained(kind, name, str(meta.get("namespace") or ""))
+    labels = meta.get("labels")
+    maintained = _cluster_maintained(
+        kind,
+        name,
+        str(meta.get("namespace") or ""),
+        labels if isinstance(labels, Mapping) else {},
+    )
     if maintained:
         return (
             f'{kind} "{name}": {maintained} keeps this object on every cluster; a manifest '
@@ -180,7 +189,6 @@ def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
     for prefix in RESERVED_NAME_PREFIXES:
         if name.startswith(prefix):
             return f'{kind} "{name}": names starting with "{prefix}" are reserved for reconciler'
-    labels = meta.get("labels")
     for key in labels if isinstance(labels, Mapping) else ():
         if str(key).startswith(RESERVED_LABEL_PREFIX):
             return (
@@ -190,14 +198,24 @@ def _reserved_problem(kind: str, meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _cluster_maintained(kind: str, name: str, namespace: str) -> str:
+def _cluster_maintained(
+    kind: str, name: str, namespace: str, labels: Mapping[str, Any] | None = None
+) -> str:
     """Who keeps ``kind``/``name`` on every cluster ("" when nobody does)."""
     if kind == "Namespace" and name in SYSTEM_NAMESPACES:
         return "the API server"
     if kind == "ConfigMap" and name == "kube-root-ca.crt":
         return "the root CA publisher"
-    if kind == "Service" and name == "kubernetes" and namespace in ("", "default"):
+    if (
+        kind in ("Service", "Endpoints", "EndpointSlice")
+        and name == "kubernetes"
+        and namespace in ("", "default")
+    ):
         return "the API server"
+    if kind == "PriorityClass" and name.startswith("system-"):
+        return "the API server"  # system-cluster-critical, system-node-critical; prefix reserved
+    if kind == "EndpointSlice" and (labels or {}).get(SLICE_MANAGER) == SLICE_CONTROLLER:
+        return "the EndpointSlice controller"
     if kind in RBAC_KINDS and (name in DEFAULT_RBAC_NAMES or name.startswith("system:")):
         return "the API server's default RBAC policy"
     return ""

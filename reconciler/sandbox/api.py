@@ -58,6 +58,7 @@ _INITIAL_STATUS: dict[str, dict[str, Any]] = {
     "Ingress": {"loadBalancer": {}},
     "StatefulSet": {"replicas": 0, "availableReplicas": 0},
     "ReplicaSet": {"replicas": 0},
+    "ReplicationController": {"replicas": 0},
     "DaemonSet": {
         "currentNumberScheduled": 0,
         "numberMisscheduled": 0,
@@ -73,6 +74,9 @@ _INITIAL_STATUS: dict[str, dict[str, Any]] = {
     },
 }
 Decode = Callable[[dict[str, Any]], dict[str, Any]]
+# An admission plugin's look at a new object (``admission.py``): it may change the
+# object (mutating) or refuse it with an ApiError (validating).
+Admit = Callable[["Kind", dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,10 @@ class SandboxApi:
         self.kinds = KindRegistry()
         self.store = Store(history_limit)
         self._services: tuple[Tally, Tally] | None = None
+        # run on every create, as kube-apiserver's admission chain: the mutating
+        # plugins before validation, the validating ones after it
+        self.mutating: list[Admit] = []
+        self.validating: list[Admit] = []
         namespace_kind = self.namespace_kind
         for name in SYSTEM_NAMESPACES:
             self.create(namespace_kind, "", {"metadata": {"name": name}}, WriteOptions("sandbox"))
@@ -224,7 +232,11 @@ class SandboxApi:
             )
         self._default(kind, obj)
         self._allocate(kind, obj, None)
+        for admit in self.mutating:
+            admit(kind, obj)
         check_rules(kind, obj, None)
+        for admit in self.validating:
+            admit(kind, obj)
         if opts.dry_run:
             return present(kind, obj)
         return present(kind, self.store.put(kind.resource, obj, handover=True))
@@ -271,7 +283,8 @@ class SandboxApi:
     def _check_name(self, kind: Kind, name: Any) -> None:
         if not name:
             raise invalid(kind.kind, "", kind.group, "metadata.name", "Required value")
-        if kind.group == "rbac.authorization.k8s.io":
+        if kind.group in ("rbac.authorization.k8s.io", "apiregistration.k8s.io"):
+            # path segment names (an APIService is ``<version>.<group>``, ``v1.``)
             ok = isinstance(name, str) and "/" not in name and name not in (".", "..")
         elif kind.kind == "Namespace":
             ok = isinstance(name, str) and len(name) <= 63 and bool(_LABEL.match(name))

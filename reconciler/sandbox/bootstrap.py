@@ -12,7 +12,12 @@ sandbox serves them too:
 * the default StorageClass ``standard`` (``storage.py``), as kind and minikube install one:
   https://kubernetes.io/docs/concepts/storage/storage-classes/#default-storageclass;
 * the control plane's static pods in ``kube-system``, mirrored by the kubelet and owned
-  by their Node: https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/.
+  by their Node: https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/;
+* the Endpoints and EndpointSlice ``default/kubernetes``, which kube-apiserver keeps
+  pointing at itself (its Service has no selector, so no controller fills them):
+  https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/;
+* the built-in PriorityClasses (``priorities.py``) and the APIServices of the served
+  groups (``apiservices.py``).
 
 ``namespaces.py`` keeps what every namespace holds (``default`` ServiceAccount,
 ``kube-root-ca.crt``). ``server.py`` calls :func:`create_standard_objects` once the
@@ -24,7 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
+from reconciler.sandbox.apiservices import APIServices
 from reconciler.sandbox.kubelet import MIRROR
+from reconciler.sandbox.priorities import SYSTEM_CLASSES, system_class
 from reconciler.sandbox.storage import default_storage_class
 from reconciler.sandbox.store import Resource, StoredEvent
 
@@ -35,6 +42,10 @@ DEFAULT_CLUSTER_ROLES = ("cluster-admin", "admin", "edit", "view")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 _SERVICES: Resource = ("", "services")
 _NODES: Resource = ("", "nodes")
+_API_SERVER_ENDPOINTS: tuple[Resource, ...] = (
+    ("", "endpoints"),
+    ("discovery.k8s.io", "endpointslices"),
+)
 _AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "delete", "deletecollection", "patch", "update"]
@@ -158,11 +169,41 @@ def static_pod(component: str, node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _node_ip(node: dict[str, Any] | None) -> str:
+    for address in ((node or {}).get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address["address"])
+    return "172.18.0.2"
+
+
+def kubernetes_endpoints(ip: str) -> list[dict[str, Any]]:
+    """The API server's own Endpoints and EndpointSlice: its address, port 6443."""
+    port = {"name": "https", "port": 6443, "protocol": "TCP"}
+    meta = {"name": "kubernetes", "namespace": "default"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {**meta, "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": ip}], "ports": [port]}],
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {**meta, "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+            "ports": [port],
+        },
+    ]
+
+
 class StandardObjects:
     """Creates the standard objects and, as kube-apiserver does, recreates its Service."""
 
     def __init__(self, api: SandboxApi) -> None:
         self.api = api
+        self._ip = _node_ip(None)
 
     def _create(self, body: dict[str, Any], options: WriteOptions = APISERVER) -> None:
         kind = self.api.kinds.by_kind(body["apiVersion"], body["kind"])
@@ -172,19 +213,30 @@ class StandardObjects:
             self.api.create(kind, namespace, body, options)
 
     def create_standard_objects(self) -> None:
+        for name in SYSTEM_CLASSES:
+            self._create(system_class(name))
+        APIServices(self.api).start()
         self._create(kubernetes_service())
         for role in _cluster_roles():
             self._create(role)
         self._create(_cluster_admin_binding())
         self._create(default_storage_class(), WriteOptions("addon-manager"))
         nodes = self.api.store.list(_NODES)
+        self._ip = _node_ip(nodes[0] if nodes else None)
+        for body in kubernetes_endpoints(self._ip):
+            self._create(body)
         if nodes:
             for component in CONTROL_PLANE:
                 self._create(static_pod(component, nodes[0]), WriteOptions("kubelet"))
         self.api.store.listeners.append(self._on_event)
 
     def _on_event(self, event: StoredEvent) -> None:
-        if event.type != "DELETED" or event.resource != _SERVICES:
+        if event.type != "DELETED" or (event.namespace, event.obj["metadata"]["name"]) != (
+            KUBERNETES_SERVICE
+        ):
             return
-        if (event.namespace, event.obj["metadata"]["name"]) == KUBERNETES_SERVICE:
+        if event.resource == _SERVICES:
             self._create(kubernetes_service())
+        elif event.resource in _API_SERVER_ENDPOINTS:
+            for body in kubernetes_endpoints(self._ip):
+                self._create(body)

@@ -8,7 +8,8 @@ does the same off the request path: the store's listener only hands each event t
 the work queue (``workqueue.py``), whose worker task queues the object's own
 controller and its owner's (through the ControllerRef), ``controller_delay`` later,
 with one pending run per object, and runs them between requests. The controllers are
-the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob and disruption
+the Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController,
+Endpoints/EndpointSlice (``endpoints.py``), ResourceQuota (``quota.py``) and disruption
 (PodDisruptionBudget) controllers, the kubelet (``kubelet.py``), the persistent-volume
 controller (``provisioning.py``), the CRD naming and establishing controllers
 (``establishing.py``) and, given a range of addresses, a cloud's load balancers
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from copy import deepcopy
 from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
@@ -36,6 +38,8 @@ from reconciler.sandbox.controlplane import (
     NODES,
     PODS,
     REPLICASETS,
+    REPLICATIONCONTROLLERS,
+    SERVICES,
     STATEFULSETS,
     ControlPlane,
     Deleter,
@@ -44,11 +48,13 @@ from reconciler.sandbox.cronjobs import CronJobController
 from reconciler.sandbox.daemonsets import DaemonSetController
 from reconciler.sandbox.deployments import DeploymentController
 from reconciler.sandbox.disruption import PDBS, DisruptionController
+from reconciler.sandbox.endpoints import EndpointsController
 from reconciler.sandbox.establishing import CRDS, Establishing
 from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
-from reconciler.sandbox.loadbalancers import SERVICES, LoadBalancers
+from reconciler.sandbox.loadbalancers import LoadBalancers
 from reconciler.sandbox.provisioning import ClaimBinder, VolumeController
+from reconciler.sandbox.quota import QUOTAS, QuotaController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
 from reconciler.sandbox.storage import CLAIMS, VOLUMES
@@ -67,6 +73,7 @@ _OWNER_KINDS: dict[tuple[str, str], Resource] = {
     ("apps/v1", "DaemonSet"): DAEMONSETS,
     ("batch/v1", "Job"): JOBS,
     ("batch/v1", "CronJob"): CRONJOBS,
+    ("v1", "ReplicationController"): REPLICATIONCONTROLLERS,
 }
 
 _READ_ONLY = frozenset({PODS, DEPLOYMENTS, REPLICASETS, PDBS})
@@ -75,6 +82,28 @@ _BUDGETED = frozenset({PODS, DEPLOYMENTS, REPLICASETS, STATEFULSETS})
 
 class Controller(Protocol):
     def reconcile(self, obj: dict[str, Any]) -> float | None: ...
+
+
+class Watcher(Protocol):
+    """A controller that also syncs objects a change of another kind concerns."""
+
+    def affected(self, event: StoredEvent) -> list[Key]: ...
+
+
+class _Both:
+    """Two controllers of one kind (a Service's Endpoints and its cloud load balancer),
+    each given its own copy, as two controllers each read the object themselves."""
+
+    def __init__(self, first: Controller, second: Controller) -> None:
+        self.first, self.second = first, second
+
+    def reconcile(self, obj: dict[str, Any]) -> float | None:
+        again = [
+            d
+            for d in (self.first.reconcile(deepcopy(obj)), self.second.reconcile(obj))
+            if d is not None
+        ]
+        return min(again, default=None)
 
 
 class Controllers:
@@ -100,6 +129,9 @@ class Controllers:
         self.handlers: dict[Resource, Controller] = {
             PODS: self.kubelet,
             REPLICASETS: ReplicaSetController(self.plane, ready),
+            REPLICATIONCONTROLLERS: ReplicaSetController(
+                self.plane, ready, REPLICATIONCONTROLLERS, "replication-controller"
+            ),
             DEPLOYMENTS: self.deployments,
             STATEFULSETS: StatefulSetController(self.plane, ready),
             DAEMONSETS: DaemonSetController(self.plane, ready),
@@ -110,8 +142,12 @@ class Controllers:
             VOLUMES: VolumeController(self.plane),
             CRDS: Establishing(self.plane),
         }
+        endpoints, quotas = EndpointsController(self.plane), QuotaController(self.plane)
+        self.handlers.update({SERVICES: endpoints, QUOTAS: quotas})
         if timing.load_balancer_ips is not None:
-            self.handlers[SERVICES] = LoadBalancers(self.plane, timing.load_balancer_ips)
+            balancers = LoadBalancers(self.plane, timing.load_balancer_ips)
+            self.handlers[SERVICES] = _Both(endpoints, balancers)
+        self.watchers: list[Watcher] = [endpoints, quotas]
         api.store.listeners.append(self.queue.submit)
         create_nodes(self.plane)
 
@@ -153,6 +189,9 @@ class Controllers:
                     self.queue.add_after(key, self.delay)
             for ds in self.api.store.view(DAEMONSETS):
                 key = (DAEMONSETS, ds["metadata"].get("namespace", ""), ds["metadata"]["name"])
+                self.queue.add_after(key, self.delay)
+        for watcher in self.watchers:
+            for key in watcher.affected(event):
                 self.queue.add_after(key, self.delay)
 
     def _run(self, key: Key) -> float | None:

@@ -36,6 +36,8 @@ DAEMONSETS: Resource = ("apps", "daemonsets")
 REVISIONS: Resource = ("apps", "controllerrevisions")
 JOBS: Resource = ("batch", "jobs")
 CRONJOBS: Resource = ("batch", "cronjobs")
+REPLICATIONCONTROLLERS: Resource = ("", "replicationcontrollers")
+SERVICES: Resource = ("", "services")
 
 Names = list[str]
 Deleter = Callable[[Kind, str, str, DeleteOptions], Any]  # ``gc.Lifecycle.delete``

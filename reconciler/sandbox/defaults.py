@@ -52,6 +52,7 @@ _GENERATION = frozenset(
         ("apps", "StatefulSet"),
         ("apps", "DaemonSet"),
         ("apps", "ReplicaSet"),
+        ("", "ReplicationController"),
         ("batch", "Job"),
         ("batch", "CronJob"),
         ("", "Pod"),
@@ -381,6 +382,50 @@ def _replicaset(obj: Obj) -> None:
     _template(spec)
 
 
+def _replication_controller(obj: Obj) -> None:
+    """``SetDefaults_ReplicationController``: selector and labels from the template's."""
+    spec = _child(obj, "spec", create=True)
+    if spec is None:
+        return  # not a map: validation's 422, not defaulting's business
+    labels = _map(_child(_child(spec, "template"), "metadata")).get("labels")
+    if isinstance(labels, Mapping) and labels:
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        meta = _child(obj, "metadata", create=True)
+        if meta is not None and not meta.get("labels"):
+            meta["labels"] = dict(labels)
+    _default_none(spec, "replicas", 1)
+    _template(spec)
+
+
+def _limit_range(obj: Obj) -> None:
+    """``SetDefaults_LimitRangeItem``: a Container item's default limit falls back to its
+    max, its default request to its default limit, then to its min."""
+    for item in _items(_child(obj, "spec"), "limits"):
+        for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            _resource_list(item, key)
+        if item.get("type") != "Container":
+            continue
+        default = _child(item, "default", create=True)
+        request = _child(item, "defaultRequest", create=True)
+        if default is None or request is None:
+            continue
+        for source, target in (("max", default), ("default", request), ("min", request)):
+            for name, value in _map(item.get(source)).items():
+                target.setdefault(name, value)
+
+
+def _resource_quota(obj: Obj) -> None:
+    _resource_list(_child(obj, "spec"), "hard")
+    status = _child(obj, "status")
+    for key in ("hard", "used"):
+        _resource_list(status, key)
+
+
+def _priority_class(obj: Obj) -> None:
+    _default(obj, "preemptionPolicy", "PreemptLowerPriority")
+
+
 def _job(obj: Obj) -> None:
     spec = _child(obj, "spec", create=True)
     if spec is None:
@@ -523,6 +568,10 @@ _HANDLERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "StatefulSet"): _statefulset,
     ("apps", "DaemonSet"): _daemonset,
     ("apps", "ReplicaSet"): _replicaset,
+    ("", "ReplicationController"): _replication_controller,
+    ("", "LimitRange"): _limit_range,
+    ("", "ResourceQuota"): _resource_quota,
+    ("scheduling.k8s.io", "PriorityClass"): _priority_class,
     ("batch", "Job"): _job,
     ("batch", "CronJob"): _cronjob,
     ("networking.k8s.io", "NetworkPolicy"): _network_policy,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sandbox.kinds import VERBS, Kind, KindRegistry
+from reconciler.sandbox.kinds import Kind, KindRegistry
 
 SERVER_VERSION = {
     "major": "1",
@@ -61,7 +61,7 @@ def _resource(kind: Kind) -> dict[str, Any]:
         "singularName": kind.singular_name,
         "namespaced": kind.namespaced,
         "kind": kind.kind,
-        "verbs": list(VERBS),
+        "verbs": list(kind.verbs),
     }
     if kind.short_names:
         entry["shortNames"] = list(kind.short_names)

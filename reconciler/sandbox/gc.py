@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.sandbox import crds
+from reconciler.sandbox import crds, priorities
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import (
     ApiError,
@@ -266,6 +266,7 @@ class Lifecycle:
         opts = options or DeleteOptions()
         obj = self.api.read(kind, namespace, name)
         check_deletable(kind.resource, name)
+        priorities.check_deletable(kind.resource, name)
         if kind.resource == _NAMESPACES:
             return self._delete_namespace(kind, obj, opts)
         self._check_preconditions(kind, obj, opts.preconditions)

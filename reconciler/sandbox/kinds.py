@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+CREATE_ONLY = ("create",)  # the access reviews: answered, never stored
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Kind:
     categories: tuple[str, ...] = ()
     singular: str = ""
     crd: bool = field(default=False, compare=False)
+    verbs: tuple[str, ...] = VERBS
     # A CRD version's openAPIV3Schema (structural.py); None for built-in kinds.
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -64,8 +66,9 @@ def _k(
     *short: str,
     namespaced: bool = True,
     status: bool = False,
-    scale: bool = False,
+    scale: bool | ScalePaths = False,
     all_category: bool = False,
+    verbs: tuple[str, ...] = VERBS,
 ) -> Kind:
     group, _, version = gv.rpartition("/")
     return Kind(
@@ -76,8 +79,9 @@ def _k(
         namespaced=namespaced,
         short_names=short,
         status=status,
-        scale=ScalePaths() if scale else None,
+        scale=scale if isinstance(scale, ScalePaths) else ScalePaths() if scale else None,
         categories=("all",) if all_category else (),
+        verbs=verbs,
     )
 
 
@@ -126,6 +130,36 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", "pdb", status=True),
     _k("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "hpa", status=True),
     _k("autoscaling/v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "hpa", status=True),
+    # kept by the cluster or admitting others (endpoints.py, admission.py, quota.py, reviews.py)
+    _k(
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        "rc",
+        status=True,
+        scale=ScalePaths(label_selector=".spec.selector"),
+        all_category=True,
+    ),
+    _k("v1", "Endpoints", "endpoints", "ep"),
+    _k("discovery.k8s.io/v1", "EndpointSlice", "endpointslices"),
+    _k("v1", "ResourceQuota", "resourcequotas", "quota", status=True),
+    _k("v1", "LimitRange", "limitranges", "limits"),
+    _k("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", "pc", namespaced=False),
+    _k("apiregistration.k8s.io/v1", "APIService", "apiservices", namespaced=False, status=True),
+    _k(
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
+    _k(
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
 )
 
 # The version a group lists first in discovery (preferredVersion).

@@ -21,11 +21,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from reconciler.sandbox.controlplane import ControlPlane
+from reconciler.sandbox.controlplane import SERVICES, ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
-from reconciler.sandbox.store import Resource
 
-SERVICES: Resource = ("", "services")
 SERVICE_CONTROLLER = "service-controller"
 
 

@@ -49,6 +49,8 @@ def _prefix(group: str, version: str) -> str:
 def _document(kinds: list[Kind], group: str, version: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for kind in sorted(kinds, key=lambda k: k.plural):
+        if "patch" not in kind.verbs:
+            continue  # an access review is only created
         gvk = {"group": group, "version": version, "kind": kind.kind}
         scope = "namespaces/{namespace}/" if kind.namespaced else ""
         parameters = [

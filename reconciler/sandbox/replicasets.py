@@ -15,6 +15,7 @@ from typing import Any
 from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
 from reconciler.sandbox.events import NORMAL
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix, replicas_of
+from reconciler.sandbox.store import Resource
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 
@@ -48,9 +49,22 @@ ReadySince = Callable[[dict[str, Any]], float | None]
 
 
 class ReplicaSetController:
-    def __init__(self, plane: ControlPlane, ready_since: ReadySince) -> None:
+    """Also the ReplicationController's controller: the same sync under another name
+    (kube-controller-manager runs one ``ReplicaSetController`` for both, its
+    ReplicationController manager converting each RC to a ReplicaSet), so
+    ``resource`` and ``component`` say which it is serving."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        ready_since: ReadySince,
+        resource: Resource = REPLICASETS,
+        component: str = "replicaset-controller",
+    ) -> None:
         self.plane = plane
         self.ready_since = ready_since
+        self.resource = resource
+        self.component = component
 
     def reconcile(self, rs: dict[str, Any]) -> float | None:
         if not alive(rs):
@@ -70,11 +84,11 @@ class ReplicaSetController:
                 self._record(rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
         pods = active_pods(self.plane, rs)
         status, wait = self._status(rs, pods)
-        self.plane.write_status(REPLICASETS, rs, status)
+        self.plane.write_status(self.resource, rs, status)
         return wait
 
     def _record(self, rs: dict[str, Any], reason: str, message: str) -> None:
-        self.plane.events.emit(rs, NORMAL, reason, message, "replicaset-controller")
+        self.plane.events.emit(rs, NORMAL, reason, message, self.component)
 
     def _status(
         self, rs: dict[str, Any], pods: list[dict[str, Any]]

@@ -41,13 +41,14 @@ from reconciler.sandbox.fielderrors import (
     required,
 )
 from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.priorities import PRIORITY_CLASSES, priority_class_causes
 from reconciler.sandbox.selectors import parse_label_selector, selector_to_string
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _SELECTED = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
-_WITH_PODS = frozenset({*_SELECTED, "Job", "CronJob"})
+_WITH_PODS = frozenset({*_SELECTED, "Job", "CronJob", "ReplicationController"})
 # keys a typed Secret must hold (``ValidateSecret``); basic-auth needs either of its two
 _SECRET_KEYS = {
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
@@ -204,6 +205,21 @@ def _selector(spec: Mapping[str, Any]) -> list[Cause]:
     ]
 
 
+def _rc_selector(spec: Mapping[str, Any]) -> list[Cause]:
+    """``ValidateReplicationControllerSpec``: a plain selector, matching the template."""
+    selector = as_map(spec.get("selector"))
+    if not selector:
+        return [cause("FieldValueRequired", "spec.selector", "Required value")]
+    template = spec.get("template")
+    if not isinstance(template, Mapping):
+        return [cause("FieldValueRequired", "spec.template", "Required value")]
+    labels = as_map(as_map(template.get("metadata")).get("labels"))
+    if all(labels.get(k) == v for k, v in selector.items()):
+        return []
+    field = "spec.template.metadata.labels"
+    return [invalid(field, dict(labels), "selector does not match template labels")]
+
+
 def _lease(spec: Mapping[str, Any]) -> list[Cause]:
     causes = []
     duration = spec.get("leaseDurationSeconds")
@@ -297,6 +313,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
                 causes += _job_restart_policy(template.get("spec"), f"{where}.spec")
         if kind.kind in _SELECTED:
             causes += _selector(spec)
+        if kind.kind == "ReplicationController":
+            causes += _rc_selector(spec)
         if kind.kind == "Deployment":
             causes += workloadrules.deployment_strategy(spec)
         if kind.kind == "ConfigMap" and kind.group == "":
@@ -309,6 +327,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             causes += _immutable(kind, old, obj)
     if kind.group == "coordination.k8s.io" and kind.kind == "Lease":
         causes += _lease(spec)
+    if kind.resource == PRIORITY_CLASSES:
+        causes += priority_class_causes(obj, old)
     if old is not None:
         causes += _finalizers(old, obj)
     if causes:

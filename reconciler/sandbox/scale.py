@@ -30,7 +30,10 @@ def _get(obj: Any, path: str) -> Any:
 
 def _selector(paths: ScalePaths, obj: dict[str, Any]) -> str:
     if paths.label_selector and paths.label_selector != ".status.selector":
-        return str(_get(obj, paths.label_selector) or "")
+        value = _get(obj, paths.label_selector)
+        if isinstance(value, dict):  # a ReplicationController's plain equality selector
+            return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+        return str(value or "")
     return selector_to_string(_get(obj, ".spec.selector"))
 
 

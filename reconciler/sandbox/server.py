@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from reconciler.sandbox import discovery, openapi
+from reconciler.sandbox.admission import install_admission
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, unsupported_dry_run
 from reconciler.sandbox.bootstrap import StandardObjects
@@ -39,12 +40,13 @@ from reconciler.sandbox.disruption import evict
 from reconciler.sandbox.fieldschema import schema_for
 from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import CREATE_ONLY, Kind
 from reconciler.sandbox.listing import list_collection
 from reconciler.sandbox.namespaces import NamespaceDefaults
 from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply_patch
 from reconciler.sandbox.pods import pod_log_of
 from reconciler.sandbox.requestlog import RequestLog, RequestLogEntry, kube_verb
+from reconciler.sandbox.reviews import review
 from reconciler.sandbox.scale import scale_of, with_replicas
 from reconciler.sandbox.selectors import (
     Matcher,
@@ -145,6 +147,7 @@ class SandboxServer:
         self.max_requests_in_flight = max_requests_in_flight  # 0: no limit
         self._in_flight = 0  # counted requests being served (only the loop touches it)
         self.api = SandboxApi(history_limit)
+        install_admission(self.api)
         self.lifecycle = Lifecycle(self.api)
         self.namespace_defaults = NamespaceDefaults(self.api)
         self.controllers = Controllers(
@@ -337,6 +340,9 @@ class SandboxServer:
         target = self._target(request)
         request[TARGET] = target
         method = request.method
+        is_watch = request.query.get("watch") in ("true", "1")
+        if kube_verb(method, target.name is not None, is_watch, True) not in target.kind.verbs:
+            raise not_allowed(method)
         if target.name is None:
             if method == "GET":
                 return await self._list(request, target)
@@ -440,6 +446,8 @@ class SandboxServer:
         fields = self._fields(request, target, "CreateOptions")
         body = fields.decode(await self._body(request, fields))
         opts = self._opts(request, "CreateOptions")
+        if target.kind.verbs == CREATE_ONLY:
+            return json_response(review(self.api, target.kind, body), 201)
         created = self.api.create(target.kind, target.namespace or "", body, opts)
         return json_response(created, 201)
 

@@ -1074,11 +1074,90 @@ def print_default(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
     return [_name(obj), stamp], []
 
 
+def print_replication_controller(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    spec = _map(obj.get("spec"))
+    selector = format_labels(spec.get("selector")) if spec.get("selector") else "<none>"
+    return [*print_replicaset(obj, now)[0][:-1], selector], []
+
+
+def _more(items: list[str], total: int) -> str:
+    """``formatEndpoints``' cap: three shown, then ``+ N more...``."""
+    text = ",".join(items[:3])
+    return f"{text} + {total - 3} more..." if total > 3 else text
+
+
+def print_endpoints(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    pairs = [
+        f"{_map(a).get('ip')}:{_map(p).get('port')}"
+        for subset in map(_map, _list(obj.get("subsets")))
+        for p in _list(subset.get("ports"))
+        for a in _list(subset.get("addresses"))
+    ]
+    return [_name(obj), _more(pairs, len(pairs)) or "<none>", _age(obj, now)], []
+
+
+def print_endpointslice(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    ports = [str(_map(p).get("port")) for p in _list(obj.get("ports"))]
+    addresses = [
+        str(a) for e in _list(obj.get("endpoints")) for a in _list(_map(e).get("addresses"))
+    ]
+    return [
+        _name(obj),
+        str(obj.get("addressType", "")),
+        ",".join(ports) or "<unset>",
+        _more(addresses, len(addresses)) or "<unset>",
+        _age(obj, now),
+    ], []
+
+
+def print_resource_quota(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    status = _map(obj.get("status"))
+    hard, used = _map(status.get("hard")), _map(status.get("used"))
+    requests: list[str] = []
+    limits: list[str] = []
+    for key in sorted(hard):
+        text = f"{key}: {used.get(key, '0')}/{hard[key]}"
+        (limits if key.startswith("limits.") else requests).append(text)
+    return [_name(obj), _age(obj, now), ", ".join(requests), ", ".join(limits)], []
+
+
+def print_priority_class(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    return [
+        _name(obj),
+        _int(obj.get("value")),
+        bool(obj.get("globalDefault")),
+        _age(obj, now),
+        str(obj.get("preemptionPolicy") or ""),
+    ], []
+
+
+def print_api_service(obj: Json, now: datetime) -> tuple[Cells, Conditions]:
+    service = _map(_map(obj.get("spec")).get("service"))
+    where = f"{service.get('namespace')}/{service.get('name')}" if service else "Local"
+    available = "Unknown"
+    for condition in map(_map, _list(_map(obj.get("status")).get("conditions"))):
+        if condition.get("type") == "Available":
+            available = str(condition.get("status"))
+            if available != "True":
+                available += f" ({condition.get('reason')})"
+    return [_name(obj), where, available, _age(obj, now)], []
+
+
 def _d(key: str) -> str:
     return _DOCS[key]
 
 
 _TEMPLATE_WIDE = (CONTAINERS, IMAGES)
+# a ReplicationController prints as a ReplicaSet does (its fields document alike)
+_REPLICA_COLUMNS = [
+    NAME,
+    _col("Desired", _d("ReplicaSetSpec.replicas"), "integer"),
+    _col("Current", _d("ReplicaSetStatus.replicas"), "integer"),
+    _col("Ready", _d("ReplicaSetStatus.readyReplicas"), "integer"),
+    AGE,
+    *_TEMPLATE_WIDE,
+    _col("Selector", _d("ReplicaSetSpec.selector"), priority=1),
+]
 _PRINTERS: dict[tuple[str, str], tuple[list[Json], Printer]] = {
     ("", "Pod"): (
         [
@@ -1110,17 +1189,58 @@ _PRINTERS: dict[tuple[str, str], tuple[list[Json], Printer]] = {
         ],
         print_deployment,
     ),
-    ("apps", "ReplicaSet"): (
+    ("apps", "ReplicaSet"): (_REPLICA_COLUMNS, print_replicaset),
+    ("", "ReplicationController"): (_REPLICA_COLUMNS, print_replication_controller),
+    ("", "Endpoints"): (
+        [NAME, _col("Endpoints", "Endpoints of the service"), AGE],
+        print_endpoints,
+    ),
+    ("discovery.k8s.io", "EndpointSlice"): (
         [
             NAME,
-            _col("Desired", _d("ReplicaSetSpec.replicas"), "integer"),
-            _col("Current", _d("ReplicaSetStatus.replicas"), "integer"),
-            _col("Ready", _d("ReplicaSetStatus.readyReplicas"), "integer"),
+            _col("AddressType", "The type of addresses this slice holds."),
+            _col("Ports", "The ports of the endpoints in this slice."),
+            _col("Endpoints", "The addresses of the endpoints in this slice."),
             AGE,
-            *_TEMPLATE_WIDE,
-            _col("Selector", _d("ReplicaSetSpec.selector"), priority=1),
         ],
-        print_replicaset,
+        print_endpointslice,
+    ),
+    ("", "ResourceQuota"): (
+        [
+            NAME,
+            AGE,
+            _col(
+                "Request",
+                "Request represents a minimum amount of cpu/memory that a container may consume.",
+            ),
+            _col(
+                "Limit",
+                "Limits control the maximum amount of cpu/memory that a container may use "
+                "independent of contention on the node.",
+            ),
+        ],
+        print_resource_quota,
+    ),
+    ("scheduling.k8s.io", "PriorityClass"): (
+        [
+            NAME,
+            _col("Value", "The value of this priority class.", "integer"),
+            _col(
+                "Global-Default", "Whether this is the cluster's default priority class.", "boolean"
+            ),
+            AGE,
+            _col("PreemptionPolicy", "Whether pods of this class may preempt lower ones."),
+        ],
+        print_priority_class,
+    ),
+    ("apiregistration.k8s.io", "APIService"): (
+        [
+            NAME,
+            _col("Service", "The reference to the service that hosts this API endpoint."),
+            _col("Available", "Whether this service is available."),
+            AGE,
+        ],
+        print_api_service,
     ),
     ("apps", "StatefulSet"): (
         [NAME, _col("Ready", "Number of the pod with ready state"), AGE, *_TEMPLATE_WIDE],

@@ -14,7 +14,9 @@ from typing import Any
 from reconciler.sandbox.apierrors import invalid
 from reconciler.sandbox.kinds import Kind
 
-_TEMPLATED = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"})
+_TEMPLATED = frozenset(
+    {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController"}
+)
 _OBJECTS = ("spec", "status", "data", "stringData")
 _INTEGERS = ("replicas", "completions", "parallelism", "backoffLimit")
 

@@ -58,6 +58,7 @@ _ALWAYS = {
     "ReplicaSet": "ReplicaSet",
     "StatefulSet": "StatefulSet",
     "DaemonSet": "DaemonSet",
+    "ReplicationController": "ReplicationController",
 }
 
 

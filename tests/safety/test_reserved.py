@@ -87,6 +87,9 @@ def test_reserved_names_and_labels_are_validation_errors(
         ("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "system:basic-user", "RBAC"),
         ("ConfigMap", "v1", "kube-root-ca.crt", "root CA publisher"),
         ("Namespace", "v1", "kube-system", "the API server"),
+        ("Endpoints", "v1", "kubernetes", "the API server"),
+        ("EndpointSlice", "discovery.k8s.io/v1", "kubernetes", "the API server"),
+        ("PriorityClass", "scheduling.k8s.io/v1", "system-node-critical", "the API server"),
     ],
 )
 def test_objects_the_cluster_keeps_are_validation_errors(
@@ -95,7 +98,10 @@ def test_objects_the_cluster_keeps_are_validation_errors(
     """An instance that rendered ClusterRole ``view`` (or ``kube-root-ca.crt``) would own
     it and delete it on uninstall; on a real cluster ``view`` then stays gone until the
     API server restarts.
-    https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings
+    https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings,
+    https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/ (the API
+    server's own), https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/
+    (``system-`` classes are the cluster's).
     """
     manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
     root = write_catalog(
@@ -128,3 +134,27 @@ def test_forged_inventory_does_not_freeze_another_instance(world: World) -> None
     web = next(s for s in outcome.report.statuses if s.instance == "web")
     assert str(web.phase) == "Ready", web.message
     assert web.version == "6.5.0"
+
+
+def test_a_slice_the_endpointslice_controller_keeps_is_a_validation_error(
+    tmp_path: Path,
+) -> None:
+    """The controller rewrites (and deletes) the slices labelled as its own
+    (https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#management):
+    a manifest must leave them to it."""
+    manifest = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-abcde",
+            "labels": {"endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [],
+    }
+    root = write_catalog(
+        tmp_path, {"apps/podinfo/versions/6.6.0/manifests/slice.yaml": json.dumps(manifest)}
+    )
+    plans = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}
+    assert plans["api"].reason == "CatalogInvalid"
+    assert "the EndpointSlice controller keeps this object" in plans["api"].message

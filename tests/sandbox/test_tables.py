@@ -558,3 +558,69 @@ def test_to_table_of_a_list_keeps_list_metadata() -> None:
     table = to_table(kind_of("ConfigMap"), listed, now=NOW)
     assert table["metadata"] == {"resourceVersion": "9", "continue": "t", "remainingItemCount": 4}
     assert table["rows"][0]["cells"] == ["a", 0, "<unknown>"]
+
+
+def test_cluster_kept_and_policy_cells() -> None:
+    """ReplicationController, Endpoints, EndpointSlice, ResourceQuota, PriorityClass and
+    APIService rows, as ``kubectl get`` prints them (kube-apiserver's printers:
+    ``formatEndpoints`` shows three addresses and counts the rest)."""
+    meta = {"name": "w", "creationTimestamp": ago(minutes=5)}
+    template = {"spec": {"containers": [{"name": "a", "image": "x:1"}]}}
+    rc = {
+        "metadata": meta,
+        "spec": {"replicas": 2, "selector": {"app": "w"}, "template": template},
+        "status": {"replicas": 2, "readyReplicas": 1},
+    }
+    assert cells(kind_of("ReplicationController"), rc) == ["w", 2, 2, 1, "5m", "a", "x:1", "app=w"]
+    addresses = [{"ip": f"10.0.0.{i}"} for i in range(1, 6)]
+    endpoints = {"metadata": meta, "subsets": [{"addresses": addresses, "ports": [{"port": 80}]}]}
+    assert cells(kind_of("Endpoints"), endpoints) == [
+        "w",
+        "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 2 more...",
+        "5m",
+    ]
+    assert cells(kind_of("Endpoints"), {"metadata": meta}) == ["w", "<none>", "5m"]
+    eps = {
+        "metadata": meta,
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+        "ports": [{"port": 80}, {"port": 443}],
+    }
+    slice_kind = kind_of("EndpointSlice", "discovery.k8s.io")
+    assert cells(slice_kind, eps) == ["w", "IPv4", "80,443", "10.0.0.1", "5m"]
+    empty = {"metadata": meta, "addressType": "IPv4", "endpoints": None, "ports": None}
+    assert cells(slice_kind, empty) == ["w", "IPv4", "<unset>", "<unset>", "5m"]
+    quota = {
+        "metadata": meta,
+        "status": {
+            "hard": {"pods": "4", "limits.cpu": "2", "requests.cpu": "1"},
+            "used": {"pods": "1", "limits.cpu": "0", "requests.cpu": "500m"},
+        },
+    }
+    assert cells(kind_of("ResourceQuota"), quota) == [
+        "w",
+        "5m",
+        "pods: 1/4, requests.cpu: 500m/1",
+        "limits.cpu: 0/2",
+    ]
+    pc = {"metadata": meta, "value": 1000, "preemptionPolicy": "Never"}
+    assert cells(kind_of("PriorityClass", "scheduling.k8s.io"), pc) == [
+        "w",
+        1000,
+        False,
+        "5m",
+        "Never",
+    ]
+    remote = {
+        "metadata": meta,
+        "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}},
+        "status": {
+            "conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]
+        },
+    }
+    assert cells(kind_of("APIService", "apiregistration.k8s.io"), remote) == [
+        "w",
+        "kube-system/metrics-server",
+        "False (MissingEndpoints)",
+        "5m",
+    ]

@@ -1,0 +1,276 @@
+"""The Endpoints and EndpointSlice controllers: where each Service's traffic goes.
+
+As https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/ and
+https://kubernetes.io/docs/concepts/services-networking/service/#endpoints describe,
+for every Service with a selector the control plane keeps an ``Endpoints`` object
+of the Service's name, and EndpointSlices labelled ``kubernetes.io/service-name``
+and ``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io``,
+owned by the Service, listing the IPs of the pods the selector matches, with the
+Service's ports resolved against each pod (a named ``targetPort`` is the
+container port of that name). Ready pods are ``addresses`` (slice condition
+``ready: true``), the others ``notReadyAddresses`` (``ready: false``); a pod being
+deleted is left out of Endpoints and is ``terminating`` in its slice; pods without
+an IP or in a terminal phase are left out. Both follow pods as they come, become
+ready and go. A Service without a selector gets nothing: its Endpoints are the
+user's. The Endpoints object goes with its Service; the slices go through garbage
+collection, as their owner is gone.
+
+``controllers.py`` runs :class:`EndpointsController` for every Service change and
+for the Services a pod change concerns (:meth:`EndpointsController.affected`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.sandbox.controlplane import PODS, SERVICES, ControlPlane
+from reconciler.sandbox.fielderrors import as_list, as_map
+from reconciler.sandbox.owned import alive, owner_reference
+from reconciler.sandbox.pods import is_ready
+from reconciler.sandbox.store import Resource, StoredEvent
+
+ENDPOINTS: Resource = ("", "endpoints")
+ENDPOINT_SLICES: Resource = ("discovery.k8s.io", "endpointslices")
+SERVICE_NAME = "kubernetes.io/service-name"
+MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
+HEADLESS = "service.kubernetes.io/headless"
+Key = tuple[Resource, str, str]
+Ports = tuple[tuple[str, int, str], ...]  # (name, port, protocol) as the pod serves them
+
+
+def _selected(service: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Service's selector when this controller keeps its endpoints, else None."""
+    spec = as_map(service.get("spec"))
+    selector = spec.get("selector")
+    if not isinstance(selector, Mapping) or not selector or spec.get("type") == "ExternalName":
+        return None
+    return dict(selector)
+
+
+def _matches(selector: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    labels = as_map(pod["metadata"].get("labels"))
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _container_port(pod: Mapping[str, Any], name: str, protocol: str) -> int | None:
+    for container in as_list(as_map(pod.get("spec")).get("containers")):
+        for port in as_list(as_map(container).get("ports")):
+            port = as_map(port)
+            if port.get("name") == name and (port.get("protocol") or "TCP") == protocol:
+                value = port.get("containerPort")
+                return value if isinstance(value, int) else None
+    return None
+
+
+def _ports(service: Mapping[str, Any], pod: Mapping[str, Any]) -> Ports:
+    """The Service's ports as ``pod`` serves them (a named target it lacks is left out)."""
+    resolved: list[tuple[str, int, str]] = []
+    for port in map(as_map, as_list(as_map(service.get("spec")).get("ports"))):
+        protocol = str(port.get("protocol") or "TCP")
+        target = port.get("targetPort", port.get("port"))
+        number = _container_port(pod, target, protocol) if isinstance(target, str) else target
+        if isinstance(number, int):
+            resolved.append((str(port.get("name") or ""), number, protocol))
+    return tuple(resolved)
+
+
+def _target_ref(pod: Mapping[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {
+        "kind": "Pod",
+        "namespace": meta.get("namespace", ""),
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+
+
+def _labels(service: Mapping[str, Any]) -> dict[str, str]:
+    labels = dict(as_map(service["metadata"].get("labels")))
+    if as_map(service.get("spec")).get("clusterIP") == "None":
+        labels[HEADLESS] = ""
+    return labels
+
+
+class EndpointsController:
+    """Keeps the Endpoints and EndpointSlices of every Service with a selector."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        # (namespace, service) -> the pods last listed, so that a pod whose labels no
+        # longer match still brings its old Service back to drop it
+        self._members: dict[tuple[str, str], set[str]] = {}
+
+    def affected(self, event: StoredEvent) -> list[Key]:
+        """The Services to sync after ``event``: a pod's old and new ones. A deleted
+        Service's Endpoints go at once (its slices through garbage collection)."""
+        name = event.obj["metadata"]["name"]
+        if event.resource == SERVICES and event.type == "DELETED":
+            if self._members.pop((event.namespace, name), None) is not None:
+                stored = self.plane.api.store.view_one(ENDPOINTS, event.namespace, name)
+                if stored is not None:
+                    self.plane.delete(ENDPOINTS, stored)
+            return []
+        if event.resource != PODS:
+            return []
+        keys: list[Key] = []
+        for service in self.plane.api.store.view(SERVICES, event.namespace):
+            svc = service["metadata"]["name"]
+            selector = _selected(service)
+            listed = name in self._members.get((event.namespace, svc), ())
+            if listed or (selector is not None and _matches(selector, event.obj)):
+                keys.append((SERVICES, event.namespace, svc))
+        return keys
+
+    def reconcile(self, service: dict[str, Any]) -> float | None:
+        selector = _selected(service)
+        if selector is None or not alive(service):
+            return None
+        meta = service["metadata"]
+        namespace = meta.get("namespace", "")
+        pods = [
+            p
+            for p in self.plane.api.store.view(PODS, namespace)
+            if _matches(selector, p)
+            and as_map(p.get("status")).get("podIP")
+            and as_map(p.get("status")).get("phase") not in ("Succeeded", "Failed")
+        ]
+        self._members[(namespace, meta["name"])] = {p["metadata"]["name"] for p in pods}
+        publish = bool(as_map(service.get("spec")).get("publishNotReadyAddresses"))
+        groups: dict[Ports, list[dict[str, Any]]] = {}
+        for pod in pods:
+            groups.setdefault(_ports(service, pod), []).append(pod)
+        self._write_endpoints(service, groups, publish)
+        self._write_slices(service, groups, publish)
+        return None
+
+    # --- Endpoints ----------------------------------------------------------------------
+
+    def _write_endpoints(
+        self, service: dict[str, Any], groups: Mapping[Ports, list[dict[str, Any]]], publish: bool
+    ) -> None:
+        subsets: list[dict[str, Any]] = []
+        for ports, pods in groups.items():
+            ready: list[dict[str, Any]] = []
+            not_ready: list[dict[str, Any]] = []
+            for pod in pods:
+                if not alive(pod) and not publish:
+                    continue  # terminating: out of Endpoints
+                address = {
+                    "ip": pod["status"]["podIP"],
+                    "nodeName": as_map(pod.get("spec")).get("nodeName"),
+                    "targetRef": _target_ref(pod),
+                }
+                if not address["nodeName"]:
+                    del address["nodeName"]
+                (ready if publish or is_ready(pod) else not_ready).append(address)
+            if not ports or not (ready or not_ready):
+                continue
+            subset: dict[str, Any] = {}
+            if ready:
+                subset["addresses"] = sorted(ready, key=lambda a: a["ip"])
+            if not_ready:
+                subset["notReadyAddresses"] = sorted(not_ready, key=lambda a: a["ip"])
+            subset["ports"] = [
+                {**({"name": n} if n else {}), "port": p, "protocol": proto}
+                for n, p, proto in ports
+            ]
+            subsets.append(subset)
+        meta = service["metadata"]
+        namespace = meta.get("namespace", "")
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": meta["name"], "namespace": namespace, "labels": _labels(service)},
+        }
+        if subsets:
+            body["subsets"] = subsets
+        old = self.plane.api.store.view_one(ENDPOINTS, namespace, meta["name"])
+        if old is None:
+            self.plane.create(ENDPOINTS, namespace, body)
+        elif old.get("subsets") != body.get("subsets") or as_map(
+            old["metadata"].get("labels")
+        ) != _labels(service):
+            new_meta = {**old["metadata"], "labels": _labels(service)}
+            self.plane.update(ENDPOINTS, old, {**body, "metadata": new_meta})
+
+    # --- EndpointSlices -----------------------------------------------------------------
+
+    def _slice_endpoints(
+        self, pods: Iterable[dict[str, Any]], publish: bool
+    ) -> list[dict[str, Any]]:
+        endpoints = []
+        for pod in pods:
+            serving = publish or is_ready(pod)
+            terminating = not alive(pod)
+            endpoint: dict[str, Any] = {
+                "addresses": [pod["status"]["podIP"]],
+                "conditions": {
+                    "ready": serving and not terminating,
+                    "serving": serving,
+                    "terminating": terminating,
+                },
+                "targetRef": _target_ref(pod),
+            }
+            node = as_map(pod.get("spec")).get("nodeName")
+            if node:
+                endpoint["nodeName"] = node
+            endpoints.append(endpoint)
+        return endpoints
+
+    def _write_slices(
+        self, service: dict[str, Any], groups: Mapping[Ports, list[dict[str, Any]]], publish: bool
+    ) -> None:
+        """One slice per set of resolved ports (one placeholder with no endpoints when
+        nothing is selected), as the EndpointSlice controller's reconciler groups them."""
+        namespace = service["metadata"].get("namespace", "")
+        wanted: dict[Ports, list[dict[str, Any]]] = dict(groups) or {(): []}
+        existing = list(self.plane.owned(ENDPOINT_SLICES, service))
+        labels = {**_labels(service), SERVICE_NAME: service["metadata"]["name"]}
+        labels[MANAGED_BY] = SLICE_CONTROLLER
+        unused = []
+        for found in existing:
+            ports = tuple(
+                (str(p.get("name") or ""), int(p.get("port") or 0), str(p.get("protocol")))
+                for p in map(as_map, as_list(found.get("ports")))
+            )
+            if ports not in wanted:
+                unused.append(found)
+                continue
+            body = self._slice(service, labels, ports, wanted.pop(ports), publish)
+            body["metadata"] = {**found["metadata"], "labels": labels}
+            if any(found.get(k) != body.get(k) for k in ("endpoints", "ports", "addressType")) or (
+                found["metadata"].get("labels") != labels
+            ):
+                self.plane.update(ENDPOINT_SLICES, found, body)
+        for ports, pods in wanted.items():
+            body = self._slice(service, labels, ports, pods, publish)
+            self.plane.create(ENDPOINT_SLICES, namespace, body)
+        for found in unused:
+            self.plane.delete(ENDPOINT_SLICES, found)
+
+    def _slice(
+        self,
+        service: dict[str, Any],
+        labels: dict[str, str],
+        ports: Ports,
+        pods: list[dict[str, Any]],
+        publish: bool,
+    ) -> dict[str, Any]:
+        meta = service["metadata"]
+        endpoints = self._slice_endpoints(pods, publish)
+        return {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "generateName": f"{meta['name']}-",
+                "namespace": meta.get("namespace", ""),
+                "labels": labels,
+                "ownerReferences": [owner_reference(service)],
+            },
+            "addressType": "IPv4",
+            # a Go nil slice: a real server writes null, not [], for no endpoints
+            "endpoints": endpoints or None,
+            "ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports] or None,
+        }
