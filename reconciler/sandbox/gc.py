@@ -19,7 +19,9 @@ an ``orphan`` owner's dependents lose their ownerReference before the finalizer 
 dropped; a ``foregroundDeletion`` owner's dependents are deleted (in the foreground
 themselves when they own objects) and the owner stays until no dependent with
 ``blockOwnerDeletion: true`` is left; a removed owner's dependents are deleted unless
-another live owner keeps them, in which case only the dangling reference goes.
+another live owner keeps them, in which case only the dangling reference goes. A
+dependent naming an owner that does not exist (never did, or lives in another
+namespace) is collected the same way as soon as it is written.
 
 A deleted namespace turns ``Terminating``; the namespace controller deletes its
 content (background propagation), reports what is left in the conditions
@@ -455,6 +457,21 @@ class Lifecycle:
         obj = self.api.store.view_one(*key)
         return (key[0], obj) if obj is not None and _uid(obj) == uid else None
 
+    def _owner_of(self, dep: Mapping[str, Any], uid: str) -> tuple[Resource, dict[str, Any]] | None:
+        """``dep``'s owner with ``uid``, or None when the reference is absent: no such
+        object, or a namespaced owner in another namespace than a namespaced dependent
+        ("A namespaced owner must exist in the same namespace as the dependent. If it
+        does not, the owner reference is treated as absent",
+        https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents).
+        A cluster-scoped dependent naming a namespaced owner stays: that reference is
+        unresolvable, not absent."""
+        owner = self._object(uid)
+        namespace = dep["metadata"].get("namespace", "")
+        if owner is None or not namespace:
+            return owner
+        owner_ns = owner[1]["metadata"].get("namespace", "")
+        return owner if not owner_ns or owner_ns == namespace else None
+
     def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
         """The stored objects naming ``uid`` in their ownerReferences (in no particular
         order, as the garbage collector's graph gives them)."""
@@ -496,7 +513,7 @@ class Lifecycle:
         waiting = False
         for ref in _refs(dep):
             ref_uid = str(ref.get("uid"))
-            owner = self._object(ref_uid)
+            owner = self._owner_of(dep, ref_uid)
             owner_meta = owner[1]["metadata"] if owner else {}
             if owner is None:
                 gone.add(ref_uid)
@@ -577,6 +594,8 @@ class Lifecycle:
             # a dependent gone, or one that let go: its foreground owners may be done
             for ref in _refs(event.old) + _refs(event.obj):
                 self._enqueue(("owner", str(ref.get("uid"))))
+            if event.type != "DELETED":
+                self._check_owners(event.obj)
         if event.resource == _NAMESPACES and event.type != "DELETED":
             if meta.get("deletionTimestamp"):
                 self._enqueue(("namespace", meta["name"]))
@@ -585,6 +604,16 @@ class Lifecycle:
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
         self._drain()
+
+    def _check_owners(self, dep: Mapping[str, Any]) -> None:
+        """A dependent naming an owner that does not exist (never did, or is gone) is
+        collected like the dependents of a deleted owner: "the garbage collector ...
+        deletes the dependent" once every owner is verified absent
+        (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents)."""
+        for ref in _refs(dep):
+            uid = str(ref.get("uid"))
+            if self._owner_of(dep, uid) is None:
+                self._enqueue(("removed", uid))
 
     def _enqueue(self, task: Task) -> None:
         self._queue[task] = None
