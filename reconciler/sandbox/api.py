@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sandbox import crds, crvalidation
+from reconciler.sandbox import crdfinalizer, crds, crvalidation
 from reconciler.sandbox.allocation import (
     allocate_service,
     job_selector,
@@ -95,6 +95,7 @@ def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _MISSING = object()
+_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def _unchanged(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -185,6 +186,9 @@ class SandboxApi:
         tracked: bool = False,
     ) -> dict[str, Any]:
         obj = self._checked_body(kind, body)
+        if kind.crd:
+            crd = self.store.view_one(_CRDS, "", f"{kind.plural}.{kind.group}")
+            crdfinalizer.refuse_create(kind, crd)
         meta = obj["metadata"]
         self._place(kind, namespace, meta)
         if not meta.get("name") and meta.get("generateName"):

@@ -92,6 +92,12 @@ def established_status(obj: Mapping[str, Any]) -> dict[str, Any]:
             "lastTransitionTime": stamp,
         },
     ]
+    # a CRD being deleted keeps saying so through any write (crdfinalizer.py)
+    conditions += [
+        c
+        for c in (obj.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Terminating"
+    ]
     stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
     return {"conditions": conditions, "acceptedNames": names, "storedVersions": stored}
 

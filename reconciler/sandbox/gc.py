@@ -45,7 +45,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.sandbox import crds
+from reconciler.sandbox import crdfinalizer, crds
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import (
     ApiError,
@@ -98,7 +98,8 @@ _NAMESPACE_CONDITIONS = (
     ("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed"),
 )  # fmt: skip
 
-Task = tuple[str, str]  # ("namespace", name) | ("owner", uid) | ("removed", uid)
+# ("namespace", name) | ("owner", uid) | ("removed", uid) | ("crd", name)
+Task = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class Lifecycle:
         # of every object in the cluster (each ReplicaSet deleted cost two of them)
         self._dependents_of: dict[str, Counter[ObjectKey]] = {}
         self._where: dict[str, ObjectKey] = {}
+        # the custom resources of each CRD being deleted, and that CRD's name
+        self._cleanups: dict[Resource, str] = {}
         for resource, obj in api.store.iter_all():
             self._index(resource, obj, +1)
         api.store.listeners.append(self._on_event)
@@ -254,6 +257,8 @@ class Lifecycle:
         check_deletable(kind.resource, name)
         if kind.resource == _NAMESPACES:
             return self._delete_namespace(kind, obj, opts)
+        if kind.resource == _CRDS and not obj["metadata"].get("deletionTimestamp"):
+            obj = crdfinalizer.marked_for_deletion(obj)
         self._check_preconditions(kind, obj, opts.preconditions)
         after, removed = self._apply(kind.resource, obj, opts)
         return self._answer(kind, after, removed, opts)
@@ -576,6 +581,10 @@ class Lifecycle:
     def _on_event(self, event: StoredEvent) -> None:
         if event.resource == _CRDS:
             self._sync_crd(event)
+            if event.type != "DELETED" and crdfinalizer.cleaning_up(event.obj):
+                self._enqueue(("crd", event.obj["metadata"]["name"]))
+        elif event.type == "DELETED" and event.resource in self._cleanups:
+            self._enqueue(("crd", self._cleanups[event.resource]))
         meta = event.obj["metadata"]
         self._index(event.resource, event.old, -1)
         if event.type != "DELETED":
@@ -630,11 +639,32 @@ class Lifecycle:
                     self._sync_namespace(key)
                 elif what == "owner":
                     self._process_owner(key)
+                elif what == "crd":
+                    self._clean_up_crd(key)
                 else:
                     for resource, dep in self._dependents(key):
                         self._attempt_dependent(resource, dep)
         finally:
             self._draining = False
+
+    def _clean_up_crd(self, name: str) -> None:
+        """The CRD finalizer's pass: delete every custom resource (each one's finalizers
+        may hold it), and drop the CRD's finalizer once none is left."""
+        crd = self.api.store.view_one(_CRDS, "", name)
+        if crd is None or not crdfinalizer.cleaning_up(crd):
+            return
+        resource = crdfinalizer.resource_of(crd)
+        self._cleanups[resource] = name
+        if crdfinalizer.terminating_condition(crd).get("reason") != crdfinalizer.IN_PROGRESS[0]:
+            crd = self.api.store.put(
+                _CRDS, crdfinalizer.with_terminating(crd, *crdfinalizer.IN_PROGRESS)
+            )
+        for obj in self.api.store.list(resource):
+            if not obj["metadata"].get("deletionTimestamp"):
+                self._apply(resource, obj, DeleteOptions())
+        if not self.api.store.list(resource):
+            del self._cleanups[resource]
+            self._drop_finalizer(_CRDS, _uid(crd), crdfinalizer.CLEANUP)
 
     def _sync_crd(self, event: StoredEvent) -> None:
         kinds = crds.kinds_of(event.obj)
