@@ -16,12 +16,24 @@ from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import eventually, http
 from tests.sandbox.test_discovery import WIDGET_CRD
 
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 
 
 def widget(name: str, **meta: Any) -> dict[str, Any]:
     return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name, **meta}}
+
+
+def create_crd(sandbox: SandboxHandle) -> None:
+    status, body = http(sandbox, "POST", CRDS, WIDGET_CRD)
+    assert status == 201, body
+
+
+def create_held_widget(sandbox: SandboxHandle) -> None:
+    """The CRD and a custom resource a finalizer holds."""
+    create_crd(sandbox)
+    assert http(sandbox, "POST", WIDGETS, widget("held", finalizers=["example.com/hold"]))[0] == 201
 
 
 def terminating(sandbox: SandboxHandle) -> dict[str, Any]:
@@ -34,12 +46,7 @@ def terminating(sandbox: SandboxHandle) -> dict[str, Any]:
 def test_a_crd_stays_terminating_until_its_last_custom_resource_is_finalized(
     sandbox: SandboxHandle,
 ) -> None:
-    assert (
-        http(
-            sandbox, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGET_CRD
-        )[0]
-        == 201
-    )
+    create_crd(sandbox)
     assert http(sandbox, "POST", WIDGETS, widget("free"))[0] == 201
     assert http(sandbox, "POST", WIDGETS, widget("held", finalizers=["example.com/hold"]))[0] == 201
 
@@ -75,12 +82,7 @@ def test_a_crd_stays_terminating_until_its_last_custom_resource_is_finalized(
 
 
 def test_a_crd_without_custom_resources_is_gone_at_once(sandbox: SandboxHandle) -> None:
-    assert (
-        http(
-            sandbox, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGET_CRD
-        )[0]
-        == 201
-    )
+    create_crd(sandbox)
     assert http(sandbox, "DELETE", CRD)[0] == 200
     eventually(lambda: http(sandbox, "GET", CRD)[0] == 404)
 
@@ -88,13 +90,7 @@ def test_a_crd_without_custom_resources_is_gone_at_once(sandbox: SandboxHandle) 
 def test_a_write_to_a_terminating_crd_keeps_its_terminating_condition(
     sandbox: SandboxHandle,
 ) -> None:
-    assert (
-        http(
-            sandbox, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGET_CRD
-        )[0]
-        == 201
-    )
-    assert http(sandbox, "POST", WIDGETS, widget("held", finalizers=["example.com/hold"]))[0] == 201
+    create_held_widget(sandbox)
     assert http(sandbox, "DELETE", CRD)[0] == 200
     patch = {"metadata": {"labels": {"touched": "yes"}}}
     status, body = http(sandbox, "PATCH", CRD, patch, content_type="application/merge-patch+json")
