@@ -54,7 +54,13 @@ from reconciler.sandbox.selectors import (
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
 from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.timing import Timing
-from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL, serve_watch
+from reconciler.sandbox.watch import (
+    DEFAULT_BOOKMARK_INTERVAL,
+    Encode,
+    event_line,
+    serve_watch,
+    table_lines,
+)
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -391,6 +397,7 @@ class SandboxServer:
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels = parse_label_selector(request.query.get("labelSelector"))
         fields = _field_selector(request, target.kind)
+        table = table_version(request.headers.get("Accept", ""))
         if request.query.get("watch") in ("true", "1"):
             return await serve_watch(
                 request,
@@ -400,8 +407,8 @@ class SandboxServer:
                 labels,
                 fields,
                 bookmark_interval=self.bookmark_interval,
+                encode=self._watch_encoding(request, target.kind, table),
             )
-        table = table_version(request.headers.get("Accept", ""))
         selective = bool(request.query.get("labelSelector") or request.query.get("fieldSelector"))
         listed = list_collection(
             self.api,
@@ -420,9 +427,20 @@ class SandboxServer:
         """``body`` as JSON, or as the Table (of ``meta.k8s.io/<table>``) the client asked for."""
         if table is None:
             return json_response(body)
+        return json_response(self._table_of(request, kind, table)(body))
+
+    def _table_of(
+        self, request: web.Request, kind: Kind, table: str
+    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
         crd = self.api.store.get(CRDS, "", f"{kind.plural}.{kind.group}") if kind.crd else None
         include = request.query.get("includeObject", "")
-        return json_response(to_table(kind, body, version=table, include_object=include, crd=crd))
+        return partial(to_table, kind, version=table, include_object=include, crd=crd)
+
+    def _watch_encoding(self, request: web.Request, kind: Kind, table: str | None) -> Encode:
+        """Watch events as they are, or as Tables (``kubectl get -w``)."""
+        if table is None:
+            return event_line
+        return table_lines(self._table_of(request, kind, table))
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         fields = self._fields(request, target, "CreateOptions")
