@@ -12,6 +12,7 @@ nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py`
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import uuid
@@ -257,11 +258,19 @@ class SandboxApi:
         if ns is None:
             raise not_found("", "namespaces", namespace)
         if ns["metadata"].get("deletionTimestamp"):
+            # NamespaceLifecycle admission's NewForbidden: the resource, then the name
+            # when the request has one (a generateName has none yet)
+            name = str(meta.get("name") or "")
+            resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
             raise ApiError(
                 403,
-                f"{kind.plural} is forbidden: unable to create new content in namespace "
-                f"{namespace} because it is being terminated",
+                f"{resource}{f' {json.dumps(name)}' if name else ''} is forbidden: "
+                f"unable to create new content in namespace {namespace} because it is "
+                "being terminated",
                 reason="Forbidden",
+                name=name,
+                group=kind.group,
+                kind=kind.plural,
             )
 
     def _check_name(self, kind: Kind, name: Any) -> None:
@@ -366,6 +375,13 @@ class SandboxApi:
             raise ApiError(400, "PATCH requests with apply content type must specify fieldManager")
         if check is not None:
             check(body)
+        if isinstance(body, Mapping) and body.get("apiVersion") != kind.api_version:
+            # the field manager compares the applied configuration's version first
+            raise ApiError(
+                400,
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{body.get('apiVersion') or ''}, expected: {kind.api_version}",
+            )
         applied = self._checked_body(kind, body)
         if applied["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the applied object must be {name!r}")

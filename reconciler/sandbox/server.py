@@ -76,6 +76,8 @@ class Target:
     subresource: str
 
 
+# metav1 validation's FieldManagerMaxLength
+FIELD_MANAGER_MAX_LENGTH = 128
 TARGET = web.RequestKey("target", Target)
 FIELDS = web.RequestKey("fields", FieldValidation)
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -107,6 +109,25 @@ def _field_selector(request: web.Request, kind: Kind) -> Matcher:
     (https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/)."""
     supported = supported_fields(kind.group, kind.kind, kind.crd)
     return parse_field_selector(request.query.get("fieldSelector"), supported)
+
+
+def _patch_option_errors(request: web.Request, manager: str) -> list[tuple[str, str, str]]:
+    """kube-apiserver's ValidatePatchOptions: ``force`` only for apply, which needs a
+    ``fieldManager`` (a 422 of ``PatchOptions``, before the object is looked up;
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/#managers)."""
+    errors = []
+    if request.content_type != APPLY_PATCH:
+        if "force" in request.query:
+            why = "Forbidden: may not be specified for non-apply patch"
+            errors.append(("FieldValueForbidden", "force", why))
+    elif not manager:
+        errors.append(
+            ("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")
+        )
+    if len(manager) > FIELD_MANAGER_MAX_LENGTH:
+        why = f"Too long: may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"
+        errors.append(("FieldValueTooLong", "fieldManager", why))
+    return errors
 
 
 def _counted(request: web.Request) -> bool:
@@ -361,11 +382,14 @@ class SandboxServer:
         before anything is written: taken as "not a dry run", it would persist what
         the client meant only to try."""
         values = request.query.getall("dryRun", [])
+        manager = request.query.get("fieldManager", "")
+        problems = _patch_option_errors(request, manager) if options == "PatchOptions" else []
         problem = unsupported_dry_run(values)
         if problem is not None:
-            raise field_errors(("meta.k8s.io", options), "", [problem])
+            problems.append(problem)
+        if problems:
+            raise field_errors(("meta.k8s.io", options), "", problems)
         dry_run = bool(values)
-        manager = request.query.get("fieldManager", "")
         if self._is_apply(request):
             force = request.query.get("force") in ("true", "1")
             return WriteOptions(field_manager=manager, dry_run=dry_run, force=force)
