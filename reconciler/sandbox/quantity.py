@@ -42,6 +42,22 @@ def canonical(value: Any, precision: Decimal = NANO) -> str:
     ``precision`` is the smallest step kept: values are rounded up to a multiple
     of it (``MILLI`` for resource lists, ``NANO`` elsewhere).
     """
+    number, binary, exponent = _parse(value)
+    number = (number / precision).to_integral_value(rounding=ROUND_UP) * precision
+    if number == 0:
+        return "0"
+    if binary and abs(number) >= 1024 and number == number.to_integral_value():
+        return _binary_form(int(number))
+    return _decimal_form(number, exponent_form=exponent)
+
+
+def amount(value: Any) -> Decimal:
+    """The number a quantity stands for (``"250m"`` -> 0.25, ``"1Ki"`` -> 1024)."""
+    return _parse(value)[0]
+
+
+def _parse(value: Any) -> tuple[Decimal, bool, bool]:
+    """(the number, whether its suffix was binary, whether it had an exponent)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"a quantity must be a string or a number, not {type(value).__name__}")
     text = repr(value) if isinstance(value, float) else str(value)
@@ -60,12 +76,7 @@ def canonical(value: Any, precision: Decimal = NANO) -> str:
         number *= Decimal(1024) ** _BINARY.index(suffix)
     else:
         number = number.scaleb(_DECIMAL_VALUE[suffix or ""])
-    number = (number / precision).to_integral_value(rounding=ROUND_UP) * precision
-    if number == 0:
-        return "0"
-    if binary and abs(number) >= 1024 and number == number.to_integral_value():
-        return _binary_form(int(number))
-    return _decimal_form(number, exponent_form=bool(exponent))
+    return number, binary, bool(exponent)
 
 
 def _binary_form(number: int) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reconciler.sandbox import discovery, openapi
+from reconciler.sandbox import discovery, metrics, openapi
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, unsupported_dry_run
 from reconciler.sandbox.bootstrap import StandardObjects
@@ -194,6 +194,7 @@ class SandboxServer:
         app.router.add_get("/sandbox/requests", self._get_requests)
         app.router.add_delete("/sandbox/requests", self._reset_requests)
         app.router.add_post("/sandbox/compact", self._compact)
+        app.router.add_route("*", f"/apis/{metrics.API_VERSION}/{{tail:.+}}", self._metrics)
         app.router.add_route("*", "/api/{version}/{tail:.+}", self._resource)
         app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", self._resource)
         app.on_shutdown.append(self._end_watches)
@@ -274,10 +275,15 @@ class SandboxServer:
         return json_response(discovery.api_versions(request.host))
 
     async def _api_groups(self, request: web.Request) -> web.Response:
-        return json_response(discovery.api_group_list(self.api.kinds))
+        groups = discovery.api_group_list(self.api.kinds)
+        groups["groups"].append(metrics.group())  # served beside, as an aggregated API
+        return json_response(groups)
 
     async def _api_group(self, request: web.Request) -> web.Response:
-        group = discovery.api_group(self.api.kinds, request.match_info["group"])
+        name = request.match_info["group"]
+        if name == metrics.GROUP:
+            return json_response({"kind": "APIGroup", "apiVersion": "v1", **metrics.group()})
+        group = discovery.api_group(self.api.kinds, name)
         if group is None:
             raise ApiError(404, "the server could not find the requested resource")
         return json_response(group)
@@ -291,9 +297,25 @@ class SandboxServer:
             raise ApiError(404, "the server could not find the requested resource")
         return json_response(body)
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """The resource metrics API (metrics.py): get and list only."""
+        if request.method != "GET":
+            raise not_allowed(request.method)
+        parts = [p for p in request.match_info["tail"].split("/") if p]
+        namespace = None
+        if len(parts) >= 3 and parts[0] == "namespaces":
+            namespace, parts = parts[1], parts[2:]
+        if not parts or len(parts) > 2:
+            raise ApiError(404, "the server could not find the requested resource")
+        name = parts[1] if len(parts) == 2 else None
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        return json_response(metrics.serve(self.api, parts[0], namespace, name, labels))
+
     async def _resource_list(self, request: web.Request) -> web.Response:
         group = request.match_info.get("group", "")
         version = request.match_info["version"]
+        if (group, version) == (metrics.GROUP, metrics.VERSION):
+            return json_response(metrics.resource_list())
         body = discovery.api_resource_list(self.api.kinds, group, version)
         if body is None:
             raise ApiError(404, "the server could not find the requested resource")
