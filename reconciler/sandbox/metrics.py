@@ -18,7 +18,7 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.apierrors import ApiError, not_found
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.quantity import amount
+from reconciler.sandbox.quantity import parse
 from reconciler.sandbox.selectors import Matcher
 
 GROUP, VERSION = "metrics.k8s.io", "v1beta1"
@@ -62,7 +62,7 @@ def _usage(totals: Mapping[str, Decimal]) -> dict[str, str]:
 
 def _container_use(container: Mapping[str, Any]) -> dict[str, Decimal]:
     requests = (container.get("resources") or {}).get("requests") or {}
-    return {name: amount(requests[name]) if name in requests else IDLE[name] for name in IDLE}
+    return {name: parse(requests[name])[0] if name in requests else IDLE[name] for name in IDLE}
 
 
 def _running(pod: Mapping[str, Any]) -> bool:

@@ -42,22 +42,30 @@ def canonical(value: Any, precision: Decimal = NANO) -> str:
     ``precision`` is the smallest step kept: values are rounded up to a multiple
     of it (``MILLI`` for resource lists, ``NANO`` elsewhere).
     """
-    number, binary, exponent = _parse(value)
+    number, binary, exponent_form = _parse(value)
+    return render(number, binary=binary, precision=precision, exponent_form=exponent_form)
+
+
+def parse(value: Any) -> tuple[Decimal, bool]:
+    """``value``'s number and whether it was written with a binary suffix (``Mi``):
+    sums keep the family of their first term, as ``Quantity.Add`` does."""
+    number, binary, _ = _parse(value)
+    return number, binary
+
+
+def render(
+    number: Decimal, *, binary: bool, precision: Decimal = NANO, exponent_form: bool = False
+) -> str:
+    """``number`` in canonical form, in the binary family when ``binary`` (and whole)."""
     number = (number / precision).to_integral_value(rounding=ROUND_UP) * precision
     if number == 0:
         return "0"
     if binary and abs(number) >= 1024 and number == number.to_integral_value():
         return _binary_form(int(number))
-    return _decimal_form(number, exponent_form=exponent)
-
-
-def amount(value: Any) -> Decimal:
-    """The number a quantity stands for (``"250m"`` -> 0.25, ``"1Ki"`` -> 1024)."""
-    return _parse(value)[0]
+    return _decimal_form(number, exponent_form=exponent_form)
 
 
 def _parse(value: Any) -> tuple[Decimal, bool, bool]:
-    """(the number, whether its suffix was binary, whether it had an exponent)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"a quantity must be a string or a number, not {type(value).__name__}")
     text = repr(value) if isinstance(value, float) else str(value)
@@ -100,3 +108,12 @@ def _decimal_form(number: Decimal, *, exponent_form: bool) -> str:
     if exponent in _DECIMAL:
         return text + _DECIMAL[exponent]
     return f"{text}e{exponent}"
+
+
+def add(total: Any, value: Any) -> str:
+    """``total + value`` in canonical form, in ``total``'s family (``Quantity.Add``
+    keeps its receiver's format: ``128Mi + 128Mi`` is ``256Mi``); ``total`` None: ``value``."""
+    if total is None:
+        return canonical(value)
+    number, binary = parse(total)
+    return render(number + parse(value)[0], binary=binary)
