@@ -139,6 +139,8 @@ def run_suite(suite: Suite, checkout: Path, python: str, workdir: Path) -> Outco
     (workdir / "peer_e2e_plugin.py").write_text(PLUGIN)
     junit = workdir / "junit.xml"
     with sandbox_process(workdir / "sandbox") as (url, kubeconfig):
+        if not url.startswith("http"):  # it exited before serving: no figures to give
+            raise SystemExit(f"{suite.name}: reconciler sandbox did not start")
         print(f"{suite.name}: sandbox {url}", flush=True)
         env = {
             "KUBECONFIG": str(kubeconfig),
