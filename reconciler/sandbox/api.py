@@ -12,6 +12,7 @@ nothing. Deletion and garbage collection live in ``gc.py``; apply in ``apply.py`
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import uuid
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sandbox import crds, crvalidation, storage
+from reconciler.sandbox import crdfinalizer, crds, crvalidation, storage
 from reconciler.sandbox.allocation import (
     allocate_service,
     job_selector,
@@ -100,6 +101,7 @@ def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _MISSING = object()
+_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def _unchanged(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -201,6 +203,9 @@ class SandboxApi:
         tracked: bool = False,
     ) -> dict[str, Any]:
         obj = self._checked_body(kind, body)
+        if kind.crd:
+            crd = self.store.view_one(_CRDS, "", f"{kind.plural}.{kind.group}")
+            crdfinalizer.refuse_create(kind, crd)
         meta = obj["metadata"]
         self._place(kind, namespace, meta)
         if not meta.get("name") and meta.get("generateName"):
@@ -273,11 +278,19 @@ class SandboxApi:
         if ns is None:
             raise not_found("", "namespaces", namespace)
         if ns["metadata"].get("deletionTimestamp"):
+            # NamespaceLifecycle admission's NewForbidden: the resource, then the name
+            # when the request has one (a generateName has none yet)
+            name = str(meta.get("name") or "")
+            resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
             raise ApiError(
                 403,
-                f"{kind.plural} is forbidden: unable to create new content in namespace "
-                f"{namespace} because it is being terminated",
+                f"{resource}{f' {json.dumps(name)}' if name else ''} is forbidden: "
+                f"unable to create new content in namespace {namespace} because it is "
+                "being terminated",
                 reason="Forbidden",
+                name=name,
+                group=kind.group,
+                kind=kind.plural,
             )
 
     def _check_name(self, kind: Kind, name: Any) -> None:
@@ -387,6 +400,13 @@ class SandboxApi:
             raise ApiError(400, "PATCH requests with apply content type must specify fieldManager")
         if check is not None:
             check(body)
+        if isinstance(body, Mapping) and body.get("apiVersion") != kind.api_version:
+            # the field manager compares the applied configuration's version first
+            raise ApiError(
+                400,
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{body.get('apiVersion') or ''}, expected: {kind.api_version}",
+            )
         applied = self._checked_body(kind, body)
         if applied["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the applied object must be {name!r}")

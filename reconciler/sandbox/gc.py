@@ -19,7 +19,9 @@ an ``orphan`` owner's dependents lose their ownerReference before the finalizer 
 dropped; a ``foregroundDeletion`` owner's dependents are deleted (in the foreground
 themselves when they own objects) and the owner stays until no dependent with
 ``blockOwnerDeletion: true`` is left; a removed owner's dependents are deleted unless
-another live owner keeps them, in which case only the dangling reference goes.
+another live owner keeps them, in which case only the dangling reference goes. A
+dependent naming an owner that does not exist (never did, or lives in another
+namespace) is collected the same way as soon as it is written.
 
 A deleted namespace turns ``Terminating``; the namespace controller deletes its
 content (background propagation), reports what is left in the conditions
@@ -43,7 +45,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.sandbox import crds, priorities
+from reconciler.sandbox import crdfinalizer, crds, priorities
 from reconciler.sandbox.api import SandboxApi, present
 from reconciler.sandbox.apierrors import (
     ApiError,
@@ -98,7 +100,8 @@ _NAMESPACE_CONDITIONS = (
     ("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed"),
 )  # fmt: skip
 
-Task = tuple[str, str]  # ("namespace", name) | ("owner", uid) | ("removed", uid)
+# ("namespace", name) | ("owner", uid) | ("removed", uid) | ("crd", name)
+Task = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,8 @@ class Lifecycle:
         # of every object in the cluster (each ReplicaSet deleted cost two of them)
         self._dependents_of: dict[str, Counter[ObjectKey]] = {}
         self._where: dict[str, ObjectKey] = {}
+        # the custom resources of each CRD being deleted, and that CRD's name
+        self._cleanups: dict[Resource, str] = {}
         for resource, obj in api.store.iter_all():
             self._index(resource, obj, +1)
         api.store.listeners.append(self._on_event)
@@ -269,6 +274,8 @@ class Lifecycle:
         priorities.check_deletable(kind.resource, name)
         if kind.resource == _NAMESPACES:
             return self._delete_namespace(kind, obj, opts)
+        if kind.resource == _CRDS and not obj["metadata"].get("deletionTimestamp"):
+            obj = crdfinalizer.marked_for_deletion(obj)
         self._check_preconditions(kind, obj, opts.preconditions)
         after, removed = self._apply(kind.resource, obj, opts)
         return self._answer(kind, after, removed, opts)
@@ -487,6 +494,21 @@ class Lifecycle:
         obj = self.api.store.view_one(*key)
         return (key[0], obj) if obj is not None and _uid(obj) == uid else None
 
+    def _owner_of(self, dep: Mapping[str, Any], uid: str) -> tuple[Resource, dict[str, Any]] | None:
+        """``dep``'s owner with ``uid``, or None when the reference is absent: no such
+        object, or a namespaced owner in another namespace than a namespaced dependent
+        ("A namespaced owner must exist in the same namespace as the dependent. If it
+        does not, the owner reference is treated as absent",
+        https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents).
+        A cluster-scoped dependent naming a namespaced owner stays: that reference is
+        unresolvable, not absent."""
+        owner = self._object(uid)
+        namespace = dep["metadata"].get("namespace", "")
+        if owner is None or not namespace:
+            return owner
+        owner_ns = owner[1]["metadata"].get("namespace", "")
+        return owner if not owner_ns or owner_ns == namespace else None
+
     def _dependents(self, uid: str) -> list[tuple[Resource, dict[str, Any]]]:
         """The stored objects naming ``uid`` in their ownerReferences (in no particular
         order, as the garbage collector's graph gives them)."""
@@ -528,7 +550,7 @@ class Lifecycle:
         waiting = False
         for ref in _refs(dep):
             ref_uid = str(ref.get("uid"))
-            owner = self._object(ref_uid)
+            owner = self._owner_of(dep, ref_uid)
             owner_meta = owner[1]["metadata"] if owner else {}
             if owner is None:
                 gone.add(ref_uid)
@@ -592,6 +614,10 @@ class Lifecycle:
     def _on_event(self, event: StoredEvent) -> None:
         if event.resource == _CRDS:
             self._sync_crd(event)
+            if event.type != "DELETED" and crdfinalizer.cleaning_up(event.obj):
+                self._enqueue(("crd", event.obj["metadata"]["name"]))
+        elif event.type == "DELETED" and event.resource in self._cleanups:
+            self._enqueue(("crd", self._cleanups[event.resource]))
         meta = event.obj["metadata"]
         self._index(event.resource, event.old, -1)
         if event.type != "DELETED":
@@ -610,6 +636,8 @@ class Lifecycle:
             # a dependent gone, or one that let go: its foreground owners may be done
             for ref in _refs(event.old) + _refs(event.obj):
                 self._enqueue(("owner", str(ref.get("uid"))))
+            if event.type != "DELETED":
+                self._check_owners(event.obj)
         if event.resource == _NAMESPACES and event.type != "DELETED":
             if meta.get("deletionTimestamp"):
                 self._enqueue(("namespace", meta["name"]))
@@ -618,6 +646,16 @@ class Lifecycle:
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
         self._drain()
+
+    def _check_owners(self, dep: Mapping[str, Any]) -> None:
+        """A dependent naming an owner that does not exist (never did, or is gone) is
+        collected like the dependents of a deleted owner: "the garbage collector ...
+        deletes the dependent" once every owner is verified absent
+        (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents)."""
+        for ref in _refs(dep):
+            uid = str(ref.get("uid"))
+            if self._owner_of(dep, uid) is None:
+                self._enqueue(("removed", uid))
 
     def _enqueue(self, task: Task) -> None:
         self._queue[task] = None
@@ -634,11 +672,32 @@ class Lifecycle:
                     self._sync_namespace(key)
                 elif what == "owner":
                     self._process_owner(key)
+                elif what == "crd":
+                    self._clean_up_crd(key)
                 else:
                     for resource, dep in self._dependents(key):
                         self._attempt_dependent(resource, dep)
         finally:
             self._draining = False
+
+    def _clean_up_crd(self, name: str) -> None:
+        """The CRD finalizer's pass: delete every custom resource (each one's finalizers
+        may hold it), and drop the CRD's finalizer once none is left."""
+        crd = self.api.store.view_one(_CRDS, "", name)
+        if crd is None or not crdfinalizer.cleaning_up(crd):
+            return
+        resource = crdfinalizer.resource_of(crd)
+        self._cleanups[resource] = name
+        if crdfinalizer.terminating_condition(crd).get("reason") != crdfinalizer.IN_PROGRESS[0]:
+            crd = self.api.store.put(
+                _CRDS, crdfinalizer.with_terminating(crd, *crdfinalizer.IN_PROGRESS)
+            )
+        for obj in self.api.store.list(resource):
+            if not obj["metadata"].get("deletionTimestamp"):
+                self._apply(resource, obj, DeleteOptions())
+        if not self.api.store.list(resource):
+            del self._cleanups[resource]
+            self._drop_finalizer(_CRDS, _uid(crd), crdfinalizer.CLEANUP)
 
     def _sync_crd(self, event: StoredEvent) -> None:
         kinds = crds.kinds_of(event.obj)

@@ -283,9 +283,30 @@ def _finalizers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
     return [cause("FieldValueForbidden", "metadata.finalizers", message)]
 
 
+# apimachinery's TotalAnnotationSizeLimitB: keys and values together
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def _annotations(annotations: Any, where: str) -> list[Cause]:
+    """Keys are qualified names; all of them with their values fit in 256 KiB
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/#syntax-and-character-set)."""
+    causes: list[Cause] = []
+    if not isinstance(annotations, Mapping):
+        return causes
+    for key in annotations:
+        causes += [invalid(where, key, why) for why in label_key_errors(str(key).lower())]
+    size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        why = f"Too long: must have at most {ANNOTATIONS_LIMIT} bytes"
+        causes.append(cause("FieldValueTooLong", where, why))
+    return causes
+
+
 def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
     """Raise one 422 listing every rule ``obj`` breaks (``old``: the stored object)."""
-    causes = _labels(as_map(obj.get("metadata")).get("labels"), "metadata.labels")
+    meta = as_map(obj.get("metadata"))
+    causes = _labels(meta.get("labels"), "metadata.labels")
+    causes += _annotations(meta.get("annotations"), "metadata.annotations")
     raw_spec = obj.get("spec")
     spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
     if kind.group in ("", "apps", "batch"):

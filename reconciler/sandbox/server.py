@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reconciler.sandbox import discovery, openapi
+from reconciler.sandbox import discovery, metrics, openapi
 from reconciler.sandbox.admission import install_admission
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, field_errors, not_allowed, unsupported_dry_run
@@ -57,7 +57,13 @@ from reconciler.sandbox.selectors import (
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT
 from reconciler.sandbox.tables import table_version, to_table
 from reconciler.sandbox.timing import Timing
-from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL, serve_watch
+from reconciler.sandbox.watch import (
+    DEFAULT_BOOKMARK_INTERVAL,
+    Encode,
+    event_line,
+    serve_watch,
+    table_lines,
+)
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -73,6 +79,8 @@ class Target:
     subresource: str
 
 
+# metav1 validation's FieldManagerMaxLength
+FIELD_MANAGER_MAX_LENGTH = 128
 TARGET = web.RequestKey("target", Target)
 FIELDS = web.RequestKey("fields", FieldValidation)
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -107,6 +115,25 @@ def _field_selector(request: web.Request, kind: Kind) -> Matcher:
     (https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/)."""
     supported = supported_fields(kind.group, kind.kind, kind.crd)
     return parse_field_selector(request.query.get("fieldSelector"), supported)
+
+
+def _patch_option_errors(request: web.Request, manager: str) -> list[tuple[str, str, str]]:
+    """kube-apiserver's ValidatePatchOptions: ``force`` only for apply, which needs a
+    ``fieldManager`` (a 422 of ``PatchOptions``, before the object is looked up;
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/#managers)."""
+    errors = []
+    if request.content_type != APPLY_PATCH:
+        if "force" in request.query:
+            why = "Forbidden: may not be specified for non-apply patch"
+            errors.append(("FieldValueForbidden", "force", why))
+    elif not manager:
+        errors.append(
+            ("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")
+        )
+    if len(manager) > FIELD_MANAGER_MAX_LENGTH:
+        why = f"Too long: may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"
+        errors.append(("FieldValueTooLong", "fieldManager", why))
+    return errors
 
 
 def _counted(request: web.Request) -> bool:
@@ -174,6 +201,7 @@ class SandboxServer:
         app.router.add_get("/sandbox/requests", self._get_requests)
         app.router.add_delete("/sandbox/requests", self._reset_requests)
         app.router.add_post("/sandbox/compact", self._compact)
+        app.router.add_route("*", f"/apis/{metrics.API_VERSION}/{{tail:.+}}", self._metrics)
         app.router.add_route("*", "/api/{version}/{tail:.+}", self._resource)
         app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", self._resource)
         app.on_shutdown.append(self._end_watches)
@@ -258,10 +286,15 @@ class SandboxServer:
         return json_response(discovery.api_versions(request.host))
 
     async def _api_groups(self, request: web.Request) -> web.Response:
-        return json_response(discovery.api_group_list(self.api.kinds))
+        groups = discovery.api_group_list(self.api.kinds)
+        groups["groups"].append(metrics.group())  # served beside, as an aggregated API
+        return json_response(groups)
 
     async def _api_group(self, request: web.Request) -> web.Response:
-        group = discovery.api_group(self.api.kinds, request.match_info["group"])
+        name = request.match_info["group"]
+        if name == metrics.GROUP:
+            return json_response({"kind": "APIGroup", "apiVersion": "v1", **metrics.group()})
+        group = discovery.api_group(self.api.kinds, name)
         if group is None:
             raise ApiError(404, "the server could not find the requested resource")
         return json_response(group)
@@ -275,9 +308,25 @@ class SandboxServer:
             raise ApiError(404, "the server could not find the requested resource")
         return json_response(body)
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """The resource metrics API (metrics.py): get and list only."""
+        if request.method != "GET":
+            raise not_allowed(request.method)
+        parts = [p for p in request.match_info["tail"].split("/") if p]
+        namespace = None
+        if len(parts) >= 3 and parts[0] == "namespaces":
+            namespace, parts = parts[1], parts[2:]
+        if not parts or len(parts) > 2:
+            raise ApiError(404, "the server could not find the requested resource")
+        name = parts[1] if len(parts) == 2 else None
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        return json_response(metrics.serve(self.api, parts[0], namespace, name, labels))
+
     async def _resource_list(self, request: web.Request) -> web.Response:
         group = request.match_info.get("group", "")
         version = request.match_info["version"]
+        if (group, version) == (metrics.GROUP, metrics.VERSION):
+            return json_response(metrics.resource_list())
         body = discovery.api_resource_list(self.api.kinds, group, version)
         if body is None:
             raise ApiError(404, "the server could not find the requested resource")
@@ -373,11 +422,14 @@ class SandboxServer:
         before anything is written: taken as "not a dry run", it would persist what
         the client meant only to try."""
         values = request.query.getall("dryRun", [])
+        manager = request.query.get("fieldManager", "")
+        problems = _patch_option_errors(request, manager) if options == "PatchOptions" else []
         problem = unsupported_dry_run(values)
         if problem is not None:
-            raise field_errors(("meta.k8s.io", options), "", [problem])
+            problems.append(problem)
+        if problems:
+            raise field_errors(("meta.k8s.io", options), "", problems)
         dry_run = bool(values)
-        manager = request.query.get("fieldManager", "")
         if self._is_apply(request):
             force = request.query.get("force") in ("true", "1")
             return WriteOptions(field_manager=manager, dry_run=dry_run, force=force)
@@ -409,6 +461,7 @@ class SandboxServer:
     async def _list(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels = parse_label_selector(request.query.get("labelSelector"))
         fields = _field_selector(request, target.kind)
+        table = table_version(request.headers.get("Accept", ""))
         if request.query.get("watch") in ("true", "1"):
             return await serve_watch(
                 request,
@@ -418,8 +471,8 @@ class SandboxServer:
                 labels,
                 fields,
                 bookmark_interval=self.bookmark_interval,
+                encode=self._watch_encoding(request, target.kind, table),
             )
-        table = table_version(request.headers.get("Accept", ""))
         selective = bool(request.query.get("labelSelector") or request.query.get("fieldSelector"))
         listed = list_collection(
             self.api,
@@ -438,9 +491,20 @@ class SandboxServer:
         """``body`` as JSON, or as the Table (of ``meta.k8s.io/<table>``) the client asked for."""
         if table is None:
             return json_response(body)
+        return json_response(self._table_of(request, kind, table)(body))
+
+    def _table_of(
+        self, request: web.Request, kind: Kind, table: str
+    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
         crd = self.api.store.get(CRDS, "", f"{kind.plural}.{kind.group}") if kind.crd else None
         include = request.query.get("includeObject", "")
-        return json_response(to_table(kind, body, version=table, include_object=include, crd=crd))
+        return partial(to_table, kind, version=table, include_object=include, crd=crd)
+
+    def _watch_encoding(self, request: web.Request, kind: Kind, table: str | None) -> Encode:
+        """Watch events as they are, or as Tables (``kubectl get -w``)."""
+        if table is None:
+            return event_line
+        return table_lines(self._table_of(request, kind, table))
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         fields = self._fields(request, target, "CreateOptions")

@@ -14,18 +14,29 @@ may have been compacted meanwhile. Only events of
 objects that match the selectors are sent; as on a real API server, a change that
 makes an object start matching is sent as ADDED and one that makes it stop matching
 as DELETED (carrying the object as it was, at the event's resourceVersion).
+
+A watch list (https://kubernetes.io/docs/reference/using-api/api-concepts/#streaming-lists):
+``sendInitialEvents=true`` (which needs ``resourceVersionMatch=NotOlderThan`` and
+``allowWatchBookmarks=true``, else ``422``) starts with an ADDED event per existing
+object and then a BOOKMARK annotated ``k8s.io/initial-events-end: "true"`` at the
+resourceVersion of that state; ``sendInitialEvents=false`` starts from now. With
+bookmarks allowed, one more comes 2 s before ``timeoutSeconds`` ends the stream (as
+kube-apiserver's watch cache sends it, so the client resumes from the newest version).
+Asked for ``as=Table`` (``kubectl get -w``), each object is sent as a one-row Table,
+the column definitions only in the first (the server omits headers after it).
 ``server.py`` calls :func:`serve_watch`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from reconciler.sandbox.api import SandboxApi, present
-from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.apierrors import ApiError, field_errors
 from reconciler.sandbox.copying import clone, to_json
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.selectors import Matcher
@@ -33,10 +44,60 @@ from reconciler.sandbox.store import CLOSE, StoredEvent
 
 DEFAULT_TIMEOUT = 1800.0
 DEFAULT_BOOKMARK_INTERVAL = 60.0
+# kube-apiserver's watch cache sends its last BOOKMARK this long before the timeout
+PRE_TIMEOUT_BOOKMARK = 2.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+# (event type, object) -> one line of the stream
+Encode = Callable[[str, Any], bytes]
 
 
-def _line(event_type: str, obj: Any) -> bytes:
+def event_line(event_type: str, obj: Any) -> bytes:
     return to_json({"type": event_type, "object": obj}) + b"\n"
+
+
+def table_lines(as_table: Callable[[dict[str, Any]], dict[str, Any]]) -> Encode:
+    """Lines whose objects are Tables; column definitions only in the first (a
+    BOOKMARK's Table has no rows, an ERROR stays a Status)."""
+    headers = [True]
+
+    def encode(event_type: str, obj: Any) -> bytes:
+        if event_type == "ERROR":
+            return event_line(event_type, obj)
+        if event_type == "BOOKMARK":  # a Table of no rows, at the bookmark's version
+            table = as_table({"items": [], "metadata": obj["metadata"]})
+            table["metadata"] = obj["metadata"]
+        else:
+            table = as_table(obj)
+        if not headers[0]:
+            table["columnDefinitions"] = None
+        headers[0] = False
+        return event_line(event_type, table)
+
+    return encode
+
+
+def _initial_events(request: web.Request, bookmarks: bool) -> bool | None:
+    """``sendInitialEvents`` (None: not given), refused as kube-apiserver's
+    ValidateListOptions refuses it: it needs ``resourceVersionMatch=NotOlderThan`` and
+    bookmarks, and a ``resourceVersionMatch`` needs it."""
+    raw = request.query.get("sendInitialEvents")
+    match = request.query.get("resourceVersionMatch", "")
+    errors = []
+    if raw is not None:
+        if match != "NotOlderThan":
+            why = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+            errors.append(("resourceVersionMatch", why))
+        if not bookmarks:
+            why = "sendInitialEvents requires setting allowWatchBookmarks to true"
+            errors.append(("allowWatchBookmarks", why))
+    elif match:
+        why = "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+        errors.append(("resourceVersionMatch", why))
+    if errors:
+        causes = [("FieldValueForbidden", f, f"Forbidden: {why}") for f, why in errors]
+        raise field_errors(("meta.k8s.io", "ListOptions"), "", causes)
+    return None if raw is None else raw in ("true", "1")
 
 
 def _start_rv(request: web.Request) -> int | None:
@@ -66,32 +127,44 @@ async def serve_watch(
     fields: Matcher,
     *,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+    encode: Encode = event_line,
 ) -> web.StreamResponse:
     start, timeout = _start_rv(request), _timeout(request)
     bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    initial = _initial_events(request, bookmarks)
     watch_ns = namespace if kind.namespaced else None
     watcher = api.store.subscribe(kind.resource, watch_ns)
+    initial_end = None
     try:
-        if start is None:
+        if initial is False:
+            backlog = (
+                [] if start is None else api.store.events_since(start, kind.resource, watch_ns)
+            )
+        elif start is None or initial:
             # the stored objects themselves: each is only serialized, never changed
             backlog = [
                 StoredEvent(0, "ADDED", kind.resource, "", obj)
                 for obj in api.store.view(kind.resource, watch_ns)
             ]
+            if initial:
+                initial_end = _bookmark(kind, api)
+                initial_end["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
         else:
             backlog = api.store.events_since(start, kind.resource, watch_ns)
     except ApiError as e:
         api.store.unsubscribe(watcher)
         response = await _open(request)
-        await response.write(_line("ERROR", e.to_status()))
+        await response.write(encode("ERROR", e.to_status()))
         await response.write_eof()
         return response
     response = await _open(request)
     try:
         for event in backlog:
-            await _send(response, kind, event, labels, fields)
+            await _send(response, kind, event, labels, fields, encode)
+        if initial_end is not None:
+            await response.write(encode("BOOKMARK", initial_end))
         every = bookmark_interval if bookmarks else None
-        await _follow(response, watcher.queue, kind, labels, fields, timeout, every, api)
+        await _follow(response, watcher.queue, kind, labels, fields, timeout, every, api, encode)
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
@@ -108,20 +181,25 @@ async def _open(request: web.Request) -> web.StreamResponse:
 
 
 async def _send(
-    response: web.StreamResponse, kind: Kind, event: StoredEvent, labels: Matcher, fields: Matcher
+    response: web.StreamResponse,
+    kind: Kind,
+    event: StoredEvent,
+    labels: Matcher,
+    fields: Matcher,
+    encode: Encode = event_line,
 ) -> None:
     matches = labels(event.obj) and fields(event.obj)
     if event.type != "MODIFIED" or event.old is None:
         if matches:
-            await response.write(_line(event.type, present(kind, event.obj)))
+            await response.write(encode(event.type, present(kind, event.obj)))
         return
     matched = labels(event.old) and fields(event.old)
     if matches:
-        await response.write(_line("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
+        await response.write(encode("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
     elif matched:
         gone = clone(event.old)
         gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
-        await response.write(_line("DELETED", present(kind, gone)))
+        await response.write(encode("DELETED", present(kind, gone)))
 
 
 async def _follow(
@@ -133,12 +211,22 @@ async def _follow(
     timeout: float,
     bookmark_every: float | None,
     api: SandboxApi,
+    encode: Encode = event_line,
 ) -> None:
     """Stream live events until the timeout, with a BOOKMARK every ``bookmark_every``
-    seconds (None: the client did not ask for them)."""
+    seconds and one 2 s before the timeout (None: the client did not ask for them)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    bookmark_at = loop.time() + bookmark_every if bookmark_every is not None else deadline
+
+    def next_bookmark(now: float) -> float:
+        """The watch cache's nextBookmarkTime: the sooner of a period from now and
+        2 s before the deadline; none (the deadline) once that moment is past."""
+        if bookmark_every is None:
+            return deadline
+        at = min(now + bookmark_every, deadline - PRE_TIMEOUT_BOOKMARK)
+        return at if at > now else deadline
+
+    bookmark_at = next_bookmark(loop.time())
     while (remaining := deadline - loop.time()) > 0:
         try:
             wait = min(remaining, max(0.0, bookmark_at - loop.time()))
@@ -146,13 +234,15 @@ async def _follow(
         except TimeoutError:
             if bookmark_every is None or loop.time() >= deadline:
                 return
+            if loop.time() < bookmark_at:
+                continue
             if queue.empty():  # every event up to the store's version was sent
-                await response.write(_line("BOOKMARK", _bookmark(kind, api)))
-            bookmark_at = loop.time() + bookmark_every
+                await response.write(encode("BOOKMARK", _bookmark(kind, api)))
+            bookmark_at = next_bookmark(loop.time())
             continue
         if event.type == CLOSE:
             return
-        await _send(response, kind, event, labels, fields)
+        await _send(response, kind, event, labels, fields, encode)
 
 
 def _bookmark(kind: Kind, api: SandboxApi) -> dict[str, Any]:

@@ -155,7 +155,9 @@ def test_apply_ignores_status_on_main_resource(sandbox: SandboxHandle) -> None:
 @pytest.mark.parametrize(
     ("query", "body", "code"),
     [
-        ("", cfg(a="1"), 400),  # fieldManager is required
+        # fieldManager is required: a 422 of PatchOptions, as ValidatePatchOptions answers
+        # (https://kubernetes.io/docs/reference/using-api/server-side-apply/#managers)
+        ("", cfg(a="1"), 422),
         ("?fieldManager=x", {**cfg(a="1"), "metadata": {"name": "other"}}, 400),
         ("?fieldManager=x", {**cfg(a="1"), "kind": "Secret"}, 400),
         ("?fieldManager=x", "a: [unclosed", 400),

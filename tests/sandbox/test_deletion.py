@@ -18,7 +18,7 @@ from kubernetes import client
 from reconciler.kube import KubeClient
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import http
+from tests.sandbox.helpers import eventually, http
 
 NS = "/api/v1/namespaces/default"
 CMS = f"{NS}/configmaps"
@@ -411,3 +411,55 @@ def test_engine_deletes_with_every_kind_of_answer(
         assert kube.delete(ObjectRef("v1", "ConfigMap", "default", "a")) is False
         held = kube.get(ObjectRef("v1", "ConfigMap", "default", "held"))
     assert held is not None and held["metadata"]["deletionTimestamp"]
+
+
+# Owners that are absent. https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents:
+# an ownerReference whose owner does not exist makes the dependent garbage once every
+# owner is verified absent; a namespaced owner counts only in the dependent's namespace.
+
+GHOST = {"metadata": {"name": "never", "uid": "00000000-0000-0000-0000-00000000dead"}}
+
+
+def test_a_dependent_whose_only_owner_never_existed_is_collected(sandbox: SandboxHandle) -> None:
+    created = cm(sandbox, "orphaned", GHOST)
+    assert created["metadata"]["ownerReferences"][0]["uid"] == GHOST["metadata"]["uid"]
+    eventually(lambda: not exists(sandbox, f"{CMS}/orphaned"))
+
+
+def test_a_dependent_with_one_live_owner_only_loses_the_absent_reference(
+    sandbox: SandboxHandle,
+) -> None:
+    live = cm(sandbox, "live")
+    cm(sandbox, "kept", GHOST, live)
+
+    def refs() -> list[str]:
+        return [
+            r["name"] for r in http(sandbox, "GET", f"{CMS}/kept")[1]["metadata"]["ownerReferences"]
+        ]
+
+    eventually(lambda: refs() == ["live"])
+
+
+def test_an_owner_in_another_namespace_counts_as_absent(sandbox: SandboxHandle) -> None:
+    http(sandbox, "POST", "/api/v1/namespaces", {"metadata": {"name": "elsewhere"}})
+    status, owner = http(
+        sandbox, "POST", "/api/v1/namespaces/elsewhere/configmaps", {"metadata": {"name": "o"}}
+    )
+    assert status == 201
+    cm(sandbox, "crossed", owner)
+    eventually(lambda: not exists(sandbox, f"{CMS}/crossed"))
+    assert exists(sandbox, "/api/v1/namespaces/elsewhere/configmaps/o")
+
+
+def test_a_cluster_scoped_dependent_of_a_namespaced_owner_is_not_collected(
+    sandbox: SandboxHandle,
+) -> None:
+    """Its reference is unresolvable, not absent: such a dependent is never collected."""
+    owner = cm(sandbox, "namespaced-owner")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "namespaced-owner"}
+    ref["uid"] = owner["metadata"]["uid"]
+    body = {"metadata": {"name": "held", "ownerReferences": [ref]}, "rules": []}
+    path = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    assert http(sandbox, "POST", path, body)[0] == 201
+    cm(sandbox, "after")  # the collector has run since
+    assert exists(sandbox, f"{path}/held")

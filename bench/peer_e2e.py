@@ -1,0 +1,302 @@
+"""Peer e2e: the public e2e suites of two Kubernetes clients, run against ``reconciler sandbox``.
+
+The sandbox stands in for a real API server in every test and benchmark, so each place
+where it is more lenient than a real one hides an engine bug. Other projects' e2e
+suites, written against real clusters, are an outside check of that: this runs
+
+- kubernetes-client/python's ``kubernetes/e2e_test/`` (use the checkout whose version
+  matches the ``kubernetes`` package installed beside the suite), and
+- lightkube's ``e2e-tests/``
+
+each against a fresh ``reconciler sandbox`` (its own child process, as a CI cluster is
+fresh per run), and prints passed/failed/skipped per suite. Tests that need a real
+container (exec, port-forward, or a container's own output in its log) are named and
+left out of the goal: the sandbox simulates containers, it does not run them.
+
+The checkouts are not fetched here (CI has no network): pass their paths. The suites
+need their client installed in the interpreter given by ``--python`` (with pytest and,
+for lightkube, pytest-asyncio); a separate virtualenv keeps them out of this project's
+locked dependencies, for example::
+
+    uv venv /tmp/peer && uv pip install --python /tmp/peer/bin/python \\
+        kubernetes==37.0.2 lightkube==0.21.0 pytest pytest-asyncio
+    .venv/bin/python bench/peer_e2e.py --python /tmp/peer/bin/python \\
+        --kubernetes-python ~/src/kubernetes-client-python --lightkube ~/src/lightkube
+
+``--smoke`` runs the same machinery over a two-test miniature of each layout (written
+to a temporary folder), so tests/test_bench.py can check the script still runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# bench/git.py must not shadow GitPython's ``git``: this folder goes to the end of the path
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+from benchkit import sandbox_process  # noqa: E402
+
+# Each suite's own run takes under two minutes; this bounds a hung watch.
+SUITE_TIMEOUT = 1200
+# What in a test's source means it needs a real container.
+REAL_CONTAINER = re.compile(
+    r"_pod_exec\b|_pod_portforward\b|\bportforward\(|\.exec\(|\.log\(|read_namespaced_pod_log"
+)
+# kubernetes/e2e_test imports itself as ``kubernetes.e2e_test``, a folder the installed
+# package does not ship: this plugin adds the checkout's folder to the package's path
+# (only that subpackage resolves there; the client itself stays the installed one).
+PLUGIN = """\
+import os
+import kubernetes
+kubernetes.__path__.append(os.environ["PEER_E2E_KUBERNETES_DIR"])
+"""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Where a peer keeps its e2e tests, relative to its checkout (also the cwd they expect)."""
+
+    name: str
+    package: str
+    tests: str
+
+
+SUITES = (
+    Suite("kubernetes-client/python", "kubernetes", "kubernetes/e2e_test"),
+    Suite("lightkube", "lightkube", "e2e-tests"),
+)
+
+
+@dataclass
+class Outcome:
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.passed) + len(self.failed) + len(self.skipped)
+
+
+def needing_real_containers(tests_dir: Path) -> set[str]:
+    """Names (``Class.test`` or ``test``) of test functions whose source uses exec,
+    port-forward or pod logs."""
+    found: set[str] = set()
+    for path in sorted(tests_dir.glob("test_*.py")):
+        source = path.read_text()
+        for scope, node in _test_functions(ast.parse(source)):
+            if REAL_CONTAINER.search(ast.get_source_segment(source, node) or ""):
+                found.add(f"{scope}{node.name}")
+    return found
+
+
+def _test_functions(
+    tree: ast.Module,
+) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        scope = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+        for item in members:
+            if isinstance(item, functions) and item.name.startswith("test"):
+                yield scope, item
+
+
+def read_junit(path: Path) -> Outcome:
+    """One outcome per test case (a failing teardown makes a passed call a failure)."""
+    results: dict[str, str] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        classname = case.get("classname", "").rsplit(".", 1)[-1]
+        name = case.get("name", "")
+        key = f"{classname}.{name}" if classname[:1].isupper() else name
+        if case.find("failure") is not None or case.find("error") is not None:
+            results[key] = "failed"
+        elif case.find("skipped") is not None:
+            results.setdefault(key, "skipped")
+        else:
+            results.setdefault(key, "passed")
+    outcome = Outcome()
+    for key, result in sorted(results.items()):
+        getattr(outcome, result).append(key)
+    return outcome
+
+
+def run_suite(suite: Suite, checkout: Path, python: str, workdir: Path) -> Outcome:
+    tests = checkout / suite.tests
+    if not tests.is_dir():
+        raise SystemExit(f"{checkout}: no {suite.tests}/ (is this a {suite.name} checkout?)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "peer_e2e_plugin.py").write_text(PLUGIN)
+    junit = workdir / "junit.xml"
+    with sandbox_process(workdir / "sandbox") as (url, kubeconfig):
+        if not url.startswith("http"):  # it exited before serving: no figures to give
+            raise SystemExit(f"{suite.name}: reconciler sandbox did not start")
+        print(f"{suite.name}: sandbox {url}", flush=True)
+        env = {
+            "KUBECONFIG": str(kubeconfig),
+            "PEER_E2E_KUBERNETES_DIR": str(checkout / "kubernetes"),
+            "PYTHONPATH": str(workdir),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(workdir),
+        }
+        command = [
+            python,
+            "-m",
+            "pytest",
+            "-p",
+            "peer_e2e_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rfE",
+            f"--junitxml={junit}",
+            suite.tests,
+        ]
+        done = subprocess.run(
+            command,
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SUITE_TIMEOUT,
+            check=False,
+        )
+    (workdir / "pytest.log").write_text(done.stdout + done.stderr)
+    if not junit.exists():
+        raise SystemExit(f"{suite.name}: pytest wrote no report:\n{done.stdout}\n{done.stderr}")
+    return read_junit(junit)
+
+
+def version_of(python: str, package: str) -> str:
+    code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "not installed"
+
+
+def report(suite: Suite, version: str, outcome: Outcome, excluded: set[str]) -> tuple[int, int]:
+    """Print one suite's figures; return (passed, total) of the tests the goal counts."""
+    print(
+        f"{suite.name} ({suite.package} {version}): {len(outcome.passed)} passed, "
+        f"{len(outcome.failed)} failed, {len(outcome.skipped)} skipped of {outcome.total}"
+    )
+
+    def base(test: str) -> str:
+        return test.split("[", 1)[0]
+
+    left_out = [t for t in outcome.passed + outcome.failed + outcome.skipped if base(t) in excluded]
+    print(f"  needing a real container (exec, port-forward, logs), left out: {len(left_out)}")
+    for test in sorted(left_out):
+        print(f"    {test}")
+    for label, tests in (("failed", outcome.failed), ("skipped", outcome.skipped)):
+        counted = [t for t in tests if base(t) not in excluded]
+        if counted:
+            print(f"  {label} among the rest: {len(counted)}")
+            for test in counted:
+                print(f"    {test}")
+    counted_passed = sum(1 for t in outcome.passed if base(t) not in excluded)
+    return counted_passed, outcome.total - len(left_out)
+
+
+SMOKE_KUBERNETES = """\
+from kubernetes import client, config
+from kubernetes.e2e_test import base  # resolved through the plugin, as in the real suite
+
+
+def test_lists_namespaces():
+    config.load_kube_config()
+    assert base.__name__ == "kubernetes.e2e_test.base"
+    names = [n.metadata.name for n in client.CoreV1Api().list_namespace().items]
+    assert "default" in names
+
+
+def test_exec_is_left_out():
+    from kubernetes.stream import stream
+
+    api = client.CoreV1Api()
+    stream(api.connect_get_namespaced_pod_exec, "none", "default", command=["true"])
+"""
+SMOKE_LIGHTKUBE = """\
+import pytest
+
+
+def test_reads_the_default_namespace():
+    from kubernetes import client, config
+
+    config.load_kube_config()
+    assert client.CoreV1Api().read_namespace("default").metadata.name == "default"
+
+
+@pytest.mark.skip(reason="a skipped test is counted as skipped")
+def test_skipped():
+    pass
+"""
+
+
+def write_smoke_checkouts(root: Path) -> tuple[Path, Path]:
+    """Miniatures of both layouts: one passing test, one exec test or one skip each."""
+    k8s = root / "kubernetes-python"
+    (k8s / "kubernetes" / "e2e_test").mkdir(parents=True)
+    (k8s / "kubernetes" / "e2e_test" / "__init__.py").write_text("")
+    (k8s / "kubernetes" / "e2e_test" / "base.py").write_text("")
+    (k8s / "kubernetes" / "e2e_test" / "test_smoke.py").write_text(SMOKE_KUBERNETES)
+    lightkube = root / "lightkube"
+    (lightkube / "e2e-tests").mkdir(parents=True)
+    (lightkube / "e2e-tests" / "test_smoke.py").write_text(textwrap.dedent(SMOKE_LIGHTKUBE))
+    return k8s, lightkube
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--kubernetes-python", type=Path, help="a kubernetes-client/python checkout"
+    )
+    parser.add_argument("--lightkube", type=Path, help="a lightkube checkout")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter with the clients, pytest and pytest-asyncio (default: this one)",
+    )
+    parser.add_argument("--smoke", action="store_true", help="run over miniature suites")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="peer-e2e-") as tmp:
+        work = Path(tmp)
+        checkouts: dict[str, Path | None] = {
+            "kubernetes-client/python": args.kubernetes_python,
+            "lightkube": args.lightkube,
+        }
+        if args.smoke:
+            k8s, lightkube = write_smoke_checkouts(work / "smoke")
+            checkouts = {"kubernetes-client/python": k8s, "lightkube": lightkube}
+        if not any(checkouts.values()):
+            parser.error("give --kubernetes-python and/or --lightkube (or --smoke)")
+        passed = total = all_passed = all_total = 0
+        for index, suite in enumerate(SUITES):
+            checkout = checkouts[suite.name]
+            if checkout is None:
+                continue
+            checkout = checkout.resolve()
+            outcome = run_suite(suite, checkout, args.python, work / f"suite-{index}")
+            excluded = needing_real_containers(checkout / suite.tests)
+            version = version_of(args.python, suite.package)
+            counted, counted_total = report(suite, version, outcome, excluded)
+            passed += counted
+            total += counted_total
+            all_passed += len(outcome.passed)
+            all_total += outcome.total
+        print(f"peer e2e, all tests: {all_passed} of {all_total} passed")
+        print(f"peer e2e, tests not needing a real container: {passed} of {total} passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
