@@ -122,13 +122,15 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -192,23 +194,36 @@ def generate(root: Path, instances: int) -> None:
 def requests_by_verb(url: str, reset: bool = True) -> Counter[str]:
     """Requests served since the last reset, by Kubernetes verb; resets the log.
 
-    ``in-flight`` is not a verb: it counts the most requests the sandbox was
-    serving at once (its request log records that for each request).
+    Two keys are not verbs. ``in-flight`` is the most requests the sandbox was
+    serving at once (its request log records that for each request). ``events`` counts
+    the requests to the ``events`` resource (create or patch of an Event, core or
+    ``events.k8s.io``): they are kept out of the verbs, because they are not part of
+    the work kubectl is compared with (kubectl records no Event), and the daemon sends
+    them in the background (``kube.events.EventQueue``).
     """
     counts: Counter[str] = Counter()
     peak = seen = 0
     for e in request_log_pages(url, reset):  # a page at a time: not the daemon's memory
         seen += 1
-        # dry runs are not writes: they change nothing in the cluster
-        counts["dry-run" if "dryRun=" in str(e.get("query", "")) else str(e["verb"])] += 1
+        if EVENTS_PATH.search(str(e.get("path", ""))):
+            counts["events"] += 1
+        elif "dryRun=" in str(e.get("query", "")):  # not a write: changes nothing
+            counts["dry-run"] += 1
+        else:
+            counts[str(e["verb"])] += 1
         peak = max(peak, int(e.get("in_flight", 0)))
     if seen >= LOG_LIMIT:
         print(f"  (request log full: counts below are at least {LOG_LIMIT})")
     return counts + Counter({"in-flight": peak}) if peak else counts
 
 
+EVENTS_PATH = re.compile(r"/events(/|$)")
+NOT_REQUESTS = ("in-flight", "events")
+
+
 def requests(counter: Counter[str]) -> int:
-    return sum(n for verb, n in counter.items() if verb != "in-flight")
+    """Requests other than Events (``requests_by_verb`` counts those apart)."""
+    return sum(n for verb, n in counter.items() if verb not in NOT_REQUESTS)
 
 
 def writes(counter: Counter[str]) -> int:
@@ -230,6 +245,7 @@ class Step:
     writes: int
     commits: int = 0
     in_flight: int = 0  # the most requests in flight at once
+    events: int = 0  # requests that recorded an Event (not in ``requests``)
 
     def row(self, name: str, n: int, goal: str) -> str:
         per = self.cpu / n * 1000
@@ -240,15 +256,52 @@ class Step:
 
 
 def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
+    """One pass, timed; its requests and the Events it queued counted.
+
+    The Events a pass queued are sent in the background (``kube.events.EventQueue``),
+    some after the pass returned: the bench waits for them after the clock stopped, so
+    that each step counts its own Events and none lands in the next step's requests.
+    """
+    daemon.flush_events()
     requests_by_verb(url)
     cpu, wall = time.process_time(), time.perf_counter()
     outcome = daemon.run_pass()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     if outcome.error:
         sys.exit(f"bench: pass failed: {outcome.error}")
+    daemon.flush_events(EVENTS_FLUSH)
     verbs = requests_by_verb(url)
-    step = Step(wall, cpu, requests(verbs), writes(verbs), len(outcome.commits), verbs["in-flight"])
+    step = Step(
+        wall,
+        cpu,
+        requests(verbs),
+        writes(verbs),
+        len(outcome.commits),
+        verbs["in-flight"],
+        verbs["events"],
+    )
     return outcome, step
+
+
+EVENTS_FLUSH = 600.0  # seconds the bench waits for a pass's Events (10,000 at most)
+
+
+@contextmanager
+def busy(count: int) -> Iterator[None]:
+    """``count`` CPU-bound processes running beside what the block measures.
+
+    The issue's machine is shared: a ratio taken on a quiet machine says little about
+    one where another job keeps a core busy. The same processes run beside both sides
+    of a ratio (the daemon's steps, then kubectl's), started and stopped here.
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(timeout=30)
 
 
 def settle(daemon: Daemon, limit: int = 200) -> int:
@@ -345,8 +398,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8) -> dict[str, Any]:
-    """Every step at ``n`` instances; printed, and returned for the summary."""
+def one_size(
+    n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8, busy_count: int = 0
+) -> dict[str, Any]:
+    """Every step at ``n`` instances; printed, and returned for the summary.
+
+    ``busy_count`` CPU-bound processes run beside the daemon's steps and beside the
+    baseline (not beside generating the catalog).
+    """
     for key, value in IDENTITY.items():
         os.environ.setdefault(key, value)
     result: dict[str, Any] = {"instances": n}
@@ -356,6 +415,7 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
         repo = create_catalog_repo(work / "template", work / "repos")
         rss0 = rss_now()
         with (
+            busy(busy_count),
             sandbox_process(work / "sandbox", *sandbox_options(latency)) as (url, kubeconfig),
             KubeClient.connect(str(kubeconfig), max_requests_in_flight=in_flight) as client,
         ):
@@ -371,6 +431,7 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             daemon.start_watching()  # as ``reconciler run`` does (kube.watchcache)
             try:
                 first_outcome, first = timed_pass(daemon, url)
+                load_at_install = os.getloadavg()[0]
                 # the manifests kubectl applies (``baseline``) go to a file now: the
                 # report is not the daemon's to hold, so it must not count in max RSS
                 path = work / "manifests.yaml"
@@ -404,8 +465,11 @@ def one_size(n: int, use_kubectl: bool, latency: float = 0.0, in_flight: int = 8
             kib_per_instance=(peak - rss0) / n,
             peak_mib=peak / 1024,
         )
-        result["baseline"] = baseline(work, path, use_kubectl, latency)
+        with busy(busy_count):
+            result["baseline"] = baseline(work, path, use_kubectl, latency)
         result["latency"] = latency
+        result["busy"] = busy_count
+        result["load"] = (load_at_install, os.getloadavg()[0])
     return result
 
 
@@ -466,6 +530,17 @@ def print_size(r: dict[str, Any]) -> None:
         )
     latency = f", each answered after {r['latency'] * 1000:g} ms" if r.get("latency") else ""
     print(f"  (first pass: at most {first.in_flight} requests in flight at once{latency})")
+    print(
+        f"  requests per installed instance: {first.requests / n:.2f} (goal <= 3.5; {tool}: "
+        f"{b_first.requests / n:.2f}); Events apart: {first.events:,} requests "
+        f"({first.events / n:.2f} per instance), sent in the background"
+    )
+    if "load" in r:
+        at_install, at_baseline = r["load"]
+        print(
+            f"  load average (1 min): {at_install:.2f} after the install, {at_baseline:.2f} "
+            f"after {tool}; {r['busy']} CPU-bound processes beside both (--busy)"
+        )
 
 
 def print_summary(results: list[dict[str, Any]]) -> None:
@@ -499,17 +574,35 @@ def main() -> None:
         metavar="N",
         help="the daemon's request budget (default 8, as `reconciler run`; 1: serial)",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N CPU-bound processes beside both the daemon and the baseline "
+        "(default 0), as on a machine that other work keeps busy",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child run: one size
     args = parser.parse_args()
+    if args.busy < 0:
+        parser.error("--busy must be 0 or more")
     if args.one:
         budget = args.max_requests_in_flight
-        print(json.dumps(one_size(args.one, not args.no_kubectl, args.request_latency, budget)))
+        use_kubectl = not args.no_kubectl
+        result = one_size(args.one, use_kubectl, args.request_latency, budget, args.busy)
+        print(json.dumps(result))
         return
+    print(
+        f"scale: sizes {args.sizes}, {args.request_latency * 1000:g} ms per request, "
+        f"{args.max_requests_in_flight} requests in flight, {args.busy} CPU-bound processes "
+        f"beside both sides (--busy), load average {os.getloadavg()[0]:.2f} at the start"
+    )
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         argv = [sys.executable, __file__, "--one", str(n)]
         argv += ["--request-latency", str(args.request_latency)]
         argv += ["--max-requests-in-flight", str(args.max_requests_in_flight)]
+        argv += ["--busy", str(args.busy)]
         done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])])
         results.append(json.loads(done.splitlines()[-1]))
         print_size(results[-1])

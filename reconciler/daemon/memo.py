@@ -275,6 +275,8 @@ class PassMemo:
         """An instance reused this pass, with the record the pass returned for it."""
         entry = self._entries.get(name)
         if entry is not None:
+            if entry.final is final:
+                return  # a no-op pass hands back the very record: nothing to copy
             if final.phase is Phase.READY:
                 self._entries[name] = replace(entry, final=final)
             else:
@@ -289,5 +291,8 @@ class PassMemo:
             del self._entries[name]
 
     def reuse_status(self, reused: Reused, commit: str) -> InstanceStatus:
-        """The record as the full path would build it now: only the commit seen differs."""
+        """The record as the full path would build it now: only the commit seen differs
+        (a pass at the same commit gets the record itself, not a copy per instance)."""
+        if reused.built.source_commit == commit:
+            return reused.built
         return replace(reused.built, source_commit=commit)

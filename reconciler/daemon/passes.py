@@ -465,11 +465,14 @@ def check_health(
     deadline = time.monotonic() + grace
     reports: list[HealthReport | None] = []
     polled: dict[int, list[ObjectRef]] = {}  # index in ``reports`` -> objects to read
+    skip, gated = skip or set(), gated or set()
     for plan, result in zip(plans, results, strict=True):
-        waits = plan.name in (gated or set())
+        if plan.name in skip:  # a rollout verifies its own batches; a reused one was seen
+            reports.append(None)
+            continue
+        waits = plan.name in gated
         skipped = not waits and all(e.action is Action.SKIPPED for e in result.changes.entries)
-        rolling = plan.name in (skip or set())  # a rollout verifies its own batches
-        if plan.instance.suspend or not plan.ok or not result.ok or skipped or rolling:
+        if plan.instance.suspend or not plan.ok or not result.ok or skipped:
             reports.append(None)
             continue
         inventory = live.inventory(plan.name) if waits else None

@@ -149,12 +149,14 @@ def _one_owner_per_object(
     becomes ``CatalogInvalid`` naming the object and the other instance.
     """
     keys = keys or {}
-    owners: dict[ObjectKey, list[str]] = {}
+    first: dict[ObjectKey, str] = {}  # each object's first owner: no list per object
+    shared: dict[ObjectKey, list[str]] = {}  # objects of more than one instance
     for plan in plans:
         of_plan = keys.get(plan.name)
         for key in of_plan if of_plan is not None else keys_of(plan.objects):
-            owners.setdefault(key, []).append(plan.name)
-    shared = {key: names for key, names in owners.items() if len(set(names)) > 1}
+            owner = first.setdefault(key, plan.name)
+            if owner != plan.name:
+                shared.setdefault(key, [owner]).append(plan.name)
     if not shared:
         return plans
     out = []

@@ -130,7 +130,13 @@ def keys_of(objects: Sequence[JsonObject]) -> list[ObjectKey]:
 
 def ref_key(ref: ObjectRef) -> ObjectKey:
     """``render.object_key`` of the object ``ref`` names, made of ``ref``'s strings."""
-    return (sys.intern(ref.group), ref.kind, ref.namespace, ref.name)
+    group = _GROUPS.get(ref.api_version)
+    if group is None:  # a pass asks for every object of every settled instance
+        group = _GROUPS[ref.api_version] = sys.intern(ref.group)
+    return (group, ref.kind, ref.namespace, ref.name)
+
+
+_GROUPS: dict[str, str] = {}  # API version -> its group, interned (a few of them)
 
 
 def _ref(obj: JsonObject) -> ObjectRef:

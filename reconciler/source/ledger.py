@@ -119,6 +119,10 @@ class StatusLedger:
         # record: the same status against the same record is unchanged again, so a
         # no-op pass compares two values per instance instead of preparing a record
         self._settled: dict[str, tuple[InstanceStatus, InstanceStatus]] = {}
+        # the ``instances/`` tree of the last commit read, and that commit: a commit never
+        # changes, and a pass that records nothing reads the same one as the pass before
+        # (parsing a tree of 10,000 entries was a tenth of a no-op pass)
+        self._entries: tuple[str | None, objects.Entries] = (None, {})
 
     @property
     def display(self) -> str:
@@ -288,6 +292,7 @@ class StatusLedger:
         self, statuses: Iterable[InstanceStatus], source_commit: str | None
     ) -> dict[str, list[InstanceStatus]]:
         wanted: dict[str, list[InstanceStatus]] = {}
+        secrets = self.access.secrets()
         for status in statuses:
             _checked_name(status.instance)
             if status.cluster != self.cluster:
@@ -297,12 +302,11 @@ class StatusLedger:
                 )
             if source_commit and not status.source_commit:
                 status = replace(status, source_commit=source_commit)
-            wanted.setdefault(status.instance, []).append(self._redacted(status))
+            wanted.setdefault(status.instance, []).append(self._redacted(status, secrets))
         return wanted
 
-    def _redacted(self, status: InstanceStatus) -> InstanceStatus:
+    def _redacted(self, status: InstanceStatus, secrets: tuple[str, ...]) -> InstanceStatus:
         """Messages come from errors that may quote a URL: never record a credential."""
-        secrets = self.access.secrets()
         message = redact_text(status.message, secrets)
         conditions = tuple(
             c
@@ -315,11 +319,17 @@ class StatusLedger:
         return replace(status, message=message, conditions=conditions)
 
     def _instance_entries(self, commit: str | None) -> objects.Entries:
+        """The ``instances/`` tree of ``commit``, by file name (read only: it is shared)."""
+        if commit is not None and self._entries[0] == commit:
+            return self._entries[1]
         root = objects.read_tree(self._store.repo, objects.root_tree_of(self._store.repo, commit))
         sub = root.get(INSTANCES_DIR)
         if sub is None or sub[1] != objects.TREE_MODE:
-            return {}
-        return objects.read_tree(self._store.repo, sub[0])
+            entries: objects.Entries = {}
+        else:
+            entries = objects.read_tree(self._store.repo, sub[0])
+        self._entries = (commit, entries)
+        return entries
 
     def _build(
         self,

@@ -40,8 +40,11 @@ def _mask_userinfo(match: re.Match[str]) -> str:
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every URL redacted and every known secret value masked."""
+    masked = {s for s in secrets if len(s) >= 4}
+    if "://" not in text and not any(s in text for s in masked):
+        return text  # no URL and no secret: the status ledger asks for every record
     out = redact_url(text)
-    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+    for secret in sorted(masked, key=len, reverse=True):
         out = out.replace(secret, MASK)
     return out
 

@@ -23,6 +23,7 @@ from reconciler.kube.live import (
     version_of,
 )
 from reconciler.kube.prune import write_inventory
+from reconciler.kube.watchcache import WatchCache
 from reconciler.model.changeset import ObjectRef
 from tests.kube.conftest import Backend, configmap, edit_like_kubectl, string_ids
 
@@ -179,6 +180,41 @@ def test_the_view_lists_in_pages_of_its_own_size(
     if log is not None:
         lists = [e for e in log if e.verb == "list"]
         assert len(lists) == 2 and all("limit=2" in e.query for e in lists)
+
+
+def _pages_listed(backend: Backend, ns: str, live: LiveState) -> list[str] | None:
+    """The queries of the ConfigMap lists ``live`` sends to read three objects (None on
+    a real cluster, which keeps no request log)."""
+    backend.reset_log()
+    for name in ("a", "b", "c"):
+        got = live.get(ObjectRef("v1", "ConfigMap", ns, name))
+        assert got is not None and got["metadata"]["name"] == name
+    log = backend.log()
+    return None if log is None else [e.query for e in log if e.verb == "list"]
+
+
+def test_a_pass_without_the_watch_cache_lists_a_kind_in_pages_of_its_own_size(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --once`` and the CLI's commands list every kind on every pass: their pages are
+    ``ONE_SHOT_PAGE`` objects (a no-op lists a kind of a few thousand objects once), the
+    watch cache's stay ``PACKED_PAGE`` (it lists a kind once, then watches it). A real
+    API server answers ``limit`` with at most that many items and a ``continue`` token
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks)."""
+    ns = backend.namespace("one-shot")
+    backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in ("a", "b", "c"):
+        backend.client.apply(configmap(name, ns, "one-shot"))
+    monkeypatch.setattr(live_module, "PACKED_PAGE", 1)
+    monkeypatch.setattr(live_module, "ONE_SHOT_PAGE", 2)
+    one_shot = _pages_listed(backend, ns, LiveState(backend.client, backend.cluster))
+    with WatchCache(backend.client) as cache:
+        watched = _pages_listed(
+            backend, ns, LiveState(backend.client, backend.cluster, cache=cache)
+        )
+    if one_shot is not None and watched is not None:
+        assert one_shot and all("limit=2" in q for q in one_shot)
+        assert len(watched) > len(one_shot) and all("limit=1" in q for q in watched)
 
 
 def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: Backend) -> None:

@@ -96,3 +96,29 @@ def test_one_object_rendered_by_two_instances(
         "clusters/prod/instances/api.yaml",
         "clusters/prod/instances/web.yaml",
     }
+
+
+def test_one_object_rendered_by_three_instances_names_the_other_two_to_each(
+    tmp_path: Path,
+) -> None:
+    """Each owner of a shared object is refused and names every other owner, once each."""
+    shared = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: web\n"
+    third = (
+        "apiVersion: reconciler/v1\nkind: Instance\nname: cron\napp: podinfo\n"
+        "channel: stable\nnamespace: cron\n"
+    )
+    root = write_catalog(
+        tmp_path,
+        {
+            "apps/podinfo/versions/6.5.0/manifests/shared.yaml": shared,
+            "apps/podinfo/versions/6.6.0/manifests/shared.yaml": shared,
+            "clusters/prod/cluster.yaml": None,
+            "clusters/prod/instances/cron.yaml": third,
+        },
+    )
+    plans = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}
+    assert {name: plan.reason for name, plan in plans.items()} == dict.fromkeys(
+        ("api", "cron", "web"), "CatalogInvalid"
+    )
+    assert "also rendered by instance api and cron;" in (plans["web"].message or "")
+    assert "also rendered by instance api and web;" in (plans["cron"].message or "")

@@ -32,6 +32,17 @@ def test_redact_text_masks_known_secrets() -> None:
     assert redact_text("token abcdef leaked", ["abcdef", "ab"]) == "token *** leaked"
 
 
+def test_redact_text_leaves_text_without_url_or_secret_as_it_is_and_masks_the_rest() -> None:
+    """The status ledger redacts every record of every pass: text with neither a URL nor
+    a known secret comes back as it is; a URL alone, a secret alone, or both are still
+    masked (the shortcut must not skip either)."""
+    text = "web 1.0.0: Ready (3 objects)"
+    assert redact_text(text, ["abcdef"]) is text
+    assert redact_text("fetch https://u:pw@h/x failed", []) == "fetch https://u:***@h/x failed"
+    assert redact_text("token abcdef, no url", ["abcdef"]) == "token ***, no url"
+    assert redact_text("https://abcdef@h/x abcdef", ["abcdef"]) == "https://***@h/x ***"
+
+
 def test_split_credentials_moves_them_out_of_the_url() -> None:
     assert split_credentials("https://u:p%40ss@h/x") == ("https://h/x", "u", "p@ss")
     assert split_credentials("https://tok@h/x") == ("https://h/x", None, "tok")
