@@ -79,11 +79,14 @@ $(PROMETHEUS_BINARY):
 		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
 
 # The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
-# the daemon's rollouts and migrations, migration checks), serially, each in namespaces
-# of its own. RECONCILER_TEST_KUBECONFIG=~/.kube/config make test-real
+# the daemon's rollouts and migrations, migration checks), each under a cluster name and
+# in namespaces of its own (tests/lanes.py), so they run side by side: most of a scenario
+# is waiting on the cluster's controllers, so more workers than CPUs still pay.
+# RECONCILER_TEST_KUBECONFIG=~/.kube/config make test-real [REAL_WORKERS="-n 2"]
+REAL_WORKERS ?= -n 4
 test-real: install
 	@test -n "$$RECONCILER_TEST_KUBECONFIG" || { echo "set RECONCILER_TEST_KUBECONFIG to a cluster's kubeconfig (e.g. kind's ~/.kube/config)" >&2; exit 2; }
-	$(BIN)/pytest -m real_cluster -p no:randomly
+	$(BIN)/pytest -m real_cluster -p no:randomly $(REAL_WORKERS)
 
 # The same lane against a standalone sandbox in another process, as a stand-in for kind:
 # a missing image tag fails there as ImagePullBackOff does on a real node. The sandbox

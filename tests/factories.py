@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 from reconciler.source.scaffold import CatalogRepo, create_catalog_repo
-from tests.lanes import suffix_namespaces
+from tests.lanes import suffix_namespaces, suffix_path
 
 BASE_FILES: dict[str, str] = {
     "apps/podinfo/app.yaml": """\
@@ -146,14 +146,15 @@ def write_catalog(
 
     A ``str`` value replaces a file (dedented), ``bytes`` is written raw, and
     ``None`` deletes the file from the baseline. ``suffix`` ends every namespace
-    the catalog names (a test's own namespaces on a shared real cluster).
+    and cluster name of the catalog (a test's own on a shared real cluster:
+    ``clusters/prod/`` is written as ``clusters/prod<suffix>/``).
     """
     files: dict[str, str | bytes | None] = {k: v for k, v in BASE_FILES.items()}
     files.update(overrides or {})
     for rel, content in files.items():
         if content is None:
             continue
-        path = root / rel
+        path = root / suffix_path(rel, suffix)
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             path.write_bytes(content)

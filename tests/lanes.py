@@ -4,9 +4,11 @@ A scenario that takes a lane-parametrized fixture runs against a fresh sandbox a
 with ``RECONCILER_TEST_KUBECONFIG`` set, against that cluster as ``pytest -m
 real_cluster`` (``make test-real``). What a real cluster needs of a test:
 
-- unique namespaces (the catalog's namespaces get a per-test suffix, see
-  :func:`suffix_namespaces`) and cleanup after, waiting until they are gone: a
-  namespace is deleted asynchronously (it stays ``Terminating`` while its objects
+- unique namespaces and cluster names (the catalog's namespaces and cluster get a
+  per-test suffix, see :func:`suffix_namespaces` and :func:`suffix_path`), so the
+  scenarios can run side by side on one cluster (``pytest -n``);
+- cleanup after, waiting until the namespaces are gone: a namespace is deleted
+  asynchronously (it stays ``Terminating`` while its objects
   are deleted, https://kubernetes.io/docs/tasks/administer-cluster/namespaces/
   #deleting-a-namespace) and the next test must not meet its inventories;
 - no sandbox internals: what a test observes it observes over the API, with a
@@ -68,15 +70,31 @@ def new_suffix() -> str:
 
 _INSTANCE = re.compile(r"^clusters/[^/]+/instances/[^/]+\.ya?ml$")
 _CLUSTER = re.compile(r"^clusters/[^/]+/cluster\.ya?ml$")
+_CLUSTER_DIR = re.compile(r"^clusters/([^/]+)/")
 _NAMESPACE_LINE = re.compile(r"^(namespace:[ \t]*)([\"']?)([^\"'\s#]+)([\"']?)", re.MULTILINE)
 
 
-def suffix_namespaces(rel: str, text: str, suffix: str) -> str:
-    """``text`` of catalog file ``rel`` with every namespace it names ending in ``suffix``.
+def suffix_path(rel: str, suffix: str) -> str:
+    """Catalog path ``rel`` with its cluster's directory ending in ``suffix``.
 
-    An instance file's ``namespace:`` and a cluster file's ``allowedNamespaces``
-    (globs too: ``team-*`` becomes ``team-*-abc123``, which still matches
-    ``team-api-abc123``); other files are returned as they are.
+    ``clusters/prod/instances/web.yaml`` becomes ``clusters/prod-abc123/instances/web.yaml``:
+    each test on a shared cluster reconciles a cluster name of its own, so one test's
+    inventories (found cluster-wide by the cluster's name) are never another's, which
+    would count them as instances removed from its catalog and prune them. Scenarios
+    then run side by side (``pytest -n``) against one cluster.
+    """
+    if not suffix:
+        return rel
+    return _CLUSTER_DIR.sub(lambda m: f"clusters/{m[1]}{suffix}/", rel, count=1)
+
+
+def suffix_namespaces(rel: str, text: str, suffix: str) -> str:
+    """``text`` of catalog file ``rel`` with every name it gives ending in ``suffix``.
+
+    An instance file's ``namespace:``, and a cluster file's ``name`` (its directory's,
+    see :func:`suffix_path`) and ``allowedNamespaces`` (globs too: ``team-*`` becomes
+    ``team-*-abc123``, which still matches ``team-api-abc123``); other files are
+    returned as they are.
     """
     if not suffix:
         return text
@@ -84,8 +102,11 @@ def suffix_namespaces(rel: str, text: str, suffix: str) -> str:
         return _NAMESPACE_LINE.sub(lambda m: f"{m[1]}{m[2]}{m[3]}{suffix}{m[4]}", text, count=1)
     if _CLUSTER.match(rel):
         doc = yaml.safe_load(text)
-        if isinstance(doc, dict) and isinstance(doc.get("allowedNamespaces"), list):
-            doc["allowedNamespaces"] = [f"{ns}{suffix}" for ns in doc["allowedNamespaces"]]
+        if isinstance(doc, dict):
+            if isinstance(doc.get("name"), str):
+                doc["name"] = f"{doc['name']}{suffix}"
+            if isinstance(doc.get("allowedNamespaces"), list):
+                doc["allowedNamespaces"] = [f"{ns}{suffix}" for ns in doc["allowedNamespaces"]]
             return yaml.safe_dump(doc, sort_keys=False)
     return text
 

@@ -31,6 +31,7 @@ from tests.lanes import (
     new_suffix,
     real_kubeconfig,
     suffix_namespaces,
+    suffix_path,
 )
 
 
@@ -60,9 +61,19 @@ class World:
         """The name namespace ``base`` of the catalog has in this test's cluster."""
         return f"{base}{self.suffix}"
 
+    @property
+    def cluster(self) -> str:
+        """The catalog's cluster ``prod`` as this test names it (the daemon's ``--cluster``)."""
+        return f"prod{self.suffix}"
+
+    def path(self, rel: str) -> str:
+        """Where catalog file ``rel`` (``clusters/prod/...``) is in this test's catalog."""
+        return suffix_path(rel, self.suffix)
+
     def commit(self, rel: str, content: str, message: str = "edit") -> str:
         """Write, commit and push one file, as a person editing the catalog would."""
-        return commit_file(self.repo, rel, suffix_namespaces(rel, content, self.suffix), message)
+        text = suffix_namespaces(rel, content, self.suffix)
+        return commit_file(self.repo, self.path(rel), text, message)
 
     def new_daemon(self, **overrides: object) -> Daemon:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]
@@ -91,10 +102,13 @@ class World:
         )
 
 
-def _settings(repo: CatalogRepo, tmp_path: Path, **overrides: Any) -> DaemonSettings:
+def _settings(
+    repo: CatalogRepo, tmp_path: Path, suffix: str = "", **overrides: Any
+) -> DaemonSettings:
     values: dict[str, Any] = {
         "repo": repo.url,
-        "cluster": "prod",
+        "cluster": f"prod{suffix}",
+        "leader_namespace": f"reconciler-system{suffix}",
         "health_timeout": 10.0,
         "cache_dir": tmp_path / "cache",
         "max_look": 0.1,  # the sandbox's pods are ready in hundredths of a second
@@ -154,7 +168,7 @@ def lane_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World
     source = write_catalog(tmp_path / "template", suffix=suffix)
     repo = catalog_repo(source, tmp_path / "repos")
     with KubeClient.connect(kubeconfig) as client:
-        daemon = Daemon(_settings(repo, tmp_path), client)
+        daemon = Daemon(_settings(repo, tmp_path, suffix), client)
         world = World(repo, None, client, daemon, tmp_path / "cache", kubeconfig, suffix)
         try:
             yield world

@@ -48,6 +48,7 @@ from tests.lanes import (
     new_suffix,
     real_kubeconfig,
     suffix_namespaces,
+    suffix_path,
 )
 from tests.migrations import samples
 
@@ -265,8 +266,18 @@ class Cluster:
         """The instances' namespace (``NS`` of the catalog) in this test's cluster."""
         return f"{NS}{self.suffix}"
 
+    @property
+    def name(self) -> str:
+        """The catalog's cluster ``prod`` as this test names it (the daemon's ``--cluster``)."""
+        return f"prod{self.suffix}"
+
+    def path(self, rel: str) -> str:
+        """Where catalog file ``rel`` (``clusters/prod/...``) is in this test's catalog."""
+        return suffix_path(rel, self.suffix)
+
     def commit(self, rel: str, text: str, message: str) -> None:
-        commit_file(self.repo, rel, suffix_namespaces(rel, text, self.suffix), message)
+        text = suffix_namespaces(rel, text, self.suffix)
+        commit_file(self.repo, self.path(rel), text, message)
 
     def upgrade(self, version: str) -> PassOutcome:
         self.commit("clusters/prod/instances/books.yaml", instance(version), version)
@@ -325,7 +336,7 @@ def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
             client = stack.enter_context(KubeClient.connect(str(config)))
             settings = DaemonSettings(
                 repo=repo.url,
-                cluster="prod",
+                cluster=f"prod{suffix}",
                 health_timeout=10.0,
                 health_grace=grace,
                 cache_dir=tmp_path / name / "cache",
@@ -354,20 +365,21 @@ def test_an_upgrade_through_four_versions_runs_each_migration_exactly_once(
     cluster: Cluster = make_cluster()
     first = cluster.daemon.run_pass()
     assert first.ok, first
-    assert subjects(first) == ["prod/books: ledger 1.4.0 (Ready)"]  # 1.4.0 ships none
+    assert subjects(first) == [f"{cluster.name}/books: ledger 1.4.0 (Ready)"]  # 1.4.0 ships none
 
     step = cluster.upgrade("1.5.0")
     assert step.ok, step
     assert subjects(step) == [
-        "prod/books: migration add-index (pre, 1.5.0) succeeded in " + _took(step, "add-index"),
-        "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
+        f"{cluster.name}/books: migration add-index (pre, 1.5.0) succeeded in "
+        + _took(step, "add-index"),
+        f"{cluster.name}/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
     ]
     step = cluster.upgrade("2.0.0")
     assert step.ok, step
     assert [s.split(" in ")[0] for s in subjects(step)] == [
-        "prod/books: migration split-totals (pre, 2.0.0) succeeded",
-        "prod/books: upgraded ledger 1.5.0 -> 2.0.0 (Ready)",
-        "prod/books: migration backfill (post, 2.0.0) succeeded",
+        f"{cluster.name}/books: migration split-totals (pre, 2.0.0) succeeded",
+        f"{cluster.name}/books: upgraded ledger 1.5.0 -> 2.0.0 (Ready)",
+        f"{cluster.name}/books: migration backfill (post, 2.0.0) succeeded",
     ]
     step = cluster.upgrade("2.0.1")
     assert step.ok, step
@@ -434,7 +446,7 @@ def test_a_cluster_already_in_shape_runs_nothing_and_records_why(
     )
     # ``reconciler migrations`` lists the ledger from Git
     capsys.readouterr()
-    argv = ["migrations", "--repo", cluster.repo.url, "--cluster", "prod", "books"]
+    argv = ["migrations", "--repo", cluster.repo.url, "--cluster", cluster.name, "books"]
     assert main([*argv, "--output", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["instance"], r["name"], r["version"], r["outcome"]) for r in rows] == [
@@ -468,7 +480,9 @@ def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
     assert (
         cluster.client.get(ObjectRef("batch/v1", "Job", cluster.ns, "books-add-index")) is not None
     )
-    assert subjects(step)[0].startswith("prod/books: migration add-index (pre, 1.5.0) failed")
+    assert subjects(step)[0].startswith(
+        f"{cluster.name}/books: migration add-index (pre, 1.5.0) failed"
+    )
     assert len(subjects(step)) == 1  # the failure is the run's commit; nothing else changed
     trailers = cluster.daemon.ledger.history("books")[0]
     assert trailers.phase == "Stalled"
@@ -500,7 +514,7 @@ def test_removing_an_instance_undoes_each_migration_from_the_version_that_applie
     for version in ("1.5.0", "2.0.0", "2.0.1"):
         assert cluster.upgrade(version).ok
     before = len(cluster.jobs_created())
-    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    remove_file(cluster.repo, cluster.path("clusters/prod/instances/books.yaml"), "remove books")
     gone = cluster.daemon.run_pass()
     assert gone.ok, gone
     # uninstall migrations first, then the undo of each applied one, newest first,
@@ -515,14 +529,16 @@ def test_removing_an_instance_undoes_each_migration_from_the_version_that_applie
     status = cluster.daemon.ledger.read().get("books")
     assert status is None or status.phase is Phase.REMOVED
     removed = [c.subject for c in gone.commits if c.instance == "books"]
-    assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
+    assert removed[0].startswith(
+        f"{cluster.name}/books: migration release (uninstall, 2.0.1) succeeded"
+    )
     assert [s.split(" succeeded")[0] for s in removed[1:5]] == [
-        "prod/books: migration drop-legacy (undo, 2.0.1)",
-        "prod/books: migration backfill (undo, 2.0.0)",
-        "prod/books: migration split-totals (undo, 2.0.0)",
-        "prod/books: migration add-index (undo, 1.5.0)",
+        f"{cluster.name}/books: migration drop-legacy (undo, 2.0.1)",
+        f"{cluster.name}/books: migration backfill (undo, 2.0.0)",
+        f"{cluster.name}/books: migration split-totals (undo, 2.0.0)",
+        f"{cluster.name}/books: migration add-index (undo, 1.5.0)",
     ]
-    assert removed[-1].startswith("prod/books: removed (")
+    assert removed[-1].startswith(f"{cluster.name}/books: removed (")
     # pruned, and the ledger went with it: a new install starts afresh
     assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is None
     ledger = ObjectRef("v1", "ConfigMap", cluster.ns, "reconciler-migrations-books")
@@ -533,7 +549,7 @@ def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluste
     cluster: Cluster = make_cluster(release=True)
     cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
     assert cluster.upgrade("2.0.1").ok  # a fresh install of 2.0.1, already in shape
-    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    remove_file(cluster.repo, cluster.path("clusters/prod/instances/books.yaml"), "remove books")
     stuck = cluster.daemon.run_pass()
     status = next(s for s in stuck.report.statuses if s.instance == "books")  # type: ignore[union-attr]
     assert (status.phase, status.reason) == (Phase.FAILED, "MigrationFailed")
@@ -626,7 +642,9 @@ def test_post_migrations_a_version_gained_later_run_once_the_instance_is_healthy
     commit_file(cluster.repo, "apps/ledger/versions/2.0.0/version.yaml", full, "backfill")
     later = cluster.daemon.run_pass()
     assert later.ok, later
-    assert subjects(later)[0].startswith("prod/books: migration backfill (post, 2.0.0) succeeded")
+    assert subjects(later)[0].startswith(
+        f"{cluster.name}/books: migration backfill (post, 2.0.0) succeeded"
+    )
     assert cluster.jobs_created().count("books-backfill") == 1
     assert subjects(cluster.daemon.run_pass()) == []  # settled: never again
 
@@ -683,12 +701,16 @@ def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
     first = cluster.upgrade("1.5.0")
     books, cards = statuses_of(first)["books"], statuses_of(first)["cards"]
     assert (cards.phase, cards.version) == (Phase.READY, "1.4.1")  # not held by books's Job
-    assert subjects(first, "cards") == ["prod/cards: upgraded ledger 1.4.0 -> 1.4.1 (Ready)"]
+    assert subjects(first, "cards") == [
+        f"{cluster.name}/cards: upgraded ledger 1.4.0 -> 1.4.1 (Ready)"
+    ]
     assert (books.phase, books.reason, books.version) == (Phase.PROGRESSING, "Migrating", "1.4.0")
     assert books.message.startswith(
         f"migration add-index (pre, 1.5.0) is running: Job/{cluster.ns}/books-add-index"
     )
-    assert subjects(first) == ["prod/books: moving ledger 1.4.0 -> 1.5.0 (Progressing: Migrating)"]
+    assert subjects(first) == [
+        f"{cluster.name}/books: moving ledger 1.4.0 -> 1.5.0 (Progressing: Migrating)"
+    ]
     assert cluster.records() == ()  # nothing recorded for a run that has not ended
     config = cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config"))
     assert config is not None and config["data"]["version"] == "1.4.0"  # nothing of 1.5.0
@@ -706,8 +728,9 @@ def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
     books = statuses_of(last)["books"]
     assert (books.phase, books.version) == (Phase.READY, "1.5.0")
     assert subjects(last) == [
-        "prod/books: migration add-index (pre, 1.5.0) succeeded in " + _took(last, "add-index"),
-        "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
+        f"{cluster.name}/books: migration add-index (pre, 1.5.0) succeeded in "
+        + _took(last, "add-index"),
+        f"{cluster.name}/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)",
     ]
     (record,) = cluster.records()
     assert (record.name, record.outcome, record.check_duration) == ("add-index", "succeeded", 0.0)
@@ -725,7 +748,7 @@ def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_clust
     cluster: Cluster = make_cluster(timing=RUNNING, grace=0.2)
     cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
     assert cluster.upgrade("2.0.1").ok  # installed in shape: no Job runs, nothing to undo
-    remove_file(cluster.repo, "clusters/prod/instances/books.yaml", "remove books")
+    remove_file(cluster.repo, cluster.path("clusters/prod/instances/books.yaml"), "remove books")
     first = cluster.daemon.run_pass()
     books = statuses_of(first)["books"]
     assert (books.phase, books.reason, books.version) == (
@@ -746,8 +769,10 @@ def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_clust
     assert cluster.jobs_created() == ["books-release"]
     assert statuses_of(last)["books"].phase is Phase.REMOVED
     removed = subjects(last)
-    assert removed[0].startswith("prod/books: migration release (uninstall, 2.0.1) succeeded")
-    assert removed[-1].startswith("prod/books: removed (")
+    assert removed[0].startswith(
+        f"{cluster.name}/books: migration release (uninstall, 2.0.1) succeeded"
+    )
+    assert removed[-1].startswith(f"{cluster.name}/books: removed (")
     assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is None
 
 
@@ -798,9 +823,9 @@ def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
         ("add-index", "notNeeded"),
     ]
     assert subjects(last)[0].startswith(
-        "prod/books: migration register-schemas (pre, 1.5.0) succeeded in "
+        f"{cluster.name}/books: migration register-schemas (pre, 1.5.0) succeeded in "
     )
-    assert subjects(last)[-1] == "prod/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
+    assert subjects(last)[-1] == f"{cluster.name}/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
 
 
 def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
@@ -818,7 +843,7 @@ def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
         f"migration backfill (post, 2.0.0) is running: Job/{cluster.ns}/books-backfill"
     )
     assert subjects(first)[-1] == (
-        "prod/books: upgraded ledger 1.5.0 -> 2.0.0 (Progressing: Migrating)"
+        f"{cluster.name}/books: upgraded ledger 1.5.0 -> 2.0.0 (Progressing: Migrating)"
     )
     assert "backfill" not in [name for name, *_ in cluster.ledger()]
 
@@ -830,7 +855,7 @@ def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
     assert cluster.jobs_created() == ["books-backfill"]
     assert statuses_of(last)["books"].phase is Phase.READY
     assert [s.split(" in ")[0] for s in subjects(last)] == [
-        "prod/books: migration backfill (post, 2.0.0) succeeded"
+        f"{cluster.name}/books: migration backfill (post, 2.0.0) succeeded"
     ]
     assert cluster.ledger()[-1] == ("backfill", "post", "2.0.0", "succeeded")
 

@@ -27,6 +27,7 @@ from tests.lanes import (
     new_suffix,
     real_kubeconfig,
     suffix_namespaces,
+    suffix_path,
 )
 
 
@@ -45,9 +46,14 @@ class Target:
     def catalog(self, root: Path, files: dict[str, str | bytes | None]) -> Path:
         return write_catalog(root, files, suffix=self.suffix)
 
+    @property
+    def cluster(self) -> str:
+        """The catalog's cluster ``prod`` as this test names it (``--cluster``)."""
+        return f"prod{self.suffix}"
+
     def write(self, path: Path, rel: str, text: str) -> None:
-        """Write catalog file ``rel`` under ``path`` with this test's namespaces."""
-        (path / rel).write_text(suffix_namespaces(rel, text, self.suffix))
+        """Write catalog file ``rel`` under ``path`` with this test's names."""
+        (path / suffix_path(rel, self.suffix)).write_text(suffix_namespaces(rel, text, self.suffix))
 
     def jobs(self) -> JobLog:
         log = JobLog(self.client, self.kubeconfig, self.ns())
@@ -81,7 +87,9 @@ class Apply:
     def __call__(self) -> tuple[int, str, str]:
         self.capsys.readouterr()
         kubeconfig = str(self.target.kubeconfig)
-        code = main(["apply", str(self.root), "--cluster", "prod", "--kubeconfig", kubeconfig])
+        code = main(
+            ["apply", str(self.root), "--cluster", self.target.cluster, "--kubeconfig", kubeconfig]
+        )
         out, err = self.capsys.readouterr()
         return code, out, err
 
@@ -98,7 +106,8 @@ def test_apply_runs_migrations_once_and_an_unregistered_one_fails_alone(
     """``reconciler apply`` runs the hooks too, and prints each run under its instance."""
     files = {**ledger_files(), "clusters/prod/instances/books.yaml": instance("1.5.0")}
     catalog = target.catalog(tmp_path / "catalog", files)
-    argv = ["apply", str(catalog), "--cluster", "prod", "--kubeconfig", str(target.kubeconfig)]
+    argv = ["apply", str(catalog), "--cluster", target.cluster]
+    argv += ["--kubeconfig", str(target.kubeconfig)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "books:\n  migration add-index (pre, 1.5.0) succeeded in " in out
@@ -211,7 +220,7 @@ def test_an_uninstall_needs_every_version_its_ledger_names(
     files = {**ledger_files(), "clusters/prod/instances/books.yaml": instance("1.5.0")}
     apply = Apply(target.catalog(tmp_path / "catalog", files), target, capsys)
     assert apply()[0] == 0  # add-index ran: the ledger says 1.5.0 applied it
-    (apply.root / "clusters/prod/instances/books.yaml").unlink()
+    (apply.root / suffix_path("clusters/prod/instances/books.yaml", target.suffix)).unlink()
     shutil.rmtree(apply.root / "apps/ledger/versions/1.5.0")
     code, out, err = apply()
     assert code == 1 and "books: failed (MigrationFailed)" in out

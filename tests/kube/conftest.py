@@ -89,8 +89,13 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     with client:
         try:
             yield be
-        finally:  # best effort on a shared cluster, and gone before the next test
-            delete_namespaces(client, be.created_namespaces)
+        finally:
+            # best effort on a shared cluster, and gone before the next test; through a
+            # client of its own: the test's may still carry a monkeypatched method (the
+            # autouse Git fixture's monkeypatch is undone only after this teardown), and a
+            # patched ``delete`` left the namespaces in place for the whole 120 s wait
+            with KubeClient.connect(path) as cleaner:
+                delete_namespaces(cleaner, be.created_namespaces)
 
 
 MANAGED = "app.kubernetes.io/managed-by"

@@ -101,21 +101,32 @@ def test_channel_move_rolls_in_batches_with_one_commit_per_step(world: World) ->
     assert _image(world, _deploy(world)).endswith(":6.6.0")
     assert world.client.get(_copy(world)) is None  # no helper left
     metrics = world.daemon.metrics.render().decode()
-    assert 'reconciler_rollouts_total{cluster="prod",result="rolloutSucceed"} 1.0' in metrics
-    assert 'reconciler_rollout_batch_duration_seconds_count{cluster="prod"} 3.0' in metrics
-    assert 'reconciler_instance_rollout_batch{cluster="prod",instance="web"} 0.0' in metrics
+    assert (
+        f'reconciler_rollouts_total{{cluster="{world.cluster}",result="rolloutSucceed"}} 1.0'
+        in metrics
+    )
+    assert (
+        f'reconciler_rollout_batch_duration_seconds_count{{cluster="{world.cluster}"}} 3.0'
+        in metrics
+    )
+    assert (
+        f'reconciler_instance_rollout_batch{{cluster="{world.cluster}",instance="web"}} 0.0'
+        in metrics
+    )
     world.daemon.flush_events()
     events = world.client.list("v1", "Event", namespace=world.ns("web"))
     reasons = {e["reason"] for e in events if e["reason"].startswith("Rollout")}
     assert {"RolloutStarted", "RolloutBatch", "RolloutSucceeded"} <= reasons
-    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
-    rollout = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
+    subjects = [
+        line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, f"status/{world.cluster}")
+    ]
+    rollout = [s for s in reversed(subjects) if s.startswith(f"{world.cluster}/web: rollout")]
     assert rollout == [
-        "prod/web: rollout podinfo 6.5.0 -> 6.6.0: started, 3 batches",
-        "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 1/3 ready (1/5 replicas)",
-        "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)",
-        "prod/web: rollout podinfo 6.5.0 -> 6.6.0: batch 3/3 ready (5/5 replicas)",
-        "prod/web: rollout podinfo 6.5.0 -> 6.6.0: succeeded (5/5 replicas)",
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: started, 3 batches",
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: batch 1/3 ready (1/5 replicas)",
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: batch 2/3 ready (3/5 replicas)",
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: batch 3/3 ready (5/5 replicas)",
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: succeeded (5/5 replicas)",
     ]
 
 
@@ -166,7 +177,7 @@ def test_partition_waits_for_a_promotion_commit(world: World) -> None:
 def _promote(world: World, target: str, *, approve_all: bool = False) -> None:
     change_gate(
         world.repo.work,
-        "prod",
+        world.cluster,
         "web",
         "promote",
         batches=3,
@@ -216,7 +227,7 @@ def test_the_gate_rearms_two_releases_in_a_row_each_stop_at_the_partition(
     _promote(world, "6.6.0", approve_all=True)
     done = _web(settle(world.daemon)[-1])
     assert done.phase is Phase.READY and done.version == "6.6.0"
-    text = (world.repo.work / "clusters/prod/instances/web.yaml").read_text()
+    text = (world.repo.work / world.path("clusters/prod/instances/web.yaml")).read_text()
     assert "  partition: 1\n" in text and "promoted: {to: 6.6.0, through: 3}" in text
 
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.7.0"), "release 6.7.0")
@@ -281,7 +292,7 @@ def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -
     web = _web(outcome)
     assert web.phase is Phase.READY and web.version == "6.5.0", web
     assert _pod_versions(world) == {"6.5.0"}
-    subjects = log_oneline(world.repo.remote, "status/prod")
+    subjects = log_oneline(world.repo.remote, f"status/{world.cluster}")
     assert any("rolled back" in line and "desired version reverted" in line for line in subjects)
 
 
@@ -347,8 +358,10 @@ def test_a_restarted_daemon_continues_without_duplicating_or_rolling_back(world:
     assert _web(outcomes[0]).rollout is not None
     assert _web(outcomes[0]).rollout.replicas.updated >= updated  # type: ignore[union-attr]
     assert _web(outcomes[-1]).phase is Phase.READY
-    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
-    steps = [s for s in subjects if s.startswith("prod/web: rollout")]
+    subjects = [
+        line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, f"status/{world.cluster}")
+    ]
+    steps = [s for s in subjects if s.startswith(f"{world.cluster}/web: rollout")]
     assert len(steps) == len(set(steps)) == 5  # started, 3 batches, succeeded: once each
 
 
@@ -358,11 +371,11 @@ def test_after_success_the_cluster_is_the_plain_render(world: World) -> None:
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     settle(world.daemon)
     catalog = load_catalog(world.repo.work)
-    entry = catalog.clusters["prod"]
-    live = LiveState(world.client, "prod", entry.namespaces)
-    plans = plan_cluster(catalog, "prod", live.deployed_versions(entry.instances))
+    entry = catalog.clusters[world.cluster]
+    live = LiveState(world.client, world.cluster, entry.namespaces)
+    plans = plan_cluster(catalog, world.cluster, live.deployed_versions(entry.instances))
     web = next(p for p in plans if p.name == "web")
-    diffs = diff_instance(world.client, instance_target("prod", web), ApplyOptions(), live)
+    diffs = diff_instance(world.client, instance_target(world.cluster, web), ApplyOptions(), live)
     assert diffs == []
     quiet = world.daemon.run_pass()
     assert quiet.commits == []
@@ -431,8 +444,10 @@ def test_a_restart_before_every_pass_still_finishes_once(world: World) -> None:
         if web.phase is not Phase.PROGRESSING:
             break
     assert web.phase is Phase.READY and web.version == "6.6.0"
-    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
-    steps = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
+    subjects = [
+        line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, f"status/{world.cluster}")
+    ]
+    steps = [s for s in reversed(subjects) if s.startswith(f"{world.cluster}/web: rollout")]
     assert [s.split(": ", 2)[2].split(" (")[0] for s in steps] == [
         "started, 3 batches",
         "batch 1/3 ready",
@@ -478,7 +493,9 @@ def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World
     outcomes = settle(world.daemon)
     assert outcomes[-1].report is not None
     statuses = {s.instance: s for s in outcomes[-1].report.statuses}
-    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
+    subjects = [
+        line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, f"status/{world.cluster}")
+    ]
     for name, namespace in names.items():
         status = statuses[name]
         assert status.version == "6.6.0" and status.rollout is not None
@@ -487,7 +504,7 @@ def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World
         assert _image(world, deploy).endswith(":6.6.0")
         copy = ObjectRef("apps/v1", "Deployment", world.ns(namespace), copy_name(name))
         assert world.client.get(copy) is None
-        steps = [s for s in reversed(subjects) if s.startswith(f"prod/{name}: rollout")]
+        steps = [s for s in reversed(subjects) if s.startswith(f"{world.cluster}/{name}: rollout")]
         assert [s.split(": ", 2)[2] for s in steps] == [
             "started, 3 batches",
             "batch 1/3 ready (1/5 replicas)",
@@ -511,12 +528,15 @@ def test_a_new_version_mid_rollout_starts_from_the_version_most_replicas_run(
     web = _web(outcomes[-1])
     assert web.rollout is not None and web.reason == "WaitingForPromotion"
     assert (web.rollout.from_version, web.rollout.to_version) == ("6.6.0", "6.7.0")
-    subjects = [line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, "status/prod")]
-    rollout = [s for s in reversed(subjects) if s.startswith("prod/web: rollout")]
-    assert "prod/web: rollout podinfo 6.5.0 -> 6.6.0: abandoned at batch 2/3 (3/5 replicas)" in (
-        rollout
+    subjects = [
+        line.split(" ", 1)[1] for line in log_oneline(world.repo.remote, f"status/{world.cluster}")
+    ]
+    rollout = [s for s in reversed(subjects) if s.startswith(f"{world.cluster}/web: rollout")]
+    assert (
+        f"{world.cluster}/web: rollout podinfo 6.5.0 -> 6.6.0: abandoned at batch 2/3 (3/5 replicas)"
+        in (rollout)
     )
-    assert "prod/web: rollout podinfo 6.6.0 -> 6.7.0: started, 3 batches" in rollout
+    assert f"{world.cluster}/web: rollout podinfo 6.6.0 -> 6.7.0: started, 3 batches" in rollout
     assert not any("6.5.0 -> 6.7.0" in s for s in rollout)
     assert "6.5.0" not in _pod_versions(world)
     assert _image(world, _deploy(world)).endswith(":6.7.0")
