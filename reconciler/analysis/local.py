@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -179,7 +179,9 @@ class Exporter:
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                with suppress(BrokenPipeError, ConnectionResetError):
+                    # a Prometheus stopped mid-scrape (a test ending): nothing to report
+                    self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 pass  # one request a second per Prometheus: not worth a line
