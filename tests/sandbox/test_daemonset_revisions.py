@@ -72,7 +72,8 @@ def test_on_delete_replaces_only_deleted_pods_from_the_current_revision() -> Non
         core.delete_namespaced_pod(victim.metadata.name, "default")
 
         def replaced() -> Any:
-            pods = pods_of(core, "app=agent")
+            # the victim lingers for its grace period: wait for its successor
+            pods = [p for p in pods_of(core, "app=agent") if p.metadata.uid != victim.metadata.uid]
             on_node = [p for p in pods if p.spec.node_name == victim.spec.node_name]
             return pods if len(pods) == 3 and on_node and ready(on_node[0]) else None
 
