@@ -2,7 +2,9 @@
 
 Served over plain HTTP on loopback by aiohttp, faithful enough for kubectl and the
 official client: discovery, CRUD, patches, server-side apply, watch, finalizers,
-garbage collection, CRDs and simulated workload controllers. Start one in-process
+garbage collection, CRDs, simulated workload controllers, the Endpoints/EndpointSlice
+and ResourceQuota controllers, admission (LimitRange, ResourceQuota, Priority:
+``admission.py``) and access reviews (``reviews.py``). Start one in-process
 with :func:`running_sandbox`; the modules are described in their docstrings
 (``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and history).
 """

@@ -12,8 +12,9 @@ container port of that name). Ready pods are ``addresses`` (slice condition
 deleted is left out of Endpoints and is ``terminating`` in its slice; pods without
 an IP or in a terminal phase are left out. Both follow pods as they come, become
 ready and go. A Service without a selector gets nothing: its Endpoints are the
-user's. The Endpoints object goes with its Service; the slices go through garbage
-collection, as their owner is gone.
+user's (but go when the Service goes, as the real controller deletes the Endpoints
+of any deleted Service). The slices go through garbage collection, as their owner
+is gone.
 
 ``controllers.py`` runs :class:`EndpointsController` for every Service change and
 for the Services a pod change concerns (:meth:`EndpointsController.affected`).
@@ -107,10 +108,11 @@ class EndpointsController:
         Service's Endpoints go at once (its slices through garbage collection)."""
         name = event.obj["metadata"]["name"]
         if event.resource == SERVICES and event.type == "DELETED":
-            if self._members.pop((event.namespace, name), None) is not None:
-                stored = self.plane.api.store.view_one(ENDPOINTS, event.namespace, name)
-                if stored is not None:
-                    self.plane.delete(ENDPOINTS, stored)
+            # any Service's, even one without a selector (the controller's syncService)
+            self._members.pop((event.namespace, name), None)
+            stored = self.plane.api.store.view_one(ENDPOINTS, event.namespace, name)
+            if stored is not None:
+                self.plane.delete(ENDPOINTS, stored)
             return []
         if event.resource != PODS:
             return []

@@ -199,3 +199,6 @@ def test_a_service_without_a_selector_keeps_the_users_endpoints() -> None:
         assert kept.subsets[0].addresses[0].ip == "192.0.2.10"
         assert kept.metadata.managed_fields[0].manager != "kube-controller-manager"
         assert not _slices(dyn, "external")
+        # the Endpoints of a deleted Service go, whoever wrote them
+        core.delete_namespaced_service("external", "default")
+        eventually(lambda: _endpoints(core, "external") is None)
