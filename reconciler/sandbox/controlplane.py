@@ -91,14 +91,24 @@ class ControlPlane:
         return self.api.store.get(resource, namespace, name)
 
     def create(
-        self, resource: Resource, namespace: str, body: dict[str, Any], manager: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        body: dict[str, Any],
+        manager: str = "",
+        *,
+        refused: Callable[[ApiError], None] | None = None,
     ) -> dict[str, Any] | None:
+        """Create ``body``; None when refused (``refused`` then hears why: admission's
+        403s are worth a controller's ``FailedCreate`` event)."""
         try:
             return self.api.create(
                 self.kind(resource), namespace, body, WriteOptions(manager or self.manager)
             )
         except ApiError as e:
             log.debug("sandbox controller: create %s refused: %s", resource, e.message)
+            if refused is not None:
+                refused(e)
             return None
 
     def update(

@@ -12,8 +12,9 @@ container port of that name). Ready pods are ``addresses`` (slice condition
 deleted is left out of Endpoints and is ``terminating`` in its slice; pods without
 an IP or in a terminal phase are left out. Both follow pods as they come, become
 ready and go. A Service without a selector gets nothing: its Endpoints are the
-user's. The Endpoints object goes with its Service; the slices go through garbage
-collection, as their owner is gone.
+user's (but go when the Service goes, as the real controller deletes the Endpoints
+of any deleted Service). The slices go through garbage collection, as their owner
+is gone.
 
 ``controllers.py`` runs :class:`EndpointsController` for every Service change and
 for the Services a pod change concerns (:meth:`EndpointsController.affected`).
@@ -49,9 +50,16 @@ def _selected(service: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(selector)
 
 
+def _labels_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(as_map(obj["metadata"].get("labels")))
+
+
+def _subset(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    return bool(labels) and all(labels.get(k) == v for k, v in selector.items())
+
+
 def _matches(selector: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    labels = as_map(pod["metadata"].get("labels"))
-    return all(labels.get(k) == v for k, v in selector.items())
+    return _subset(selector, as_map(pod["metadata"].get("labels")))
 
 
 def _container_port(pod: Mapping[str, Any], name: str, protocol: str) -> int | None:
@@ -93,50 +101,108 @@ def _labels(service: Mapping[str, Any]) -> dict[str, str]:
     return labels
 
 
+class LabelIndex:
+    """Names by ``(namespace, key, value)``: the pods carrying a label, or the Services
+    whose selector requires it, kept from store events. Matching every pod event
+    against every Service of its namespace (and every Service against every pod) cost
+    O(services x pods) per namespace; through the index a sync reads only candidates."""
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str, str, str], set[str]] = {}
+        self._labels: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def update(self, namespace: str, name: str, labels: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Record ``name``'s labels (None: gone); returns the labels it had."""
+        old = self._labels.pop((namespace, name), {})
+        for key, value in old.items():
+            names = self._names.get((namespace, key, str(value)))
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self._names[(namespace, key, str(value))]
+        if labels:
+            self._labels[(namespace, name)] = dict(labels)
+            for key, value in labels.items():
+                self._names.setdefault((namespace, key, str(value)), set()).add(name)
+        return old
+
+    def having(self, namespace: str, labels: Mapping[str, Any]) -> set[str]:
+        """The names indexed under any of ``labels``."""
+        found: set[str] = set()
+        for key, value in labels.items():
+            found |= self._names.get((namespace, key, str(value)), set())
+        return found
+
+    def fewest(self, namespace: str, labels: Mapping[str, Any]) -> set[str]:
+        """The names indexed under the rarest of ``labels`` (a superset of those under all)."""
+        sets: list[set[str]] = [
+            self._names.get((namespace, k, str(v)), set()) for k, v in labels.items()
+        ]
+        if not sets:
+            return set()
+        rarest: set[str] = min(sets, key=len)
+        return set(rarest)
+
+
 class EndpointsController:
     """Keeps the Endpoints and EndpointSlices of every Service with a selector."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
-        # (namespace, service) -> the pods last listed, so that a pod whose labels no
-        # longer match still brings its old Service back to drop it
-        self._members: dict[tuple[str, str], set[str]] = {}
+        self._pods = LabelIndex()  # pods by label
+        self._services = LabelIndex()  # Services by what their selector requires
+        for pod in plane.api.store.view(PODS, None):
+            self._pods.update(
+                pod["metadata"].get("namespace", ""), pod["metadata"]["name"], _labels_of(pod)
+            )
+        for service in plane.api.store.view(SERVICES, None):
+            meta = service["metadata"]
+            self._services.update(meta.get("namespace", ""), meta["name"], _selected(service))
 
     def affected(self, event: StoredEvent) -> list[Key]:
         """The Services to sync after ``event``: a pod's old and new ones. A deleted
         Service's Endpoints go at once (its slices through garbage collection)."""
-        name = event.obj["metadata"]["name"]
-        if event.resource == SERVICES and event.type == "DELETED":
-            if self._members.pop((event.namespace, name), None) is not None:
-                stored = self.plane.api.store.view_one(ENDPOINTS, event.namespace, name)
+        name, namespace = event.obj["metadata"]["name"], event.namespace
+        gone = event.type == "DELETED"
+        if event.resource == SERVICES:
+            self._services.update(namespace, name, None if gone else _selected(event.obj))
+            if gone:
+                # any Service's, even one without a selector (the controller's syncService)
+                stored = self.plane.api.store.view_one(ENDPOINTS, namespace, name)
                 if stored is not None:
                     self.plane.delete(ENDPOINTS, stored)
             return []
         if event.resource != PODS:
             return []
+        labels = {} if gone else _labels_of(event.obj)
+        old = self._pods.update(namespace, name, labels)
         keys: list[Key] = []
-        for service in self.plane.api.store.view(SERVICES, event.namespace):
-            svc = service["metadata"]["name"]
-            selector = _selected(service)
-            listed = name in self._members.get((event.namespace, svc), ())
-            if listed or (selector is not None and _matches(selector, event.obj)):
-                keys.append((SERVICES, event.namespace, svc))
+        candidates = self._services.having(namespace, old) | self._services.having(
+            namespace, labels
+        )
+        for svc in sorted(candidates):
+            service = self.plane.api.store.view_one(SERVICES, namespace, svc)
+            selector = _selected(service) if service is not None else None
+            if selector is not None and (_subset(selector, old) or _subset(selector, labels)):
+                keys.append((SERVICES, namespace, svc))
         return keys
 
     def reconcile(self, service: dict[str, Any]) -> float | None:
         selector = _selected(service)
         if selector is None or not alive(service):
             return None
-        meta = service["metadata"]
-        namespace = meta.get("namespace", "")
-        pods = [
-            p
-            for p in self.plane.api.store.view(PODS, namespace)
-            if _matches(selector, p)
-            and as_map(p.get("status")).get("podIP")
-            and as_map(p.get("status")).get("phase") not in ("Succeeded", "Failed")
-        ]
-        self._members[(namespace, meta["name"])] = {p["metadata"]["name"] for p in pods}
+        namespace = service["metadata"].get("namespace", "")
+        pods = []
+        for name in sorted(self._pods.fewest(namespace, selector)):
+            pod = self.plane.api.store.view_one(PODS, namespace, name)
+            status = as_map((pod or {}).get("status"))
+            if (
+                pod is not None
+                and _matches(selector, pod)
+                and status.get("podIP")
+                and status.get("phase") not in ("Succeeded", "Failed")
+            ):
+                pods.append(pod)
         publish = bool(as_map(service.get("spec")).get("publishNotReadyAddresses"))
         groups: dict[Ports, list[dict[str, Any]]] = {}
         for pod in pods:

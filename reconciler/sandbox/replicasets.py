@@ -5,6 +5,8 @@ ReplicaSet owns the pods that carry its ControllerRef, creates pods from its tem
 when there are too few, and deletes the least useful ones when there are too many:
 unscheduled before scheduled, pending before running, not ready before ready, newest
 first. A pod counts as available once it has been Ready for ``minReadySeconds``.
+A refused creation (admission: a ResourceQuota, a LimitRange) is a ``FailedCreate``
+Warning event, and the sync runs again a second later.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
-from reconciler.sandbox.events import NORMAL
+from reconciler.sandbox.events import NORMAL, WARNING
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix, replicas_of
 from reconciler.sandbox.store import Resource
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
+CREATE_RETRY = 1.0  # seconds before a sync whose pod creations were refused runs again
 
 
 def active_pods(plane: ControlPlane, owner: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,12 +76,17 @@ class ReplicaSetController:
         spec = rs.get("spec") or {}
         want = replicas_of(spec)
         pods = active_pods(self.plane, rs)
+        failures: list[ApiError] = []
         if len(pods) < want:
             for _ in range(want - len(pods)):
                 name = f"{rs['metadata']['name']}-{random_suffix()}"
                 body = pod_from_template(rs, spec.get("template") or {}, name)
-                if self.plane.create(PODS, rs["metadata"].get("namespace", ""), body):
+                namespace = rs["metadata"].get("namespace", "")
+                if self.plane.create(PODS, namespace, body, refused=failures.append):
                     self._record(rs, "SuccessfulCreate", f"Created pod: {name}")
+            for error in failures[:1]:  # one a sync, as the controller's slow start stops
+                message = f"Error creating: {error.message}"
+                self.plane.events.emit(rs, WARNING, "FailedCreate", message, self.component)
         elif len(pods) > want:
             for pod in deletion_order(pods, self.ready_since)[: len(pods) - want]:
                 self.plane.delete(PODS, pod)
@@ -85,6 +94,8 @@ class ReplicaSetController:
         pods = active_pods(self.plane, rs)
         status, wait = self._status(rs, pods)
         self.plane.write_status(self.resource, rs, status)
+        if failures:  # refused (a quota, say): try again later, as its work queue does
+            return min(wait or CREATE_RETRY, CREATE_RETRY)
         return wait
 
     def _record(self, rs: dict[str, Any], reason: str, message: str) -> None:

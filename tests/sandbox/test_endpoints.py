@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from reconciler.sandbox.endpoints import MANAGED_BY, SERVICE_NAME, SLICE_CONTROLLER
+from reconciler.sandbox.endpoints import MANAGED_BY, SERVICE_NAME, SLICE_CONTROLLER, LabelIndex
 from reconciler.sandbox.pods import FAIL_ANNOTATION
 from tests.sandbox.helpers import deployment, eventually
 from tests.sandbox.workloads import fast_sandbox
@@ -199,3 +199,21 @@ def test_a_service_without_a_selector_keeps_the_users_endpoints() -> None:
         assert kept.subsets[0].addresses[0].ip == "192.0.2.10"
         assert kept.metadata.managed_fields[0].manager != "kube-controller-manager"
         assert not _slices(dyn, "external")
+        # the Endpoints of a deleted Service go, whoever wrote them
+        core.delete_namespaced_service("external", "default")
+        eventually(lambda: _endpoints(core, "external") is None)
+
+
+def test_the_label_index_finds_candidates_and_forgets() -> None:
+    """The controller's index narrows a sync to the pods (or Services) that can match."""
+    index = LabelIndex()
+    assert index.update("ns", "a", {"app": "web", "tier": "front"}) == {}
+    index.update("ns", "b", {"app": "web"})
+    index.update("other", "c", {"app": "web"})
+    assert index.having("ns", {"tier": "front"}) == {"a"}
+    assert index.having("ns", {"app": "web", "tier": "front"}) == {"a", "b"}
+    assert index.fewest("ns", {"app": "web", "tier": "front"}) == {"a"}
+    assert index.update("ns", "a", {"app": "web"}) == {"app": "web", "tier": "front"}
+    assert index.fewest("ns", {"app": "web", "tier": "front"}) == set()
+    index.update("ns", "b", None)
+    assert index.having("ns", {"app": "web"}) == {"a"}

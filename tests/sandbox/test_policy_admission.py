@@ -181,8 +181,29 @@ def test_a_quota_refuses_a_controllers_pods_too(
     core.create_namespaced_resource_quota("default", _quota({"count/pods": "2"}, name="pods"))
     apps.create_namespaced_deployment("default", deployment("web", replicas=3))
     eventually(lambda: _status(core, "pods", {"count/pods": "2"}))
+
+    def failed_create() -> list[Any]:
+        events = core.list_namespaced_event("default", field_selector="reason=FailedCreate")
+        return list(events.items)
+
+    event = eventually(failed_create)[0]
+    assert (event.type, event.involved_object.kind, event.source.component) == (
+        "Warning",
+        "ReplicaSet",
+        "replicaset-controller",
+    )
+    assert event.message.startswith('Error creating: pods "web-')
+    assert event.message.endswith(
+        "is forbidden: exceeded quota: pods, requested: count/pods=1, used: count/pods=2, "
+        "limited: count/pods=2"
+    )
     pods = core.list_namespaced_pod("default", label_selector="app=web").items
     assert len(pods) == 2  # the third is refused, as often as the ReplicaSet tries
+    # room again: the ReplicaSet's next try creates it
+    core.patch_namespaced_resource_quota("pods", "default", {"spec": {"hard": {"count/pods": "3"}}})
+    eventually(
+        lambda: len(core.list_namespaced_pod("default", label_selector="app=web").items) == 3
+    )
 
 
 def test_a_scoped_quota_counts_only_the_pods_it_matches(

@@ -220,6 +220,9 @@ def test_access_reviews_answer_for_the_sandbox_admin(sandbox: SandboxHandle) -> 
 def test_kubectl_auth_can_i_and_get_apiservices(sandbox: SandboxHandle) -> None:
     can = kubectl(sandbox, "auth", "can-i", "create", "deployments", "-n", "default")
     assert (can.returncode, can.stdout.strip()) == (0, "yes"), can.stderr
+    rules = kubectl(sandbox, "auth", "can-i", "--list", "-n", "default")
+    assert rules.returncode == 0, rules.stderr
+    assert ["*.*", "[]", "[]", "[*]"] in [line.split() for line in rules.stdout.splitlines()]
     listed = kubectl(sandbox, "get", "apiservices")
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
