@@ -4,7 +4,9 @@ Served over plain HTTP on loopback by aiohttp, faithful enough for kubectl and t
 official client: discovery, CRUD, patches, server-side apply, watch, finalizers,
 garbage collection, CRDs and simulated workload controllers. Start one in-process
 with :func:`running_sandbox`; the modules are described in their docstrings
-(``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and history).
+(``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and the watch
+cache's per-resource history, ``workqueue.py`` the controller manager's work queue,
+run beside the requests, never inside them).
 """
 
 from __future__ import annotations
