@@ -63,6 +63,7 @@ CLUSTER = "bench"
 REPLICAS = 5
 READY_DELAY = 1.0
 MAX_LOOK = DaemonSettings.max_look
+SETTLE_PASSES = 100  # passes after the install until every instance is Ready
 SANDBOX = (
     "--controller-delay",
     "0.05",
@@ -249,7 +250,14 @@ def world(
             f"  install of {instances + gate} instances: {time.perf_counter() - started:.2f} s",
             flush=True,
         )
-        assert first.ok, first.error or "the install pass left instances not ready"
+        # each pass polls health for a grace of 2 s: on a busy machine the install's
+        # pods may still be starting when it ends; the next passes see them Ready
+        for _ in range(SETTLE_PASSES):
+            if first.ok or first.error:
+                break
+            time.sleep(0.2)
+            first = daemon.run_pass()
+        assert first.ok, first.error or "the install passes left instances not ready"
         recorder = Recorder(verbose=verbose)
         recorder.attach(daemon)
         service = Service(daemon, install_signals=False)

@@ -8,7 +8,9 @@ subresource (``disruption.py``), the Endpoints/EndpointSlice and ResourceQuota
 controllers, admission (LimitRange, ResourceQuota, Priority: ``admission.py``) and
 access reviews (``reviews.py``). Start one in-process
 with :func:`running_sandbox`; the modules are described in their docstrings
-(``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and history).
+(``server.py`` routes, ``api.py`` write rules, ``store.py`` objects and the watch
+cache's per-resource history, ``workqueue.py`` the controller manager's work queue,
+run beside the requests, never inside them).
 """
 
 from __future__ import annotations

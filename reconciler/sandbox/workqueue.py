@@ -7,10 +7,14 @@ https://kubernetes.io/docs/concepts/architecture/controller/). A request to the 
 server never waits for a controller. The sandbox keeps that shape on its one event
 loop: the store's listener hands each event to :meth:`WorkQueue.submit` and returns,
 and one worker task (:meth:`WorkQueue._work`) turns events into keys and runs the
-keys that are due, giving the loop back to the requests that came in after every
-``slice_seconds`` of work. Before, each due key ran as a timer of its own, and a
-burst of thousands of due keys (200 rollouts at once) ran back to back while every
-request waited for them all. ``controllers.py`` owns the one queue.
+keys that are due, giving the loop back to the requests that came in after each
+slice of work. Before, each due key ran as a timer of its own, and a burst of
+thousands of due keys (200 rollouts at once) ran back to back while every request
+waited for them all. The two share the process as two processes share a CPU: a
+slice lasts as long as the loop spent on requests since the last one (at least
+``slice_seconds``, at most ``MAX_SLICE``), so neither side starves the other when
+both are busy (pods still become Ready on time while a client floods the server).
+``controllers.py`` owns the one queue.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ E = TypeVar("E")
 # Work done before the worker lets requests in: small enough that a request waits
 # for the controllers no longer than a real server's answer takes (5-10 ms).
 DEFAULT_SLICE = 0.005
+MAX_SLICE = 0.05  # the longest a request waits for the controllers
 
 
 class WorkQueue(Generic[E, K]):
@@ -60,6 +65,7 @@ class WorkQueue(Generic[E, K]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._stopped = False
+        self._away = 0.0  # how long the loop served others while the worker waited
 
     def submit(self, event: E) -> None:
         """Hand ``event`` to the worker (the write that made it goes on at once).
@@ -113,8 +119,9 @@ class WorkQueue(Generic[E, K]):
     async def _work(self) -> None:
         assert self._loop is not None
         loop = self._loop
+        resumed = time.perf_counter()
         while True:
-            deadline = time.perf_counter() + self.slice_seconds
+            deadline = self._deadline(resumed)
             self._take_events()
             while self._heap and self._heap[0][0] <= loop.time():
                 when, _, key = heapq.heappop(self._heap)
@@ -126,12 +133,21 @@ class WorkQueue(Generic[E, K]):
                 if time.perf_counter() >= deadline:
                     break
             if self._events or (self._heap and self._heap[0][0] <= loop.time()):
-                await asyncio.sleep(0)  # requests first: the loop polls its sockets now
+                paused = time.perf_counter()
+                await asyncio.sleep(0)  # requests now: the loop polls its sockets
+                resumed = time.perf_counter()
+                self._away = resumed - paused
                 continue
+            self._away = 0.0
             self._wake.clear()
             timeout = self._heap[0][0] - loop.time() if self._heap else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+            resumed = time.perf_counter()
+
+    def _deadline(self, now: float) -> float:
+        """The end of the next slice: as long as the requests took meanwhile."""
+        return now + min(max(self.slice_seconds, self._away), MAX_SLICE)
 
     def _take_events(self) -> None:
         while self._events:
