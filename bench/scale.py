@@ -255,7 +255,7 @@ class Step:
         )
 
 
-def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
+def timed_pass(daemon: Daemon, url: str, name: str) -> tuple[PassOutcome, Step]:
     """One pass, timed; its requests and the Events it queued counted.
 
     The Events a pass queued are sent in the background (``kube.events.EventQueue``),
@@ -280,7 +280,19 @@ def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
         verbs["in-flight"],
         verbs["events"],
     )
+    progress(name, step)
     return outcome, step
+
+
+def progress(what: str, step: Step) -> None:
+    """A step's figures on stderr as soon as it is measured: a run cut short (``timeout``
+    at 10,000 instances on a busy machine) still tells what it finished."""
+    print(
+        f"  [{time.strftime('%H:%M:%S')}] {what}: {step.wall:.2f} s wall, {step.cpu:.2f} s CPU, "
+        f"{step.requests} requests, {step.events} Events, load {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 EVENTS_FLUSH = 600.0  # seconds the bench waits for a pass's Events (10,000 at most)
@@ -389,7 +401,9 @@ def baseline(work: Path, path: Path, use_kubectl: bool, latency: float = 0.0) ->
                     cpu = time.process_time() - before
             wall = time.perf_counter() - wall
             verbs = requests_by_verb(url)
-            out[step] = asdict(Step(wall, cpu, requests(verbs), writes(verbs)))
+            measured = Step(wall, cpu, requests(verbs), writes(verbs))
+            progress(f"{out['tool']} ({step})", measured)
+            out[step] = asdict(measured)
     return out
 
 
@@ -430,7 +444,7 @@ def one_size(
             daemon = Daemon(settings, client)
             daemon.start_watching()  # as ``reconciler run`` does (kube.watchcache)
             try:
-                first_outcome, first = timed_pass(daemon, url)
+                first_outcome, first = timed_pass(daemon, url, f"{n:,}: first pass (install)")
                 load_at_install = os.getloadavg()[0]
                 # the manifests kubectl applies (``baseline``) go to a file now: the
                 # report is not the daemon's to hold, so it must not count in max RSS
@@ -440,13 +454,13 @@ def one_size(
                 )
                 del first_outcome
                 settled = settle(daemon)
-                noop_outcome, noop = timed_pass(daemon, url)
+                noop_outcome, noop = timed_pass(daemon, url, f"{n:,}: no-op pass")
                 assert noop_outcome.report is not None
                 reused = len(noop_outcome.report.reused)
                 commit_file(repo, "README.md", "# bench catalog\n\nEdited.\n", "README only")
-                _, readme = timed_pass(daemon, url)
+                _, readme = timed_pass(daemon, url, f"{n:,}: README-only commit")
                 commit_file(repo, "apps/web/channels.yaml", CHANNELS.format(fast="1.1.0"), "fast")
-                move_outcome, move = timed_pass(daemon, url)
+                move_outcome, move = timed_pass(daemon, url, f"{n:,}: channel move")
                 assert move_outcome.report is not None
                 moved = {e.instance for e in move_outcome.report.changes.entries if e.changed}
                 settle(daemon)
