@@ -100,8 +100,21 @@ instances 1.29x; max RSS 40.2 KiB per instance (45.2 at 1,000); CPU per instance
 (install 8.5 -> 9.0 ms, no-op 0.13 -> 0.11 ms). Before the watch cache, at 10,000 and
 with other jobs running: the no-op pass 80 lists, 21.5 s wall, 0.42x; the install 2.79x.
 
+Requests are counted from the sandbox's request log; requests to the ``events``
+resource are counted apart ("Events apart"): kubectl records none, and the daemon sends
+them in the background (``kube.events.EventQueue``), so they are not part of the work
+compared with kubectl's. The bench waits for a pass's Events after its clock stopped,
+so each step counts its own. "requests per installed instance" is the install's other
+requests over the instances: at least 4 (3 objects and the instance's inventory
+ConfigMap, one server-side apply each) plus its share of the namespaces.
+
+``--busy N`` runs N CPU-bound processes beside both the daemon's steps and the
+baseline, as on a machine other work keeps busy; the ratio is still taken within one
+run. Each step's figures also go to stderr as soon as they are measured, with the load
+average, so a run cut short (``timeout``) still tells what it finished.
+
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
-[--request-latency S] [--max-requests-in-flight N]``.
+[--request-latency S] [--max-requests-in-flight N] [--busy N]``.
 The default is 300 instances. The issue's sizes are passed with ``--sizes``: 1,000 takes
 about 3 minutes, 10,000 about 16 on the idle 2-core machine at 5 ms per request (most of
 it the sandbox creating Deployments, ReplicaSets and Pods for our install and kubectl's,
