@@ -100,8 +100,21 @@ instances 1.29x; max RSS 40.2 KiB per instance (45.2 at 1,000); CPU per instance
 (install 8.5 -> 9.0 ms, no-op 0.13 -> 0.11 ms). Before the watch cache, at 10,000 and
 with other jobs running: the no-op pass 80 lists, 21.5 s wall, 0.42x; the install 2.79x.
 
+Requests are counted from the sandbox's request log; requests to the ``events``
+resource are counted apart ("Events apart"): kubectl records none, and the daemon sends
+them in the background (``kube.events.EventQueue``), so they are not part of the work
+compared with kubectl's. The bench waits for a pass's Events after its clock stopped,
+so each step counts its own. "requests per installed instance" is the install's other
+requests over the instances: at least 4 (3 objects and the instance's inventory
+ConfigMap, one server-side apply each) plus its share of the namespaces.
+
+``--busy N`` runs N CPU-bound processes beside both the daemon's steps and the
+baseline, as on a machine other work keeps busy; the ratio is still taken within one
+run. Each step's figures also go to stderr as soon as they are measured, with the load
+average, so a run cut short (``timeout``) still tells what it finished.
+
 Run: ``.venv/bin/python bench/scale.py [--sizes 1000,5000,10000] [--no-kubectl]
-[--request-latency S] [--max-requests-in-flight N]``.
+[--request-latency S] [--max-requests-in-flight N] [--busy N]``.
 The default is 300 instances. The issue's sizes are passed with ``--sizes``: 1,000 takes
 about 3 minutes, 10,000 about 16 on the idle 2-core machine at 5 ms per request (most of
 it the sandbox creating Deployments, ReplicaSets and Pods for our install and kubectl's,
@@ -255,7 +268,7 @@ class Step:
         )
 
 
-def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
+def timed_pass(daemon: Daemon, url: str, name: str) -> tuple[PassOutcome, Step]:
     """One pass, timed; its requests and the Events it queued counted.
 
     The Events a pass queued are sent in the background (``kube.events.EventQueue``),
@@ -280,7 +293,19 @@ def timed_pass(daemon: Daemon, url: str) -> tuple[PassOutcome, Step]:
         verbs["in-flight"],
         verbs["events"],
     )
+    progress(name, step)
     return outcome, step
+
+
+def progress(what: str, step: Step) -> None:
+    """A step's figures on stderr as soon as it is measured: a run cut short (``timeout``
+    at 10,000 instances on a busy machine) still tells what it finished."""
+    print(
+        f"  [{time.strftime('%H:%M:%S')}] {what}: {step.wall:.2f} s wall, {step.cpu:.2f} s CPU, "
+        f"{step.requests} requests, {step.events} Events, load {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 EVENTS_FLUSH = 600.0  # seconds the bench waits for a pass's Events (10,000 at most)
@@ -389,7 +414,9 @@ def baseline(work: Path, path: Path, use_kubectl: bool, latency: float = 0.0) ->
                     cpu = time.process_time() - before
             wall = time.perf_counter() - wall
             verbs = requests_by_verb(url)
-            out[step] = asdict(Step(wall, cpu, requests(verbs), writes(verbs)))
+            measured = Step(wall, cpu, requests(verbs), writes(verbs))
+            progress(f"{out['tool']} ({step})", measured)
+            out[step] = asdict(measured)
     return out
 
 
@@ -430,7 +457,7 @@ def one_size(
             daemon = Daemon(settings, client)
             daemon.start_watching()  # as ``reconciler run`` does (kube.watchcache)
             try:
-                first_outcome, first = timed_pass(daemon, url)
+                first_outcome, first = timed_pass(daemon, url, f"{n:,}: first pass (install)")
                 load_at_install = os.getloadavg()[0]
                 # the manifests kubectl applies (``baseline``) go to a file now: the
                 # report is not the daemon's to hold, so it must not count in max RSS
@@ -440,13 +467,13 @@ def one_size(
                 )
                 del first_outcome
                 settled = settle(daemon)
-                noop_outcome, noop = timed_pass(daemon, url)
+                noop_outcome, noop = timed_pass(daemon, url, f"{n:,}: no-op pass")
                 assert noop_outcome.report is not None
                 reused = len(noop_outcome.report.reused)
                 commit_file(repo, "README.md", "# bench catalog\n\nEdited.\n", "README only")
-                _, readme = timed_pass(daemon, url)
+                _, readme = timed_pass(daemon, url, f"{n:,}: README-only commit")
                 commit_file(repo, "apps/web/channels.yaml", CHANNELS.format(fast="1.1.0"), "fast")
-                move_outcome, move = timed_pass(daemon, url)
+                move_outcome, move = timed_pass(daemon, url, f"{n:,}: channel move")
                 assert move_outcome.report is not None
                 moved = {e.instance for e in move_outcome.report.changes.entries if e.changed}
                 settle(daemon)

@@ -104,18 +104,24 @@ def prepare_record(
     """
     stamp = now or now_rfc3339()
     status = new.with_default_conditions()
-    status = replace(status, conditions=_carry_transitions(status.conditions, previous, stamp))
+    # carrying transitions changes only ``lastTransitionTime``, which the state compared
+    # leaves out: the record is copied once, when it is complete (a first install
+    # prepares 10,000 records, and a copy of one costs as much as comparing it)
+    conditions = _carry_transitions(status.conditions, previous, stamp)
     changed = (
         previous is None
         or _state(previous) != _state(status)
         or (new.applied and bool(new.source_commit) and new.source_commit != previous.source_commit)
     )
     if changed:
-        status = replace(status, updated_at=stamp)
+        status = replace(status, conditions=conditions, updated_at=stamp)
     else:
         assert previous is not None
         status = replace(
-            status, updated_at=previous.updated_at, source_commit=previous.source_commit
+            status,
+            conditions=conditions,
+            updated_at=previous.updated_at,
+            source_commit=previous.source_commit,
         )
     return PreparedRecord(status=status, previous=previous, changed=changed)
 
