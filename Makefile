@@ -103,16 +103,34 @@ test-real-sandbox: install
 	RECONCILER_TEST_KUBECONFIG=$$dir/kubeconfig $(MAKE) --no-print-directory test-real && \
 	$(BIN)/python -m tests.foreign check $$dir/kubeconfig
 
+# Every bench at its documented size (each bench's docstring says what it measures); each
+# prints its figures as `figure | name | value | goal | baseline | met` lines, the baseline
+# measured in the same run. The run's output, with the load average at its start and end,
+# goes to $(BENCH_OUT); bench/report.py then regenerates bench/README.md's table from it.
+# A bench that fails stops the run and leaves the README as it was.
+BENCH_OUT ?= bench/last-run.txt
+BENCHES := \
+	"catalog.py --apps 1000,5000" \
+	"git.py" \
+	"ledger.py" \
+	"apply.py" \
+	"daemon.py" \
+	"rollout.py --instances 200" \
+	"scale.py" \
+	"preview.py" \
+	"waves.py --clusters 200"
+
 bench: install
-	$(BIN)/python bench/catalog.py
-	$(BIN)/python bench/git.py
-	$(BIN)/python bench/ledger.py
-	$(BIN)/python bench/apply.py
-	$(BIN)/python bench/daemon.py
-	$(BIN)/python bench/rollout.py
-	$(BIN)/python bench/scale.py
-	$(BIN)/python bench/preview.py
-	$(BIN)/python bench/waves.py
+	@echo "load: $$(cut -d' ' -f1-3 /proc/loadavg)" > $(BENCH_OUT)
+	@for bench in $(BENCHES); do \
+		echo "== bench/$$bench" | tee -a $(BENCH_OUT); \
+		{ $(BIN)/python -u bench/$$bench 2>&1; echo $$? > $(BENCH_OUT).status; } \
+			| tee -a $(BENCH_OUT); \
+		status=$$(cat $(BENCH_OUT).status); rm -f $(BENCH_OUT).status; \
+		if [ $$status -ne 0 ]; then echo "bench/$$bench failed ($$status)" >&2; exit $$status; fi; \
+	done
+	@echo "load: $$(cut -d' ' -f1-3 /proc/loadavg)" >> $(BENCH_OUT)
+	$(BIN)/python bench/report.py $(BENCH_OUT) --readme bench/README.md
 
 # The lock files, from pyproject.toml's lower bounds and requirements/build.in, by uv
 # (https://docs.astral.sh/uv/pip/compile/). Existing pins are kept unless asked:

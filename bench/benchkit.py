@@ -208,3 +208,15 @@ def send_webhook(port: int, branch: str = "main", secret: str = SECRET) -> None:
         headers={"X-Reconciler-Signature": sig, "Content-Type": "application/json"},
     )
     urllib.request.urlopen(request, timeout=10).close()
+
+
+def figure(name: str, value: str, goal: str, baseline: str, met: bool | None) -> None:
+    """One line of the benchmarks' common table: ``figure | name | value | goal | baseline | met``.
+
+    ``make bench`` collects these lines and ``bench/report.py`` turns them into the table
+    in bench/README.md, so every figure there is one a bench printed in that run, beside
+    its goal and the baseline measured in the same run. ``met`` None: a figure with no
+    goal of its own (printed for the record).
+    """
+    verdict = "-" if met is None else "met" if met else "not met"
+    print(f"figure | {name} | {value} | {goal} | {baseline} | {verdict}", flush=True)

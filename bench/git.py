@@ -24,7 +24,9 @@ from pathlib import Path
 # Run as a script, this file's directory comes first on sys.path and this module's
 # name would shadow GitPython's ``git`` package; drop the directory before importing.
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+from benchkit import figure  # noqa: E402
 
 from reconciler.model.status import InstanceStatus, Phase  # noqa: E402
 from reconciler.source.ledger import StatusLedger  # noqa: E402
@@ -192,9 +194,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         per = PASSES * INSTANCES_PER_PASS
         print(f"  per change: ledger {ours / per * 1000:.2f} ms, raw git {raw / per * 1000:.2f} ms")
         print(f"  ratio ledger/raw: {ours / raw:.2f}")
+        figure(
+            f"status ledger write, {PASSES} passes x {INSTANCES_PER_PASS} changes",
+            f"{ours / per * 1000:.2f} ms per change = {ours / raw:.2f}x",
+            "-",
+            f"raw git {raw / per * 1000:.2f} ms per change",
+            None,
+        )
         print(f"History: {HISTORY_COMMITS} commits over {HISTORY_INSTANCES} instances")
         for label, a, b in bench_history(root):
             print(f"  ratio {label}: {a / b:.2f}")
+            figure(
+                f"{label}, {HISTORY_COMMITS:,} commits",
+                f"{a:.3f} s = {a / b:.2f}x",
+                "-",
+                f"raw git log {b:.3f} s",
+                None,
+            )
     return 0
 
 

@@ -49,7 +49,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from benchkit import SECRET, GitCounter, fmt, request_log, sandbox_process, send_webhook, wait_for
+from benchkit import (
+    SECRET,
+    GitCounter,
+    figure,
+    fmt,
+    request_log,
+    sandbox_process,
+    send_webhook,
+    wait_for,
+)
 
 from reconciler.daemon.loop import Checkout, Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.service import Service
@@ -114,6 +123,21 @@ rollout:
   batches: [1, 50%, 50%]
 {extra}"""
 GATE = "gate"  # the instance whose promotions are timed
+STEPS = 3  # batch steps of a rollout: [1, 50%, 50%]
+
+
+def resource_of(path: str) -> str:
+    """The resource a request's path names: ``/apis/apps/v1/namespaces/a/deployments/b``
+    -> ``deployments``; a status subresource stays visible (``deployments/status``)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if "namespaces" in parts:
+        at = parts.index("namespaces")
+        rest = parts[at + 2 :] if len(parts) > at + 2 else ["namespaces"]
+    else:
+        rest = parts[3:] if parts[:1] == ["apis"] else parts[2:]
+    if not rest:
+        return "discovery"
+    return rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
 
 
 def generate(root: Path, instances: int, namespaces: int, gate: bool) -> None:
@@ -282,9 +306,13 @@ class Phase:
     git: int
     passes: list[tuple[float, float, float]]
     commits: Counter[str]
+    # requests by verb and resource ("get deployments"), to see what a step reads
+    resources: Counter[str] = field(default_factory=Counter)
 
     def line(self, rollouts: int) -> str:
         total = sum(self.requests.values())
+        steps = rollouts * STEPS
+        by_resource = self.resources.items()
         longest = max((end - start for start, end, _ in self.passes), default=0.0)
         commits = sum(self.commits.values())
         note = " (request log full: counts are a lower bound)" if self.truncated else ""
@@ -296,8 +324,16 @@ class Phase:
             f"{per_look:.1f} API requests per instance per pass\n"
             f"    per rollout: {total / rollouts:.1f} API requests "
             f"({fmt(Counter({k: round(v / rollouts, 1) for k, v in self.requests.items()}))})"
-            f"{note}, {commits / rollouts:.1f} status commits"
+            f"{note}, {commits / rollouts:.1f} status commits\n"
+            f"    per batch step ({STEPS} per rollout): {self.per_step(rollouts):.1f} API "
+            f"requests ({fmt(Counter({k: round(v / steps, 2) for k, v in by_resource}))})"
         )
+
+    def per_rollout(self, rollouts: int) -> float:
+        return sum(self.requests.values()) / rollouts
+
+    def per_step(self, rollouts: int) -> float:
+        return self.per_rollout(rollouts) / STEPS
 
 
 def roll(w: World, names: list[str], timeout: float) -> tuple[Phase, float]:
@@ -323,6 +359,7 @@ def roll(w: World, names: list[str], timeout: float) -> tuple[Phase, float]:
         wall=last - start,
         cpu=time.process_time() - cpu,
         requests=Counter(str(e.get("verb")) for e in log),
+        resources=Counter(f"{e.get('verb')} {resource_of(str(e.get('path')))}" for e in log),
         truncated=len(log) >= 100_000,
         git=w.gits.count - git_before,
         passes=passes,
@@ -427,10 +464,31 @@ def main() -> None:
             print(phase.line(n))
             per = sum(phase.requests.values()) / n / max(1, sum(base.requests.values()))
             print(f"    requests per rollout vs. the baseline's: {per:.2f}x")
+            figure(
+                f"{n} rollouts at once, all succeeded",
+                f"{phase.wall:.2f} s = {ratio:.2f}x",
+                "<= 1.5x",
+                f"1 rollout alone {base.wall:.2f} s",
+                ratio <= 1.5,
+            )
+            figure(
+                f"API requests per rollout, {n} at once",
+                f"{phase.per_rollout(n):.1f} ({phase.per_step(n):.1f} per batch step)",
+                "-",
+                f"1 rollout alone {base.per_rollout(1):.1f} ({base.per_step(1):.1f} per step)",
+                None,
+            )
             for batch in (2, 3):
                 wait_for(lambda b=batch: gate_waits(many, b - 1), 60, f"{GATE} to wait")
                 latency, fetch, passes = promote(many, batch)
                 goal = 1.0 + fetch
+                figure(
+                    f"promotion to batch {batch} starting, webhook, {n + 1} instances",
+                    f"{latency:.2f} s in {passes} passes",
+                    f"< 1 s + fetch = {goal:.2f} s",
+                    f"fetch of the pass {fetch:.2f} s",
+                    latency < goal,
+                )
                 print(
                     f"promotion to batch {batch} starting (webhook, {n + 1} instances): "
                     f"{latency:5.2f} s in {passes} passes (goal < 1 s + fetch {fetch:.2f} s "

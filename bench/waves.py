@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from benchkit import WEB_MANIFESTS, git_daemon, sandbox_process
+from benchkit import WEB_MANIFESTS, figure, git_daemon, sandbox_process
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
@@ -195,8 +195,9 @@ def compare(
     before_each: Callable[[int], int],
     check: Callable[[PassOutcome], None],
     offset: int,
-) -> float:
-    """Median CPU and wall of ``rounds`` interleaved pairs of passes; their CPU ratio."""
+) -> tuple[float, dict[str, tuple[float, float]]]:
+    """Median CPU and wall of ``rounds`` interleaved pairs of passes: their CPU ratio, and
+    the medians (CPU, wall) by daemon."""
     cpu: dict[str, list[float]] = {name: [] for name in daemons}
     wall: dict[str, list[float]] = {name: [] for name in daemons}
     for r in range(rounds):
@@ -215,7 +216,7 @@ def compare(
     ratio = med["waves"][0] / med["plain"][0]
     for name in daemons:
         print(f"  {label:28s} {name:5s}: {med[name][0]:6.3f} s CPU  {med[name][1]:6.3f} s wall")
-    return ratio
+    return ratio, med
 
 
 def main() -> None:
@@ -272,7 +273,7 @@ def main() -> None:
             def unheld(outcome: PassOutcome) -> None:
                 assert outcome.report is not None and not outcome.report.waves
 
-            noop = compare("no-op pass", daemons, args.rounds, moving, unheld, 0)
+            noop, noop_med = compare("no-op pass", daemons, args.rounds, moving, unheld, 0)
 
             set_channel(repo.work, "web", "stable", "1.1.0", push=True)  # main only
             first = daemons["waves"].run_pass()  # records WaitingForWave once
@@ -284,12 +285,27 @@ def main() -> None:
                 assert len(holds) == args.instances
                 assert all(h.decision.message.startswith("waiting for wave") for h in holds)
 
-            holding = compare(
+            holding, holding_med = compare(
                 "pass holding every instance", daemons, args.rounds, moving, held, args.rounds
             )
     verdict = "within" if noop <= GOAL else "OVER"
     print(f"no-op pass with waves / without: {noop:.2f}x (goal <= {GOAL}x: {verdict})")
     print(f"holding pass with waves / no-op without: {holding:.2f}x")
+    fleet = f"{args.clusters} status branches, {args.movers} moving"
+    figure(
+        f"no-op pass with waves, {fleet}",
+        f"{noop_med['waves'][0]:.3f} s CPU = {noop:.2f}x",
+        f"<= {GOAL}x",
+        f"same pass without waves {noop_med['plain'][0]:.3f} s",
+        noop <= GOAL,
+    )
+    figure(
+        f"pass holding every instance (WaitingForWave), {fleet}",
+        f"{holding_med['waves'][0]:.3f} s CPU = {holding:.2f}x",
+        "-",
+        f"no-op pass without waves {holding_med['plain'][0]:.3f} s",
+        None,
+    )
 
 
 if __name__ == "__main__":

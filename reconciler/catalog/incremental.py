@@ -203,21 +203,19 @@ def _listed_dirs(ctx: LoadContext, parent: Path) -> list[str]:
     A symlinked entry could alias another app's directory, so that one's changes
     would affect it unseen: those catalogs are always loaded whole.
     """
-    if not parent.is_dir():
+    if not ctx.is_dir(parent):
         return []
     names: list[str] = []
-    with os.scandir(parent) as entries:
-        listed = sorted(entries, key=lambda e: e.name)
-    for entry in listed:
-        if entry.name.startswith("."):
+    for name, found in sorted(ctx.listing(parent).items()):
+        if name.startswith("."):
             continue
-        if entry.is_symlink():
-            raise FullReloadNeeded(f"{ctx.rel(Path(entry.path))} is a symlink")
-        if entry.is_dir():
-            names.append(entry.name)
-        elif not _is_documentation(Path(entry.path)):
+        if found.is_symlink:
+            raise FullReloadNeeded(f"{ctx.rel(parent / name)} is a symlink")
+        if found.is_dir:
+            names.append(name)
+        elif not _is_documentation(name, found):
             ctx.error(
-                ctx.rel(Path(entry.path)),
+                ctx.rel(parent / name),
                 None,
                 f"unexpected file in {ctx.rel(parent)}/ (only directories belong here)",
             )

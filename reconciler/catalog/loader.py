@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.catalog.analysis import read_prometheus
-from reconciler.catalog.context import LoadContext
+from reconciler.catalog.context import Listed, LoadContext
 from reconciler.catalog.manifests import attach_analysis_job, load_templates
 from reconciler.catalog.waves import load_waves
 from reconciler.catalog.yamlread import Document
@@ -149,14 +149,15 @@ def sorted_problems(problems: list[Problem]) -> list[Problem]:
 
 
 def _subdirs(ctx: LoadContext, parent: Path) -> list[Path]:
-    if not parent.is_dir() or not ctx.check_contained(parent, parent.parent, "directory"):
+    if not ctx.is_dir(parent) or not ctx.check_contained(parent, parent.parent, "directory"):
         return []
     out = []
-    for child in sorted(parent.iterdir()):
-        if child.name.startswith("."):
+    for name, found in sorted(ctx.listing(parent).items()):
+        if name.startswith("."):
             continue
-        if not child.is_dir():
-            if not _is_documentation(child):
+        child = parent / name
+        if not found.is_dir:
+            if not _is_documentation(name, found):
                 ctx.error(
                     ctx.rel(child),
                     None,
@@ -168,9 +169,9 @@ def _subdirs(ctx: LoadContext, parent: Path) -> list[Path]:
     return out
 
 
-def _is_documentation(path: Path) -> bool:
+def _is_documentation(name: str, found: Listed) -> bool:
     """README.md, NOTES.md...: prose next to the catalog files is fine anywhere."""
-    return path.suffix.lower() in DOC_SUFFIXES and path.is_file()
+    return os.path.splitext(name)[1].lower() in DOC_SUFFIXES and found.is_file
 
 
 def _check_entries(
@@ -184,13 +185,13 @@ def _check_entries(
     Returns the unknown files (a renamed ``cluster.yaml`` is one of them).
     """
     strays: list[Path] = []
-    if not directory.is_dir():
+    if not ctx.is_dir(directory):
         return strays
-    for child in sorted(directory.iterdir()):
-        name = child.name
-        if name.startswith(".") or _is_documentation(child):
+    for name, found in sorted(ctx.listing(directory).items()):
+        if name.startswith(".") or _is_documentation(name, found):
             continue
-        if child.is_dir():
+        child = directory / name
+        if found.is_dir:
             if name not in dirs:
                 expected = ", ".join(f"{d}/" for d in sorted(dirs)) or "none"
                 ctx.error(
@@ -227,7 +228,7 @@ def _load_app(ctx: LoadContext, app_dir: Path) -> AppEntry:
             'DNS-1123 label (lowercase letters, digits and "-", at most 63)',
         )
     app_file = app_dir / "app.yaml"
-    if not app_file.is_file():
+    if not ctx.is_file(app_file):
         ctx.error(ctx.rel(app_dir), None, "missing app.yaml (every app directory needs one)")
     else:
         doc = ctx.read_reconciler_file(app_file, "App")
@@ -249,10 +250,10 @@ def _load_app(ctx: LoadContext, app_dir: Path) -> AppEntry:
     if not entry.versions and entry.app is not None:
         ctx.warning(ctx.rel(app_dir), None, "app has no versions yet")
     channels_file = app_dir / "channels.yaml"
-    if channels_file.is_file():
+    if ctx.is_file(channels_file):
         entry.channels = _load_channels(ctx, app_dir.name, channels_file, entry)
     builds_file = app_dir / "builds.yaml"
-    if os.path.lexists(builds_file):
+    if ctx.exists_or_link(builds_file):
         _load_builds(ctx, app_dir.name, builds_file, entry)
     return entry
 
@@ -392,7 +393,7 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
     placeholder = AppVersion(
         app=app, version=dir_version, directory=rel_dir, valid=False, origin=Origin(ctx.rel(path))
     )
-    if not path.is_file():
+    if not ctx.is_file(path):
         ctx.error(rel_dir, None, "missing version.yaml")
         return placeholder
     doc = ctx.read_reconciler_file(path, "AppVersion")

@@ -8,7 +8,6 @@ per instance at render time; rendering can then stay pure and fast.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -40,8 +39,8 @@ def load_templates(
     manifests_dir = version_dir / "manifests"
     files: list[str] = []
     templates: list[Template] = []
-    if manifests_dir.is_dir() and ctx.check_contained(manifests_dir, version_dir, "manifests/"):
-        for path in _manifest_files(manifests_dir):
+    if ctx.is_dir(manifests_dir) and ctx.check_contained(manifests_dir, version_dir, "manifests/"):
+        for path in _manifest_files(ctx, manifests_dir):
             if not ctx.check_contained(path, version_dir, "manifest"):
                 continue
             files.append(ctx.rel(path))
@@ -114,21 +113,21 @@ def attach_analysis_job(
     return replace(version, analysis_jobs={**version.analysis_jobs, path: found})
 
 
-def _manifest_files(directory: Path) -> list[Path]:
+def _manifest_files(ctx: LoadContext, directory: Path) -> list[Path]:
     """YAML files under ``directory``, sorted, not descending into symlinked directories.
 
-    ``os.scandir`` rather than ``Path.rglob``: the loader lists one directory per
-    version, and rglob's per-entry overhead dominated large catalogs.
+    From the load's one listing per directory (``LoadContext.listing``) rather than
+    ``Path.rglob``: the loader lists one directory per version, and rglob's
+    per-entry overhead dominated large catalogs.
     """
     found: list[Path] = []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                found.extend(_manifest_files(Path(entry.path)))
-            elif entry.name.endswith(YAML_SUFFIXES):
-                found.append(Path(entry.path))
+    for name, entry in ctx.listing(directory).items():
+        if name.startswith("."):
+            continue
+        if entry.is_dir and not entry.is_symlink:
+            found.extend(_manifest_files(ctx, directory / name))
+        elif name.endswith(YAML_SUFFIXES):
+            found.append(directory / name)
     return sorted(found)
 
 

@@ -15,6 +15,7 @@ it round-trips comments and formatting; reading never needs that.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -129,6 +130,18 @@ def _line_in(node: yaml.Node, path: Sequence[PathKey]) -> int:
     return line
 
 
+_STR, _MAP, _SEQ = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq"))
+# scalars whose constructors return a value at once (no generator, no alias state);
+# "value" ("=") and "merge" ("<<") keys change their mapping and stay with PyYAML
+_PLAIN_SCALARS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("null", "bool", "int", "float", "timestamp", "binary")
+)
+
+
+class _NotPlain(Exception):
+    """A node ``_Loader._build`` leaves to PyYAML's own constructor."""
+
+
 class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     """libyaml parser with duplicate-key detection and no implicit timestamps.
 
@@ -139,8 +152,63 @@ class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.duplicates: list[tuple[str, int]] = []
+        # only a "<<" merge key changes a mapping's pairs while it is built
+        self.merges = "<<" in stream
+        # no merges and no anchors: every node is built once, where it stands
+        self.plain = not self.merges and "&" not in stream
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        """The document's value: for plain YAML (the catalog's), by one direct walk.
+
+        PyYAML's constructor handles anchors, merges, recursive aliases and custom
+        tags through generators and per-node bookkeeping, which is most of the
+        cost of reading a catalog. A document with none of those (no ``&``, no
+        ``<<``; any tag outside the plain ones stops the walk) is built by
+        ``_build`` into exactly the values PyYAML builds; anything else takes
+        PyYAML's own path, from the start.
+        """
+        if self.plain:
+            try:
+                return self._build(node)
+            except _NotPlain:
+                self.duplicates = []  # found again by the full construction
+        return super().construct_document(node)
+
+    def _build(self, node: yaml.Node) -> Any:
+        cls = node.__class__
+        if cls is yaml.ScalarNode:
+            tag = node.tag
+            if tag == _STR:
+                return node.value
+            if tag in _PLAIN_SCALARS:
+                return self.yaml_constructors[tag](self, node)
+        elif cls is yaml.MappingNode and node.tag == _MAP:
+            build = self._build
+            mapping: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if key_node.__class__ is not yaml.ScalarNode:
+                    raise _NotPlain  # PyYAML reports an unhashable key with its line
+                mapping[build(key_node)] = build(value_node)
+            if len(mapping) != len(node.value):
+                self._find_duplicates(node)
+            return mapping
+        elif cls is yaml.SequenceNode and node.tag == _SEQ:
+            return [self._build(child) for child in node.value]
+        raise _NotPlain
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if self.merges:
+            self._find_duplicates(node)  # before merging adds pairs that may repeat keys
+            merged: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+            return merged
+        # Without merges a mapping with fewer keys than pairs is the only sign of a
+        # duplicate: one length comparison per mapping, the key scan only then.
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if len(mapping) != len(node.value):
+            self._find_duplicates(node)
+        return mapping
+
+    def _find_duplicates(self, node: yaml.Node) -> None:
         keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
         if len(set(keys)) != len(keys):  # rare: look for the culprits only then
             seen: set[Any] = set()
@@ -150,8 +218,6 @@ class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
                     if key in seen and key != "<<":
                         self.duplicates.append((str(key), int(key_node.start_mark.line) + 1))
                     seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
 
 
 _Loader.add_constructor(
@@ -179,15 +245,17 @@ for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
     _Loader.add_constructor(_tag, _bounded_number(_tag))
 
 
-def _check_nesting_before_compose(text: str) -> None:
-    """Refuse nesting deeper than ``MAX_DEPTH`` before libyaml composes it.
+def _check_nesting_before_compose(text: str) -> int:
+    """Refuse nesting deeper than ``MAX_DEPTH`` before libyaml composes it; the number
+    of nesting indicators in ``text``.
 
     Every level of nesting needs an indicator (``-``, ``:``, ``?``, ``[``, ``{``),
     so a text with few of them is safe and costs five C-level counts. Only a
     larger text is scanned event by event (an iterative parse, no recursion).
     """
-    if sum(text.count(c) for c in "-:?[{") <= _SAFE_INDICATORS:
-        return
+    indicators = sum(text.count(c) for c in "-:?[{")
+    if indicators <= _SAFE_INDICATORS:
+        return indicators
     depth = 0
     try:
         for event in yaml.parse(text, Loader=_BaseLoader):
@@ -199,7 +267,8 @@ def _check_nesting_before_compose(text: str) -> None:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:
-        return  # composing reports the syntax error with its line
+        pass  # composing reports the syntax error with its line
+    return indicators
 
 
 def _too_deep() -> str:
@@ -287,14 +356,21 @@ def _chars(node: yaml.Node) -> int:
 
 
 def read_text(path: Path) -> str:
-    """Read a file as strict UTF-8 with a size bound, naming the line of a bad byte."""
+    """Read a file as strict UTF-8 with a size bound, naming the line of a bad byte.
+
+    One ``open`` and one bounded ``read``: the size is asked of the file system only
+    when the read shows the file is too large (a ``stat`` per file was a tenth of a
+    large catalog's load).
+    """
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise YamlReadError(
-                f"file is too large ({size} bytes; the limit is {MAX_FILE_BYTES} bytes)"
-            )
-        raw = path.read_bytes()
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+            if len(raw) > MAX_FILE_BYTES:
+                size = os.fstat(stream.fileno()).st_size
+                raise YamlReadError(
+                    f"file is too large ({max(size, len(raw))} bytes; the limit is "
+                    f"{MAX_FILE_BYTES} bytes)"
+                )
     except OSError as e:
         raise YamlReadError(f"cannot read file: {e.strerror or e}") from e
     try:
@@ -325,15 +401,18 @@ def _translate(e: yaml.YAMLError, text: str) -> YamlReadError:
 
 def iter_documents(text: str) -> Iterator[Document]:
     """Parse every document of ``text``; skips empty documents (``---`` alone)."""
-    _check_nesting_before_compose(text)
+    indicators = _check_nesting_before_compose(text)
     aliased = "*" in text and "&" in text
+    # without aliases a document nests at most once per indicator: most files need no walk
+    shallow = not aliased and indicators <= MAX_DEPTH
     loader = _Loader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
-            _check_depth(node, aliased)
+            if not shallow:
+                _check_depth(node, aliased)
             if aliased:
                 _check_aliases(node)
             loader.duplicates = []

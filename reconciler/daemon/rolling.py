@@ -221,8 +221,11 @@ def drive(
             else:
                 live.remember(fresh)
         result = apply_instance(client, render_target, options, live)
-        if reads is not None:  # written around the pass's reads: read what rollouts read
-            reads.refresh(ObjectRef.of(o) for o in workloads_of(render_target.objects))
+        if reads is not None:
+            # written around the pass's reads: the view now holds each workload as the
+            # apply answered (or as read just above when unchanged); no GET to repeat it
+            refs = [ObjectRef.of(o) for o in workloads_of(render_target.objects)]
+            reads.known((ref, live.get(ref)) for ref in refs)
         if not result.ok:
             raise KubeError(result.message or f"applying {inst.app} {version} failed")
 

@@ -109,16 +109,29 @@ class PassReads(KubeClient):
         the pass would grow with the square of the instances per namespace.
         """
         for ref in refs:
-            with self._lock:
-                bucket = self._lists.get((ref.api_version, ref.kind, ref.namespace))
-            if bucket is None:
-                continue  # never read this pass: the first read lists it fresh
-            fresh = super().get(ref)
-            with self._lock:
-                if fresh is None:
-                    bucket.pop(ref.name, None)
-                else:
-                    bucket[ref.name] = slim(fresh)
+            if self._holds(ref):
+                self._put(ref, super().get(ref))
+            # else never read this pass: the first read lists it fresh
+
+    def known(self, objects: Iterable[tuple[ObjectRef, Mapping[str, Any] | None]]) -> None:
+        """Take these objects as another client just wrote or read them (None: gone),
+        without a request: what a rollout's final apply answered, which a GET a moment
+        later would only repeat (a batch step read each workload twice this way)."""
+        for ref, obj in objects:
+            if self._holds(ref):
+                self._put(ref, obj)
+
+    def _holds(self, ref: ObjectRef) -> bool:
+        with self._lock:
+            return (ref.api_version, ref.kind, ref.namespace) in self._lists
+
+    def _put(self, ref: ObjectRef, obj: Mapping[str, Any] | None) -> None:
+        with self._lock:
+            bucket = self._lists[(ref.api_version, ref.kind, ref.namespace)]
+            if obj is None:
+                bucket.pop(ref.name, None)
+            else:
+                bucket[ref.name] = slim(obj)
 
     def _bucket(self, api_version: str, kind: str, namespace: str) -> dict[str, JsonObject]:
         key = (api_version, kind, namespace)

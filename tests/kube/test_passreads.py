@@ -93,6 +93,36 @@ def test_objects_written_around_it_are_read_again_without_listing_again(
     assert reads.lists_read == 1  # a namespace never read is read fresh when first used
 
 
+def test_objects_another_client_wrote_are_taken_as_answered_without_a_request(
+    backend: Backend,
+) -> None:
+    """``known`` folds in what a write through another client answered (a rollout's
+    final apply): the pass sees it as a fresh GET would show it, with no GET sent."""
+    ns = backend.namespace("reads-known")
+    namespace(backend.client, ns)
+    backend.client.apply(configmap("mine", ns, "a", value="1"))
+    backend.client.apply(configmap("gone", ns, "a"))
+    reads = PassReads(backend.client)
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "mine")) is not None
+    answer = backend.client.apply(configmap("mine", ns, "a", value="2")).body
+    assert backend.client.delete(ObjectRef("v1", "ConfigMap", ns, "gone"))
+    before = backend.log()  # the sandbox's request log (None on a real cluster)
+    reads.known(
+        [
+            (ObjectRef("v1", "ConfigMap", ns, "mine"), answer),
+            (ObjectRef("v1", "ConfigMap", ns, "gone"), None),
+            (ObjectRef("v1", "ConfigMap", backend.namespace("never-read"), "x"), answer),
+        ]
+    )
+    after = backend.log()
+    if before is not None and after is not None:
+        assert after[len(before) :] == []  # nothing asked of the server
+    seen = reads.get(ObjectRef("v1", "ConfigMap", ns, "mine"))
+    assert seen is not None and seen["data"] == {"value": "2"}
+    assert reads.get(ObjectRef("v1", "ConfigMap", ns, "gone")) is None
+    assert reads.lists_read == 1  # a namespace never read is still read fresh when used
+
+
 def test_threads_of_one_pass_share_one_list_per_namespace(backend: Backend) -> None:
     """The pass drives instances of different namespaces on several threads: a namespace
     wanted by many threads at once is still listed once, and every thread sees it."""

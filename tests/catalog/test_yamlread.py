@@ -1,0 +1,93 @@
+"""Duplicate keys and the size bound of the catalog's YAML reader.
+
+The reader looks for duplicate keys only when a mapping came out shorter than its
+pairs (or when the text holds a ``<<`` merge key); these pin that every duplicate is
+still found, with its line, and that a merge's overridden keys are not duplicates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.catalog.yamlread import (
+    MAX_FILE_BYTES,
+    YamlReadError,
+    iter_documents,
+    read_text,
+)
+
+
+def duplicates(text: str) -> list[tuple[str, int]]:
+    return [d for doc in iter_documents(text) for d in doc.duplicates]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("a: 1\nb: 2\na: 3\n", [("a", 3)]),
+        ("top:\n  x: 1\n  y: 2\n  x: 3\n", [("x", 4)]),
+        ("list:\n  - {k: 1, k: 2}\n", [("k", 2)]),
+        ("a: 1\nb: 2\n", []),
+        # equal once constructed, different as written: not what a reviewer sees twice
+        ("0x1: a\n1: b\n", []),
+        # a merge's keys may be overridden; a key written twice is still a duplicate
+        ("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 3\n", []),
+        ("base: &b {x: 1}\nuse:\n  <<: *b\n  z: 1\n  z: 2\n", [("z", 5)]),
+    ],
+)
+def test_duplicate_keys_are_found_with_their_line(text: str, found: list[tuple[str, int]]) -> None:
+    assert duplicates(text) == found
+
+
+def test_each_document_reports_only_its_own_duplicates() -> None:
+    docs = list(iter_documents("a: 1\na: 2\n---\nb: 1\n---\nc: 1\nc: 2\n"))
+    assert [d.duplicates for d in docs] == [[("a", 2)], [], [("c", 7)]]
+
+
+def test_a_file_over_the_bound_is_refused_with_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_bytes(b"#" * (MAX_FILE_BYTES + 10))
+    with pytest.raises(YamlReadError, match=rf"too large \({MAX_FILE_BYTES + 10} bytes"):
+        read_text(path)
+
+
+def test_a_file_at_the_bound_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "full.yaml"
+    path.write_bytes(b"#" * MAX_FILE_BYTES)
+    assert len(read_text(path)) == MAX_FILE_BYTES
+
+
+def test_a_directory_is_not_readable_as_a_file(tmp_path: Path) -> None:
+    with pytest.raises(YamlReadError, match="cannot read file"):
+        read_text(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: -0x1F\nc: 1_000\nd: 0o17\ne: 1.5e3\nf: .inf\ng: ~\nh: yes\ni: 'yes'\n",
+        "list: [1, two, 3.0, null, {k: v}]\nnested: {a: {b: {c: [[], {}]}}}\n",
+        "bin: !!binary aGVsbG8=\nstr: !!str 123\nint: !!int '7'\n",
+        "1: int key\n2.5: float key\ntrue: bool key\n~: null key\n",
+        "set: !!set {a, b}\nomap: !!omap [{a: 1}, {b: 2}]\n",  # PyYAML's own path
+        "base: &b {x: 1}\nuse: {<<: *b, y: 2}\nalias: *b\n",  # anchors: PyYAML's own path
+        "text: |\n  line one\n  line two\nfolded: >\n  a\n  b\n",
+    ],
+)
+def test_values_are_those_pyyaml_builds(text: str) -> None:
+    [doc] = iter_documents(text)
+    assert doc.data == yaml.load(text, Loader=yaml.SafeLoader)
+    assert doc.duplicates == []
+
+
+def test_a_timestamp_stays_text() -> None:
+    [doc] = iter_documents("when: 2026-01-01\nat: 2026-01-01T10:00:00Z\n")
+    assert doc.data == {"when": "2026-01-01", "at": "2026-01-01T10:00:00Z"}
+
+
+def test_an_unhashable_key_is_refused_with_a_reason() -> None:
+    with pytest.raises(YamlReadError, match="unhashable"):
+        list(iter_documents("? [a, b]\n: value\n"))
