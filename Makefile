@@ -49,8 +49,12 @@ unit: install registry prometheus
 	$(BIN)/pytest -n 2
 
 # the real_cluster lane against a standalone sandbox is part of it, so the lane users
-# run against their own clusters cannot rot unnoticed
-test: lint typecheck unit test-real-sandbox
+# run against their own clusters cannot rot unnoticed. It runs beside the unit tests:
+# its scenarios mostly wait on the sandbox's controllers (a tenth of the CPU the unit
+# tests take), and each has a cluster name and namespaces of its own (tests/lanes.py),
+# so the two share nothing but the machine. Each one's output is printed as it ends.
+test: lint typecheck
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit test-real-sandbox
 
 # The tests of reconciler.registry run a real registry: the CNCF distribution server,
 # packaged by Debian as docker-registry. Installed when missing (needs root and apt);
