@@ -138,6 +138,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -637,11 +638,30 @@ def main() -> None:
 
 
 def run_child(argv: list[str], show: Callable[[str], None] = print) -> str:
-    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        show(done.stdout)
+    """Run one size in a child process, in a process group of its own, and return what
+    it printed.
+
+    The child starts a sandbox and the ``--busy`` processes. When this process is told
+    to stop (``timeout`` sends SIGTERM) or fails, the whole group is killed: killing the
+    child alone left a CPU-bound process and a sandbox running after a timed-out run.
+    """
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        out, _ = child.communicate()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    if child.returncode != 0:
+        show(out)
         sys.exit(f"bench: {' '.join(argv[1:])} failed")
-    return done.stdout
+    return out
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":
