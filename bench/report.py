@@ -61,7 +61,8 @@ def table(figures: list[Figure], loads: list[str], when: datetime) -> str:
     load = " -> ".join(loads) if loads else "not recorded"
     rows = [
         BEGIN,
-        f"Run of {when:%Y-%m-%d %H:%M} UTC; load average (1, 5, 15 min) at start -> end: {load}.",
+        f"Run of {when:%Y-%m-%d %H:%M} UTC; load average (1, 5, 15 min), "
+        f"as recorded at its start -> end: {load}.",
         "",
         "| figure | value | goal | baseline (same run) | goal met |",
         "|---|---|---|---|---|",

@@ -144,7 +144,10 @@ def test_the_report_turns_a_runs_figures_into_the_readme_table(tmp_path: Path) -
     text = readme.read_text()
     assert text.startswith("# Benchmarks\n\nprose\n\n") and text.endswith("\n\nmore\n")
     assert "old table" not in text
-    assert "load average (1, 5, 15 min) at start -> end: 1.50 1.20 0.90 -> 2.00 1.40 1.00" in text
+    assert (
+        "load average (1, 5, 15 min), as recorded at its start -> end: 1.50 1.20 0.90 -> 2.00 1.40 1.00"
+        in text
+    )
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert rows == [
         "| figure | value | goal | baseline (same run) | goal met |",
