@@ -109,7 +109,11 @@ def test_scaling_down_deletes_and_kills(fast: tuple[SandboxHandle, client.ApiCli
         ]
     )
     gone = deleted[0]["message"].removeprefix("Deleted pod: ")
-    killing = eventually(lambda: events_of(sandbox, gone, "Pod")[-1:])
+    # the kubelet's Killing Event is recorded in the background: wait for it, not for the
+    # pod's latest Event (which may still be its Started)
+    killing = eventually(
+        lambda: [e for e in events_of(sandbox, gone, "Pod") if e["reason"] == "Killing"]
+    )
     assert [(e["reason"], e["message"]) for e in killing] == [("Killing", "Stopping container app")]
 
 
