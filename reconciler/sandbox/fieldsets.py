@@ -65,7 +65,11 @@ def list_key(field: str | None, items: list[Any]) -> str | None:
     if not key or not all(isinstance(i, Mapping) for i in items):
         return None
     values = [i.get(key) for i in items]
-    if any(v is None for v in values) or len({json.dumps(v) for v in values}) != len(values):
+    if any(v is None for v in values):
+        return None
+    if all(type(v) is str for v in values):  # names: their JSON is as unique as they are
+        return key if len(set(values)) == len(values) else None
+    if len({json.dumps(v) for v in values}) != len(values):
         return None
     return key
 
