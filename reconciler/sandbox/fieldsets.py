@@ -45,6 +45,15 @@ LIST_KEYS: dict[str, str] = {
 }
 SET_LISTS = frozenset({"finalizers"})
 
+# JSON's types that are not maps: ``_is_map`` answers for them (and dict) without
+# ``isinstance(..., Mapping)``, an ABC check that was a tenth of walking an object
+_NOT_MAPS = frozenset({str, int, float, bool, type(None), list})
+
+
+def _is_map(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or (kind not in _NOT_MAPS and isinstance(value, Mapping))
+
 
 def list_key(field: str | None, items: list[Any]) -> str | None:
     """The merge key of a list field, or None when the list is atomic."""
@@ -56,7 +65,11 @@ def list_key(field: str | None, items: list[Any]) -> str | None:
     if not key or not all(isinstance(i, Mapping) for i in items):
         return None
     values = [i.get(key) for i in items]
-    if any(v is None for v in values) or len({json.dumps(v) for v in values}) != len(values):
+    if any(v is None for v in values):
+        return None
+    if all(type(v) is str for v in values):  # names: their JSON is as unique as they are
+        return key if len(set(values)) == len(values) else None
+    if len({json.dumps(v) for v in values}) != len(values):
         return None
     return key
 
@@ -101,7 +114,7 @@ def field_paths(
     value: Any, prefix: Path = (), field: str | None = None, schema: Schema | None = None
 ) -> FieldSet:
     """Every leaf path of ``value``: scalars, atomic lists, empty maps, list items."""
-    if isinstance(value, Mapping):
+    if _is_map(value):
         if not value:
             return {prefix} if prefix else set()
         paths: FieldSet = set()
@@ -149,11 +162,11 @@ def changed_paths(
     """
     if old_found and old == new:
         return set()
-    if isinstance(new, Mapping):
+    if _is_map(new):
         if not new:
             return {prefix} if prefix else set()
         paths: FieldSet = set()
-        old_map = old if old_found and isinstance(old, Mapping) else None
+        old_map = old if old_found and _is_map(old) else None
         for name, child in new.items():
             if child is None:
                 continue
@@ -237,14 +250,26 @@ def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
 
 
 def _existing(tree: Mapping[str, Any], obj: Any) -> dict[str, Any]:
-    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``."""
+    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``.
+
+    Every write walks every other manager's tree through here, so ``_step`` is inlined
+    for a map (the common case) and a dict is told from a leaf without
+    ``isinstance(..., Mapping)``, whose ABC check was a tenth of this walk.
+    """
     out: dict[str, Any] = {}
+    is_map = type(obj) is dict or isinstance(obj, Mapping)
     for key in sorted(tree):
-        found, node = _step(obj, key)
-        if not found:
-            continue
+        if is_map and key[:2] == "f:":
+            name = key[2:]
+            if name not in obj:
+                continue
+            node = obj[name]
+        else:
+            found, node = _step(obj, key)
+            if not found:
+                continue
         child = tree[key]
-        if isinstance(child, Mapping) and child:
+        if child and (type(child) is dict or isinstance(child, Mapping)):
             sub = _existing(child, node)
             if sub:
                 out[key] = sub
@@ -288,11 +313,23 @@ def _find_item(items: list[Any], element: str) -> int | None:
     if element.startswith("v:"):
         wanted = _element_value(element)
         return next((i for i, v in enumerate(items) if v == wanted), None)
-    want = _element_value(element)
+    want = _element_pairs(element)
+    if len(want) == 1:  # one merge key (a container's name, a condition's type)
+        ((key, value),) = want
+        for i, item in enumerate(items):
+            if (type(item) is dict or isinstance(item, Mapping)) and item.get(key) == value:
+                return i
+        return None
     for i, item in enumerate(items):
-        if isinstance(item, Mapping) and all(item.get(k) == v for k, v in want.items()):
+        if isinstance(item, Mapping) and all(item.get(k) == v for k, v in want):
             return i
     return None
+
+
+@lru_cache(maxsize=4096)
+def _element_pairs(element: str) -> tuple[tuple[str, Any], ...]:
+    """The (key, value) pairs of a ``k:`` element, decoded once (never mutate them)."""
+    return tuple(_element_value(element).items())
 
 
 def get_path(obj: Any, path: Path) -> tuple[bool, Any]:
