@@ -58,6 +58,8 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # well within what one client may send (kube-apiserver's own --max-requests-inflight
 # defaults to 400 for all clients together) and what two cores can prepare.
 DEFAULT_MAX_REQUESTS_IN_FLIGHT = 8
+REFRESH_INTERVAL = 1.0
+"""Seconds between two runs of the kubeconfig loader's credential refresh hook."""
 # How often a paged list whose continue token expired starts over from its first page
 # before it is read in one request (``KubeClient.list_snapshot``).
 LIST_RESTARTS = 2
@@ -140,6 +142,42 @@ class Response:
     warnings: tuple[str, ...] = ()  # texts of the answer's ``Warning: 299`` headers
 
 
+def throttled_refresh(
+    hook: Callable[[Any], None],
+    interval: float = REFRESH_INTERVAL,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[Any], None]:
+    """``hook`` run at most once per ``interval`` seconds instead of before every request.
+
+    A kubeconfig with a token makes the client's loader install a hook that the
+    client calls before each request: it reloads an expired token, and in any case
+    assigns the configuration's host again, whose setter resolves the proxy from the
+    whole environment. That cost 0.3 ms or more of CPU per request on the 1,000-instance
+    install (bench/scale.py), more than the request's own serialisation. A token is
+    reloaded when it is within five minutes of its expiry (the loader's own
+    margin), so checking once a second refreshes it just as surely.
+    """
+    lock = threading.Lock()
+    last = [float("-inf")]
+    current = [hook]
+
+    def refresh(configuration: Any) -> None:
+        with lock:
+            now = clock()
+            if now - last[0] < interval:
+                return
+            last[0] = now
+        current[0](configuration)
+        # the loader's hook installs a new hook of its own each time it runs: keep
+        # that one as the hook to call, and this throttle in its place
+        installed = getattr(configuration, "refresh_api_key_hook", None)
+        if installed is not None and installed is not refresh:
+            current[0] = installed
+            configuration.refresh_api_key_hook = refresh
+
+    return refresh
+
+
 class KubeClient:
     """A thin JSON client over the official client's connection and auth handling.
 
@@ -193,6 +231,9 @@ class KubeClient:
             where = source or "in-cluster configuration"
             raise UsageError(f"cannot load Kubernetes configuration from {where}: {e}") from e
         cfg.retries = False  # we retry ourselves, with backoff and visible errors
+        hook = cfg.refresh_api_key_hook
+        if hook is not None:
+            cfg.refresh_api_key_hook = throttled_refresh(hook)
         # one connection per request in flight, and one for ``with_retry`` copies
         cfg.connection_pool_maxsize = budget.limit + 1
         return cls(k8s_client.ApiClient(cfg), retry=retry, budget=budget)

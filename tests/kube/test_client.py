@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reconciler.kube import KubeClient, RetryPolicy
-from reconciler.kube.client import parse_warnings
+from reconciler.kube.client import parse_warnings, throttled_refresh
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
@@ -89,11 +89,13 @@ class Flaky:
 
     def __init__(self, status: int, failures: int, retry_after: str | None = "0") -> None:
         self.status, self.failures, self.seen = status, failures, 0
+        self.authorization: list[str | None] = []
         flaky = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 flaky.seen += 1
+                flaky.authorization.append(self.headers.get("Authorization"))
                 if flaky.seen <= flaky.failures:
                     body = json.dumps({"kind": "Status", "reason": "TooManyRequests"}).encode()
                     self.send_response(flaky.status)
@@ -221,3 +223,55 @@ def test_apply_is_strict_and_a_typed_patch_refusal_is_not_retried(
 )
 def test_warning_header_values_are_parsed(values: list[str], texts: tuple[str, ...]) -> None:
     assert parse_warnings(values) == texts
+
+
+@pytest.mark.parametrize("flaky", [(200, 0)], indirect=True)
+def test_the_credential_refresh_hook_runs_at_most_once_a_second(
+    flaky: Flaky, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubeconfig loader's hook re-resolves the proxy from the whole environment:
+    once per request it cost more CPU than the request. The token still goes on every
+    request."""
+    from kubernetes.client import configuration
+
+    resolved: list[int] = []
+    real = configuration.getproxies
+    monkeypatch.setattr(configuration, "getproxies", lambda: resolved.append(1) or real())
+    client = KubeClient.connect(kubeconfig(tmp_path / "cfg", flaky.url), retry=FAST)
+    before = len(resolved)
+    for _ in range(20):
+        client.request("GET", "/api/v1", subject="/api/v1", verb="discovery")
+    assert len(resolved) - before <= 3  # 20 requests; the hook ran once a second at most
+    assert flaky.authorization[-20:] == ["Bearer t0ken"] * 20
+
+
+class _Configuration:
+    refresh_api_key_hook: Any = None
+
+
+def test_a_throttled_refresh_runs_again_once_its_interval_passed() -> None:
+    """The loader's hook puts a new hook of its own in place each time it runs (as
+    ``kube_config._set_config`` does): the throttle stays, and calls the newest."""
+    now = [100.0]
+    calls: list[str] = []
+
+    def loader_hook(name: str) -> Any:
+        def hook(configuration: _Configuration) -> None:
+            calls.append(name)
+            configuration.refresh_api_key_hook = loader_hook(name + "'")
+
+        return hook
+
+    configuration = _Configuration()
+    refresh = throttled_refresh(loader_hook("h"), interval=1.0, clock=lambda: now[0])
+    configuration.refresh_api_key_hook = refresh
+    refresh(configuration)
+    refresh(configuration)
+    now[0] += 0.99
+    configuration.refresh_api_key_hook(configuration)
+    assert calls == ["h"]
+    assert configuration.refresh_api_key_hook is refresh
+    now[0] += 0.02
+    configuration.refresh_api_key_hook(configuration)
+    assert calls == ["h", "h'"]
+    assert configuration.refresh_api_key_hook is refresh
