@@ -18,6 +18,7 @@ from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import Timing
 from tests.sandbox.helpers import eventually
 from tests.sandbox.test_command import start
+from tests.sandbox.test_endpoints import endpoints_of
 from tests.sandbox.test_storage import bound, claim
 
 NS = "default"
@@ -94,6 +95,15 @@ def test_a_service_that_stops_being_a_load_balancer_loses_its_address(
     cloud.patch_namespaced_service("web", NS, {"spec": {"type": "ClusterIP"}})
     eventually(lambda: ingress(cloud, "web") == [])
     assert cloud.read_namespaced_service("web", NS).spec.type == "ClusterIP"
+
+
+def test_a_load_balancer_still_gets_its_endpoints(cloud: client.CoreV1Api) -> None:
+    """Both controllers of a Service run on it: the endpoints controller
+    (https://kubernetes.io/docs/concepts/services-networking/service/#endpoints) and
+    the cloud's service controller, neither seeing the other's edits of its copy."""
+    cloud.create_namespaced_service(NS, service("web"))
+    assert eventually(lambda: ingress(cloud, "web"))
+    assert eventually(lambda: endpoints_of(cloud, "web")) is not None
 
 
 def test_other_services_get_no_address(cloud: client.CoreV1Api) -> None:
