@@ -30,34 +30,37 @@ from copy import deepcopy
 from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
-from reconciler.sandbox.controlplane import (
+from reconciler.sandbox.controlplane import ControlPlane, Deleter
+from reconciler.sandbox.cronjobs import CronJobController
+from reconciler.sandbox.daemonsets import DaemonSetController
+from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.disruption import DisruptionController
+from reconciler.sandbox.endpoints import EndpointsController
+from reconciler.sandbox.establishing import Establishing
+from reconciler.sandbox.jobs import JobController
+from reconciler.sandbox.kinds import (
+    CLAIMS,
+    CRDS,
     CRONJOBS,
     DAEMONSETS,
     DEPLOYMENTS,
     JOBS,
     NODES,
+    PDBS,
     PODS,
+    QUOTAS,
     REPLICASETS,
     REPLICATIONCONTROLLERS,
     SERVICES,
     STATEFULSETS,
-    ControlPlane,
-    Deleter,
+    VOLUMES,
 )
-from reconciler.sandbox.cronjobs import CronJobController
-from reconciler.sandbox.daemonsets import DaemonSetController
-from reconciler.sandbox.deployments import DeploymentController
-from reconciler.sandbox.disruption import PDBS, DisruptionController
-from reconciler.sandbox.endpoints import EndpointsController
-from reconciler.sandbox.establishing import CRDS, Establishing
-from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
 from reconciler.sandbox.loadbalancers import LoadBalancers
 from reconciler.sandbox.provisioning import ClaimBinder, VolumeController
-from reconciler.sandbox.quota import QUOTAS, QuotaController
+from reconciler.sandbox.quota import QuotaController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
-from reconciler.sandbox.storage import CLAIMS, VOLUMES
 from reconciler.sandbox.store import Resource, StoredEvent
 from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 from reconciler.sandbox.workqueue import WorkQueue
