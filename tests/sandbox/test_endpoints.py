@@ -21,7 +21,7 @@ from kubernetes.dynamic import DynamicClient
 
 from reconciler.sandbox.endpoints import MANAGED_BY, SERVICE_NAME, SLICE_CONTROLLER, LabelIndex
 from reconciler.sandbox.pods import FAIL_ANNOTATION
-from tests.sandbox.helpers import deployment, eventually
+from tests.sandbox.helpers import deployment, eventually, manifest
 from tests.sandbox.workloads import fast_sandbox
 
 
@@ -29,7 +29,7 @@ def _service(name: str, selector: dict[str, str] | None) -> dict[str, Any]:
     spec: dict[str, Any] = {"ports": [{"name": "http", "port": 80, "targetPort": "web"}]}
     if selector is not None:
         spec["selector"] = selector
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}
+    return manifest("v1", "Service", name, spec=spec)
 
 
 def _app(name: str, replicas: int) -> dict[str, Any]:

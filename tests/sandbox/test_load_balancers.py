@@ -16,7 +16,7 @@ from kubernetes import client, config
 
 from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import Timing
-from tests.sandbox.helpers import eventually
+from tests.sandbox.helpers import eventually, manifest
 from tests.sandbox.test_command import start
 from tests.sandbox.test_endpoints import endpoints_of
 from tests.sandbox.test_storage import bound, claim
@@ -25,12 +25,8 @@ NS = "default"
 
 
 def service(name: str, kind: str = "LoadBalancer", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name},
-        "spec": {"type": kind, "selector": {"app": name}, "ports": [{"port": 80}], **spec},
-    }
+    body = {"type": kind, "selector": {"app": name}, "ports": [{"port": 80}], **spec}
+    return manifest("v1", "Service", name, spec=body)
 
 
 def ingress(core: client.CoreV1Api, name: str) -> list[str]:
