@@ -29,6 +29,8 @@ from typing import Any
 
 import git
 
+from reconciler.kube import KubeClient
+
 SECRET = "bench-secret"
 # The ``web`` app of the daemon benchmarks: three objects per instance.
 WEB_MANIFESTS = """\
@@ -136,6 +138,17 @@ def sandbox_process(workdir: Path, *options: str) -> Iterator[tuple[str, Path]]:
             # the figures are already printed: a slow stop must not turn them into a crash
             proc.kill()
             proc.wait()
+
+
+def create_own_namespace(client: KubeClient, namespace: str) -> None:
+    """The namespace the daemon keeps its Lease in (``--leader-namespace``, by default
+    ``reconciler-system``), as the deploy manifests create it before the daemon starts.
+
+    Without it the service cannot take its single-writer Lease (404 on the namespace):
+    it says so on every start and runs unguarded, which is not the production setup a
+    bench measures.
+    """
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
 
 def request_log(url: str, reset: bool = False) -> list[dict[str, Any]]:

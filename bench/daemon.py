@@ -34,6 +34,7 @@ from benchkit import (
     SECRET,
     WEB_MANIFESTS,
     GitCounter,
+    create_own_namespace,
     fmt,
     measure,
     requests_by_verb,
@@ -171,6 +172,7 @@ def main() -> None:
 def latency(
     repo: CatalogRepo, daemon: Daemon, client: KubeClient, args: argparse.Namespace
 ) -> None:
+    create_own_namespace(client, daemon.settings.leader_namespace)
     service = Service(daemon, install_signals=False)
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()

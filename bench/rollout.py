@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from benchkit import (
     SECRET,
     GitCounter,
+    create_own_namespace,
     figure,
     fmt,
     request_log,
@@ -284,6 +285,7 @@ def world(
         assert first.ok, first.error or "the install passes left instances not ready"
         recorder = Recorder(verbose=verbose)
         recorder.attach(daemon)
+        create_own_namespace(client, settings.leader_namespace)
         service = Service(daemon, install_signals=False)
         thread = threading.Thread(target=service.run, daemon=True)
         thread.start()

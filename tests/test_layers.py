@@ -5,7 +5,8 @@ only ``kube/`` imports ``kubernetes``, only ``registry/`` speaks HTTP to image r
 (the Distribution API paths appear nowhere else, and ``urllib3`` is imported only there and
 by ``kube/``, for the Kubernetes client's transport) (the sandbox's ``fieldschema.py`` reads the
 client's generated models as schema data, nothing else); ``model/`` imports nothing of ours but
-itself; stages never import the layers above them, nor each other's internals
+itself, and ``localserver.py`` (the start/wait/stop of a local server program, shared by
+``analysis/`` and ``registry/``) nothing of ours at all; stages never import the layers above them, nor each other's internals
 (``reconciler.resolve`` is fine, ``reconciler.resolve.ranges`` from another stage is not).
 """
 
@@ -32,6 +33,7 @@ STAGES = {
     "waves",
 }
 UPPER = {"daemon", "preview", "commands", "cli"}
+LEAVES = {"localserver"}  # modules any stage may use: they import nothing of ours
 
 
 def modules() -> list[Path]:
@@ -83,6 +85,8 @@ def test_module_respects_layers(path: Path) -> None:
             continue
         parts = name.split(".")
         target = parts[1]
+        if layer in LEAVES:
+            problems.append(f"imports {name}: {layer}.py is a leaf any stage uses")
         if layer == "model" and target != "model":
             problems.append(f"imports {name}: model/ is pure data and imports no stage")
         if layer in STAGES and target in UPPER:

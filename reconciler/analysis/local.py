@@ -16,10 +16,7 @@ while Prometheus scrapes, so a test or the demo controls what the release "serve
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -27,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import urllib3
+
+from reconciler.localserver import Readiness, free_port, server_process, wait_ready
 
 PROMETHEUS_BINARY = "/usr/bin/prometheus"
 INSTALL_HINT = "apt-get install -y prometheus (or `make prometheus` as root)"
@@ -46,12 +45,6 @@ class LocalPrometheus:
     directory: Path
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def running_prometheus(
     directory: Path, targets: Sequence[str], *, timeout: float = 60.0
@@ -69,49 +62,32 @@ def running_prometheus(
         f"  - job_name: app\n    static_configs: [{{targets: [{listed}]}}]\n"
     )
     port = free_port()
-    log = (directory / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={directory / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=1h",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=directory,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_ready(process, url, directory / "prometheus.log", timeout)
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={directory / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1h",
+        "--log.level=warn",
+    ]
+    log = directory / "prometheus.log"
+    with server_process(argv, log=log, cwd=directory) as process:
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=1, read=2), retries=False)
+
+        def ready() -> bool:
+            try:
+                return bool(http.request("GET", url + "/-/ready").status == 200)
+            except urllib3.exceptions.HTTPError:
+                return False
+
+        readiness = wait_ready(process, ready, timeout=timeout, interval=0.1)
+        if readiness is not Readiness.READY:
+            output = log.read_text(errors="replace")[-2000:]
+            exited = readiness is Readiness.EXITED
+            state = "exited" if exited else f"not ready within {timeout:.0f}s"
+            raise PrometheusStartError(f"prometheus {state}: {output}")
         yield LocalPrometheus(url, directory)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> None:
-    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=1, read=2), retries=False)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            if http.request("GET", url + "/-/ready").status == 200:
-                return
-        except urllib3.exceptions.HTTPError:
-            pass
-        time.sleep(0.1)
-    output = log.read_text(errors="replace")[-2000:]
-    state = "exited" if process.poll() is not None else f"not ready within {timeout:.0f}s"
-    raise PrometheusStartError(f"prometheus {state}: {output}")
 
 
 class Exporter:

@@ -29,7 +29,6 @@ import io
 import json
 import secrets
 import shutil
-import socket
 import subprocess
 import tarfile
 import threading
@@ -43,6 +42,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import urllib3
+
+from reconciler.localserver import Readiness, free_port, server_process, wait_ready
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -73,13 +74,6 @@ class LocalRegistry:
         if self.token_server is None:
             return None
         return self.token_server.issue(f"repository:{repository}:{actions}", "admin")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _config(directory: Path, port: int, token: TokenServer | None) -> str:
@@ -143,8 +137,11 @@ def running_registry(
             token.start()
         tries = 1 if port is not None else 3  # a free port can be taken before we bind it
         for _attempt in range(tries):
-            chosen = port if port is not None else _free_port()
-            with _serve_process(root, binary, token, chosen) as process:
+            chosen = port if port is not None else free_port()
+            config = root / "config.yml"
+            config.write_text(_config(root, chosen, token), encoding="utf-8")
+            argv = [binary, "serve", str(config)]
+            with server_process(argv, log=root / "registry.log", cwd=root) as process:
                 if _wait_ready(process, chosen, root, start_timeout):
                     yield LocalRegistry(f"127.0.0.1:{chosen}", root, token)
                     return
@@ -157,28 +154,6 @@ def running_registry(
             token.stop()
 
 
-@contextmanager
-def _serve_process(
-    root: Path, binary: str, token: TokenServer | None, port: int
-) -> Iterator[subprocess.Popen[bytes]]:
-    config = root / "config.yml"
-    config.write_text(_config(root, port, token), encoding="utf-8")
-    log = (root / "registry.log").open("wb")
-    process = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, cwd=root
-    )
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
 def _wait_ready(process: subprocess.Popen[bytes], port: int, root: Path, timeout: float) -> bool:
     """True once ``GET /v2/`` answers (200, or 401 behind token auth); False if it exited.
 
@@ -189,32 +164,33 @@ def _wait_ready(process: subprocess.Popen[bytes], port: int, root: Path, timeout
     still gets the longer reads on the next tries.
     """
     pool = urllib3.PoolManager(retries=False)
-    deadline = time.monotonic() + timeout
     read = 0.1
+
+    def answers() -> bool | None:
+        nonlocal read
+        try:
+            response = pool.request(
+                "GET",
+                f"http://127.0.0.1:{port}/v2/",
+                timeout=urllib3.Timeout(connect=1.0, read=read),
+            )
+            return response.status in (200, 401)
+        except urllib3.exceptions.ReadTimeoutError:
+            read = min(read * 2, 2.0)
+            return None  # the wait was the timeout itself: look at the process again now
+        except urllib3.exceptions.HTTPError:
+            return False
+
     try:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                return False
-            try:
-                response = pool.request(
-                    "GET",
-                    f"http://127.0.0.1:{port}/v2/",
-                    timeout=urllib3.Timeout(connect=1.0, read=read),
-                )
-                if response.status in (200, 401):
-                    return True
-            except urllib3.exceptions.ReadTimeoutError:
-                read = min(read * 2, 2.0)
-                continue  # the wait was the timeout itself: look at the process again now
-            except urllib3.exceptions.HTTPError:
-                pass
-            time.sleep(0.05)
+        readiness = wait_ready(process, answers, timeout=timeout, interval=0.05)
     finally:
         pool.clear()
-    raise RegistryStartError(
-        f"the registry on 127.0.0.1:{port} did not answer /v2/ within {timeout:.0f}s; "
-        f"its log ({root / 'registry.log'}):\n{_tail(root / 'registry.log')}"
-    )
+    if readiness is Readiness.TIMED_OUT:
+        raise RegistryStartError(
+            f"the registry on 127.0.0.1:{port} did not answer /v2/ within {timeout:.0f}s; "
+            f"its log ({root / 'registry.log'}):\n{_tail(root / 'registry.log')}"
+        )
+    return readiness is Readiness.READY
 
 
 def _tail(path: Path, lines: int = 20) -> str:

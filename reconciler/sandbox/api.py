@@ -31,7 +31,16 @@ from reconciler.sandbox.apierrors import ApiError, already_exists, conflict, inv
 from reconciler.sandbox.apply import now, server_side_apply, track_update
 from reconciler.sandbox.copying import clone
 from reconciler.sandbox.defaults import apply_defaults, generation_changes, tracks_generation
-from reconciler.sandbox.kinds import Kind, KindRegistry
+from reconciler.sandbox.kinds import (
+    CLAIMS,
+    CLASSES,
+    CRDS,
+    JOBS,
+    NAMESPACES,
+    SERVICES,
+    Kind,
+    KindRegistry,
+)
 from reconciler.sandbox.patch import apply_patch
 from reconciler.sandbox.rules import check_rules
 from reconciler.sandbox.selectors import Matcher
@@ -101,7 +110,6 @@ def present(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _MISSING = object()
-_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def _unchanged(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -204,7 +212,7 @@ class SandboxApi:
     ) -> dict[str, Any]:
         obj = self._checked_body(kind, body)
         if kind.crd:
-            crd = self.store.view_one(_CRDS, "", f"{kind.plural}.{kind.group}")
+            crd = self.store.view_one(CRDS, "", f"{kind.plural}.{kind.group}")
             crdfinalizer.refuse_create(kind, crd)
         meta = obj["metadata"]
         self._place(kind, namespace, meta)
@@ -274,7 +282,7 @@ class SandboxApi:
                 "the namespace sent on the request",
             )
         meta["namespace"] = namespace
-        ns = self.store.get(("", "namespaces"), "", namespace)
+        ns = self.store.get(NAMESPACES, "", namespace)
         if ns is None:
             raise not_found("", "namespaces", namespace)
         if ns["metadata"].get("deletionTimestamp"):
@@ -314,29 +322,28 @@ class SandboxApi:
         if kind.kind == "CustomResourceDefinition":
             crds.validate(obj)
             obj["status"] = crds.initial_status(obj)
-        if kind.resource == storage.CLAIMS:
+        if kind.resource == CLAIMS:
             storage.admit_claim(self.store, obj)
-        if kind.resource == storage.CLASSES:
+        if kind.resource == CLASSES:
             storage.default_class(obj)
 
     def _service_tallies(self) -> tuple[Tally, Tally]:
         """Cluster IPs and node ports held by stored Services (the API server's allocators)."""
         if self._services is None:
-            resource = ("", "services")
             self._services = (
-                self.store.tally(resource, lambda s: service_ips(s.get("spec"))),
-                self.store.tally(resource, lambda s: service_node_ports(s.get("spec"))),
+                self.store.tally(SERVICES, lambda s: service_ips(s.get("spec"))),
+                self.store.tally(SERVICES, lambda s: service_node_ports(s.get("spec"))),
             )
         return self._services
 
     def _allocate(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """What the storage layer assigns: Service IPs and node ports, a new Job's selector."""
-        if kind.resource == ("", "services"):
+        if kind.resource == SERVICES:
             meta = obj["metadata"]
             stored = self.store.view_one(kind.resource, meta.get("namespace", ""), meta["name"])
             ips, ports = self._service_tallies()
             allocate_service(obj, old, ips.held_by_others(stored), ports.held_by_others(stored))
-        elif kind.resource == ("batch", "jobs") and old is None:
+        elif kind.resource == JOBS and old is None:
             job_selector(obj)
 
     # --- update -----------------------------------------------------------------------

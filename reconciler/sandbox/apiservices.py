@@ -19,11 +19,10 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.fielderrors import as_list, as_map
-from reconciler.sandbox.store import Resource, StoredEvent
+from reconciler.sandbox.kinds import API_SERVICES, CRDS
+from reconciler.sandbox.store import StoredEvent
 
-API_SERVICES: Resource = ("apiregistration.k8s.io", "apiservices")
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
-_CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
 _APISERVER = WriteOptions("kube-apiserver")
 # (group priority, version priority) of each built-in group/version
 PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
@@ -122,10 +121,10 @@ class APIServices:
             self.api.commit(kind, stored, body, _APISERVER, "status")
 
     def _on_event(self, event: StoredEvent) -> None:
-        if event.resource != _CRDS:
+        if event.resource != CRDS:
             return
         wanted: set[tuple[str, str]] = set()
-        for crd in self.api.store.view(_CRDS, None):
+        for crd in self.api.store.view(CRDS, None):
             if not crd["metadata"].get("deletionTimestamp"):
                 wanted |= _served(crd)
         for group, version in sorted(wanted):

@@ -30,6 +30,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apiservices import APIServices
+from reconciler.sandbox.kinds import ENDPOINT_SLICES, ENDPOINTS, NODES, SERVICES
 from reconciler.sandbox.kubelet import MIRROR
 from reconciler.sandbox.priorities import SYSTEM_CLASSES, system_class
 from reconciler.sandbox.storage import default_storage_class
@@ -40,12 +41,7 @@ KUBERNETES_SERVICE = ("default", "kubernetes")
 BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 DEFAULT_CLUSTER_ROLES = ("cluster-admin", "admin", "edit", "view")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-_SERVICES: Resource = ("", "services")
-_NODES: Resource = ("", "nodes")
-_API_SERVER_ENDPOINTS: tuple[Resource, ...] = (
-    ("", "endpoints"),
-    ("discovery.k8s.io", "endpointslices"),
-)
+_API_SERVER_ENDPOINTS: tuple[Resource, ...] = (ENDPOINTS, ENDPOINT_SLICES)
 _AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "delete", "deletecollection", "patch", "update"]
@@ -221,7 +217,7 @@ class StandardObjects:
             self._create(role)
         self._create(_cluster_admin_binding())
         self._create(default_storage_class(), WriteOptions("addon-manager"))
-        nodes = self.api.store.list(_NODES)
+        nodes = self.api.store.list(NODES)
         self._ip = _node_ip(nodes[0] if nodes else None)
         for body in kubernetes_endpoints(self._ip):
             self._create(body)
@@ -235,7 +231,7 @@ class StandardObjects:
             KUBERNETES_SERVICE
         ):
             return
-        if event.resource == _SERVICES:
+        if event.resource == SERVICES:
             self._create(kubernetes_service())
         elif event.resource in _API_SERVER_ENDPOINTS:
             for body in kubernetes_endpoints(self._ip):

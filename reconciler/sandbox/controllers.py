@@ -30,34 +30,37 @@ from copy import deepcopy
 from typing import Any, Protocol
 
 from reconciler.sandbox.api import SandboxApi
-from reconciler.sandbox.controlplane import (
+from reconciler.sandbox.controlplane import ControlPlane, Deleter
+from reconciler.sandbox.cronjobs import CronJobController
+from reconciler.sandbox.daemonsets import DaemonSetController
+from reconciler.sandbox.deployments import DeploymentController
+from reconciler.sandbox.disruption import DisruptionController
+from reconciler.sandbox.endpoints import EndpointsController
+from reconciler.sandbox.establishing import Establishing
+from reconciler.sandbox.jobs import JobController
+from reconciler.sandbox.kinds import (
+    CLAIMS,
+    CRDS,
     CRONJOBS,
     DAEMONSETS,
     DEPLOYMENTS,
     JOBS,
     NODES,
+    PDBS,
     PODS,
+    QUOTAS,
     REPLICASETS,
     REPLICATIONCONTROLLERS,
     SERVICES,
     STATEFULSETS,
-    ControlPlane,
-    Deleter,
+    VOLUMES,
 )
-from reconciler.sandbox.cronjobs import CronJobController
-from reconciler.sandbox.daemonsets import DaemonSetController
-from reconciler.sandbox.deployments import DeploymentController
-from reconciler.sandbox.disruption import PDBS, DisruptionController
-from reconciler.sandbox.endpoints import EndpointsController
-from reconciler.sandbox.establishing import CRDS, Establishing
-from reconciler.sandbox.jobs import JobController
 from reconciler.sandbox.kubelet import Kubelet, create_nodes
 from reconciler.sandbox.loadbalancers import LoadBalancers
 from reconciler.sandbox.provisioning import ClaimBinder, VolumeController
-from reconciler.sandbox.quota import QUOTAS, QuotaController
+from reconciler.sandbox.quota import QuotaController
 from reconciler.sandbox.replicasets import ReplicaSetController
 from reconciler.sandbox.statefulsets import StatefulSetController
-from reconciler.sandbox.storage import CLAIMS, VOLUMES
 from reconciler.sandbox.store import Resource, StoredEvent
 from reconciler.sandbox.timing import DEFAULT_DELAY, Timing
 from reconciler.sandbox.workqueue import WorkQueue
@@ -90,22 +93,6 @@ class Watcher(Protocol):
     def affected(self, event: StoredEvent) -> list[Key]: ...
 
 
-class _Both:
-    """Two controllers of one kind (a Service's Endpoints and its cloud load balancer),
-    each given its own copy, as two controllers each read the object themselves."""
-
-    def __init__(self, first: Controller, second: Controller) -> None:
-        self.first, self.second = first, second
-
-    def reconcile(self, obj: dict[str, Any]) -> float | None:
-        again = [
-            d
-            for d in (self.first.reconcile(deepcopy(obj)), self.second.reconcile(obj))
-            if d is not None
-        ]
-        return min(again, default=None)
-
-
 class Controllers:
     """Runs every simulated controller; one pending sync per object, coalesced."""
 
@@ -126,27 +113,32 @@ class Controllers:
         self.cronjobs = CronJobController(self.plane)
         ready = self.kubelet.ready_since
         self.queue: WorkQueue[StoredEvent, Key] = WorkQueue(self._on_event, self._run)
-        self.handlers: dict[Resource, Controller] = {
-            PODS: self.kubelet,
-            REPLICASETS: ReplicaSetController(self.plane, ready),
-            REPLICATIONCONTROLLERS: ReplicaSetController(
-                self.plane, ready, REPLICATIONCONTROLLERS, "replication-controller"
-            ),
-            DEPLOYMENTS: self.deployments,
-            STATEFULSETS: StatefulSetController(self.plane, ready),
-            DAEMONSETS: DaemonSetController(self.plane, ready),
-            JOBS: self.jobs,
-            CRONJOBS: self.cronjobs,
-            PDBS: DisruptionController(self.plane),
-            CLAIMS: ClaimBinder(self.plane, self.queue.add_after),
-            VOLUMES: VolumeController(self.plane),
-            CRDS: Establishing(self.plane),
-        }
         endpoints, quotas = EndpointsController(self.plane), QuotaController(self.plane)
-        self.handlers.update({SERVICES: endpoints, QUOTAS: quotas})
+        # A resource may have several controllers (a Service's Endpoints and its
+        # cloud load balancer); each runs on every sync of the object.
+        self.handlers: dict[Resource, list[Controller]] = {
+            PODS: [self.kubelet],
+            REPLICASETS: [ReplicaSetController(self.plane, ready)],
+            REPLICATIONCONTROLLERS: [
+                ReplicaSetController(
+                    self.plane, ready, REPLICATIONCONTROLLERS, "replication-controller"
+                )
+            ],
+            DEPLOYMENTS: [self.deployments],
+            STATEFULSETS: [StatefulSetController(self.plane, ready)],
+            DAEMONSETS: [DaemonSetController(self.plane, ready)],
+            JOBS: [self.jobs],
+            CRONJOBS: [self.cronjobs],
+            PDBS: [DisruptionController(self.plane)],
+            CLAIMS: [ClaimBinder(self.plane, self.queue.add_after)],
+            VOLUMES: [VolumeController(self.plane)],
+            CRDS: [Establishing(self.plane)],
+            SERVICES: [endpoints],
+            QUOTAS: [quotas],
+        }
         if timing.load_balancer_ips is not None:
             balancers = LoadBalancers(self.plane, timing.load_balancer_ips)
-            self.handlers[SERVICES] = _Both(endpoints, balancers)
+            self.handlers[SERVICES].append(balancers)
         self.watchers: list[Watcher] = [endpoints, quotas]
         api.store.listeners.append(self.queue.submit)
         create_nodes(self.plane)
@@ -202,13 +194,26 @@ class Controllers:
         # copy; the other workload controllers get copies they may edit.
         read = self.api.store.view_one if resource in _READ_ONLY else self.api.store.get
         obj = read(resource, namespace, name)
-        handler = self.handlers.get(resource)
-        if obj is None or handler is None:
+        handlers = self.handlers.get(resource)
+        if obj is None or not handlers:
             return None
         try:
-            return handler.reconcile(obj)
+            return _reconcile_all(handlers, obj)
         except Exception:  # a sandbox bug: say so, and try again rather than stall
             log.exception(
                 "sandbox: the %s controller failed on %s/%s", resource[1], namespace, name
             )
             return 1.0
+
+
+def _reconcile_all(handlers: Sequence[Controller], obj: dict[str, Any]) -> float | None:
+    """Run each of a resource's controllers on ``obj``; the soonest any asks to run again.
+
+    Each controller reads the object itself in a real cluster, so each but the last
+    gets its own copy: one controller's edits never show in what the next one sees.
+    """
+    again = [
+        handler.reconcile(obj if i == len(handlers) - 1 else deepcopy(obj))
+        for i, handler in enumerate(handlers)
+    ]
+    return min((d for d in again if d is not None), default=None)

@@ -20,24 +20,16 @@ from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.events import EventRecorder
 from reconciler.sandbox.gc import DeleteOptions
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import (
+    PODS,
+    Kind,
+)
 from reconciler.sandbox.owned import CONTROLLER_MANAGER
 from reconciler.sandbox.store import ListOfObjects, Resource
 from reconciler.sandbox.timing import Timing
 
 log = logging.getLogger(__name__)
 
-PODS: Resource = ("", "pods")
-NODES: Resource = ("", "nodes")
-REPLICASETS: Resource = ("apps", "replicasets")
-DEPLOYMENTS: Resource = ("apps", "deployments")
-STATEFULSETS: Resource = ("apps", "statefulsets")
-DAEMONSETS: Resource = ("apps", "daemonsets")
-REVISIONS: Resource = ("apps", "controllerrevisions")
-JOBS: Resource = ("batch", "jobs")
-CRONJOBS: Resource = ("batch", "cronjobs")
-REPLICATIONCONTROLLERS: Resource = ("", "replicationcontrollers")
-SERVICES: Resource = ("", "services")
 
 Names = list[str]
 Deleter = Callable[[Kind, str, str, DeleteOptions], Any]  # ``gc.Lifecycle.delete``

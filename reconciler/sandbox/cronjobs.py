@@ -24,9 +24,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from reconciler.sandbox.controlplane import CRONJOBS, JOBS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.cron import CronError, Schedule, parse
 from reconciler.sandbox.events import NORMAL
+from reconciler.sandbox.kinds import CRONJOBS, JOBS
 from reconciler.sandbox.owned import alive, owner_reference
 
 SCHEDULED_AT = "batch.kubernetes.io/cronjob-scheduled-timestamp"

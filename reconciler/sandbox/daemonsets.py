@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sandbox.controlplane import DAEMONSETS, NODES, PODS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
+from reconciler.sandbox.kinds import DAEMONSETS, NODES, PODS
 from reconciler.sandbox.owned import (
     alive,
     int_or_percent,

@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.controlplane import DEPLOYMENTS, REPLICASETS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.copying import clone
 from reconciler.sandbox.events import NORMAL
+from reconciler.sandbox.kinds import DEPLOYMENTS, REPLICASETS
 from reconciler.sandbox.owned import (
     alive,
     condition,

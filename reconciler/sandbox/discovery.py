@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sandbox.kinds import Kind, KindRegistry
+from reconciler.sandbox.kinds import PODS, Kind, KindRegistry
 
 SERVER_VERSION = {
     "major": "1",
@@ -93,7 +93,7 @@ def api_resource_list(registry: KindRegistry, group: str, version: str) -> dict[
             resources.append(_subresource(kind, "status", kind.kind, group, version))
         if kind.scale is not None:
             resources.append(_subresource(kind, "scale", "Scale", "autoscaling", "v1"))
-        if kind.resource == ("", "pods"):
+        if kind.resource == PODS:
             # what ``kubectl drain`` looks for before it evicts (disruption.py)
             eviction = _subresource(kind, "eviction", "Eviction", "policy", "v1")
             resources.append({**eviction, "verbs": ["create"]})

@@ -32,15 +32,14 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError, not_found
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.controlplane import PODS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
+from reconciler.sandbox.kinds import PDBS, PODS
 from reconciler.sandbox.owned import alive, controller_uid
 from reconciler.sandbox.pods import is_ready
 from reconciler.sandbox.scale import scale_of
 from reconciler.sandbox.selectors import parse_label_selector, selector_to_string
-from reconciler.sandbox.store import Resource
 
-PDBS: Resource = ("policy", "poddisruptionbudgets")
 DISRUPTION_CONTROLLER = "disruption-controller"
 DELETION_TIMEOUT = timedelta(minutes=2)  # an evicted pod not deleted by then counts again
 _STAMP = "%Y-%m-%dT%H:%M:%SZ"

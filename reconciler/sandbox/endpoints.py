@@ -25,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.sandbox.controlplane import PODS, SERVICES, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.fielderrors import as_list, as_map
+from reconciler.sandbox.kinds import ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES
 from reconciler.sandbox.owned import alive, owner_reference
 from reconciler.sandbox.pods import is_ready
 from reconciler.sandbox.store import Resource, StoredEvent
 
-ENDPOINTS: Resource = ("", "endpoints")
-ENDPOINT_SLICES: Resource = ("discovery.k8s.io", "endpointslices")
 SERVICE_NAME = "kubernetes.io/service-name"
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 SLICE_CONTROLLER = "endpointslice-controller.k8s.io"

@@ -20,9 +20,8 @@ from typing import Any
 from reconciler.sandbox import crds
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import ControlPlane
-from reconciler.sandbox.store import Resource
+from reconciler.sandbox.kinds import CRDS
 
-CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
 APISERVER = "kube-apiserver"
 
 

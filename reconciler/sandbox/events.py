@@ -33,9 +33,8 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.store import Resource
+from reconciler.sandbox.kinds import EVENTS, NAMESPACES
 
-EVENTS: Resource = ("", "events")
 EVENT_LIMIT = 5000
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -162,7 +161,7 @@ class EventRecorder:
 
     def _store(self, key: _Key, event: dict[str, Any]) -> None:
         meta = event["metadata"]
-        if self.api.store.view_one(("", "namespaces"), "", meta["namespace"]) is None:
+        if self.api.store.view_one(NAMESPACES, "", meta["namespace"]) is None:
             return  # the namespace is gone (a pod deleted with it): nowhere to record
         self.api.store.put(EVENTS, event, handover=True)
         self._recent[key] = (meta["namespace"], meta["name"])

@@ -56,7 +56,16 @@ from reconciler.sandbox.apierrors import (
 )
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.copying import clone
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import (
+    CLAIMS,
+    CRDS,
+    JOBS,
+    NAMESPACES,
+    PODS,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    Kind,
+)
 from reconciler.sandbox.namespaces import check_deletable
 from reconciler.sandbox.selectors import Matcher
 from reconciler.sandbox.store import Resource, StoredEvent
@@ -69,21 +78,18 @@ FOREGROUND = "foregroundDeletion"
 NAMESPACE_FINALIZER = "kubernetes"
 POLICIES = ("Foreground", "Background", "Orphan")
 
-_NAMESPACES: Resource = ("", "namespaces")
-_PODS: Resource = ("", "pods")
-_CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
 # Registries with ReturnDeletedObject: a DELETE answers with the object, not a Status.
 _RETURNS_OBJECT: frozenset[Resource] = frozenset(
     {
-        ("", "namespaces"),
-        ("", "pods"),
-        ("", "services"),
-        ("", "serviceaccounts"),
-        ("", "persistentvolumeclaims"),
+        NAMESPACES,
+        PODS,
+        SERVICES,
+        SERVICE_ACCOUNTS,
+        CLAIMS,
     }
 )
 # DefaultGarbageCollectionPolicy OrphanDependents (batch/v1 keeps it for compatibility).
-_ORPHAN_BY_DEFAULT: frozenset[Resource] = frozenset({("batch", "jobs")})
+_ORPHAN_BY_DEFAULT: frozenset[Resource] = frozenset({JOBS})
 _STILL_TERMINATING = (
     "The system is ensuring all content is removed from this namespace.  "
     "Upon completion, this namespace will automatically be purged by the system."
@@ -272,9 +278,9 @@ class Lifecycle:
         obj = self.api.read(kind, namespace, name)
         check_deletable(kind.resource, name)
         priorities.check_deletable(kind.resource, name)
-        if kind.resource == _NAMESPACES:
+        if kind.resource == NAMESPACES:
             return self._delete_namespace(kind, obj, opts)
-        if kind.resource == _CRDS and not obj["metadata"].get("deletionTimestamp"):
+        if kind.resource == CRDS and not obj["metadata"].get("deletionTimestamp"):
             obj = crdfinalizer.marked_for_deletion(obj)
         self._check_preconditions(kind, obj, opts.preconditions)
         after, removed = self._apply(kind.resource, obj, opts)
@@ -336,7 +342,7 @@ class Lifecycle:
         and a running pod's grace period keeps it Terminating (``termination.py``)."""
         meta = obj["metadata"]
         current = list(meta.get("finalizers") or [])
-        if resource == _PODS:
+        if resource == PODS:
             plan = plan_pod_delete(obj, opts.grace_period)
             if plan.pending:  # finalizers are not changed while a deletion is pending
                 return obj, False
@@ -385,7 +391,7 @@ class Lifecycle:
         if meta.get("deletionTimestamp"):
             if (ns.get("spec") or {}).get("finalizers"):
                 raise conflict("", "namespaces", name, _STILL_TERMINATING)
-            after, removed = self._apply(_NAMESPACES, ns, opts)
+            after, removed = self._apply(NAMESPACES, ns, opts)
             return self._answer(kind, after, removed, opts)
         marked = clone(ns)
         mark = marked["metadata"]
@@ -400,11 +406,11 @@ class Lifecycle:
         code = 202 if opts.orphan_dependents is False else 200
         if opts.dry_run:
             return DeleteResult(present(kind, marked), code)
-        return DeleteResult(present(kind, self.api.store.put(_NAMESPACES, marked)), code)
+        return DeleteResult(present(kind, self.api.store.put(NAMESPACES, marked)), code)
 
     def _sync_namespace(self, name: str) -> None:
         """One pass of the namespace controller over a terminating namespace."""
-        ns = self.api.store.get(_NAMESPACES, "", name)
+        ns = self.api.store.get(NAMESPACES, "", name)
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return
         background = DeleteOptions(propagation="Background")
@@ -422,13 +428,13 @@ class Lifecycle:
         spec = ns.get("spec") or {}
         left = [f for f in spec.get("finalizers") or [] if f != NAMESPACE_FINALIZER]
         if not left and not ns["metadata"].get("finalizers"):
-            self.api.store.remove(_NAMESPACES, "", name)
+            self.api.store.remove(NAMESPACES, "", name)
         elif left != spec.get("finalizers"):
-            self.api.store.put(_NAMESPACES, {**ns, "spec": {**spec, "finalizers": left}})
+            self.api.store.put(NAMESPACES, {**ns, "spec": {**spec, "finalizers": left}})
 
     def _contents(self, namespace: str) -> Iterator[tuple[Resource, dict[str, Any]]]:
         for resource, obj in list(self.api.store.iter_all()):
-            if resource != _NAMESPACES and obj["metadata"].get("namespace") == namespace:
+            if resource != NAMESPACES and obj["metadata"].get("namespace") == namespace:
                 yield resource, obj
 
     def _set_conditions(
@@ -482,7 +488,7 @@ class Lifecycle:
                 changed = True
         if not changed:
             return ns
-        return self.api.store.put(_NAMESPACES, {**ns, "status": status})
+        return self.api.store.put(NAMESPACES, {**ns, "status": status})
 
     # --- the garbage collector ------------------------------------------------------------
 
@@ -601,7 +607,7 @@ class Lifecycle:
         left = [f for f in meta.get("finalizers") or [] if f != finalizer]
         if left == (meta.get("finalizers") or []):
             return
-        finalized = resource != _NAMESPACES or not (obj.get("spec") or {}).get("finalizers")
+        finalized = resource != NAMESPACES or not (obj.get("spec") or {}).get("finalizers")
         finalized = finalized and not meta.get("deletionGracePeriodSeconds")  # a pod's grace
         if not left and meta.get("deletionTimestamp") and finalized:
             self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
@@ -612,7 +618,7 @@ class Lifecycle:
     # --- event handling ----------------------------------------------------------------------
 
     def _on_event(self, event: StoredEvent) -> None:
-        if event.resource == _CRDS:
+        if event.resource == CRDS:
             self._sync_crd(event)
             if event.type != "DELETED" and crdfinalizer.cleaning_up(event.obj):
                 self._enqueue(("crd", event.obj["metadata"]["name"]))
@@ -638,11 +644,11 @@ class Lifecycle:
                 self._enqueue(("owner", str(ref.get("uid"))))
             if event.type != "DELETED":
                 self._check_owners(event.obj)
-        if event.resource == _NAMESPACES and event.type != "DELETED":
+        if event.resource == NAMESPACES and event.type != "DELETED":
             if meta.get("deletionTimestamp"):
                 self._enqueue(("namespace", meta["name"]))
         elif event.namespace:
-            ns = self.api.store.view_one(_NAMESPACES, "", event.namespace)
+            ns = self.api.store.view_one(NAMESPACES, "", event.namespace)
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
         self._drain()
@@ -683,21 +689,21 @@ class Lifecycle:
     def _clean_up_crd(self, name: str) -> None:
         """The CRD finalizer's pass: delete every custom resource (each one's finalizers
         may hold it), and drop the CRD's finalizer once none is left."""
-        crd = self.api.store.view_one(_CRDS, "", name)
+        crd = self.api.store.view_one(CRDS, "", name)
         if crd is None or not crdfinalizer.cleaning_up(crd):
             return
         resource = crdfinalizer.resource_of(crd)
         self._cleanups[resource] = name
         if crdfinalizer.terminating_condition(crd).get("reason") != crdfinalizer.IN_PROGRESS[0]:
             crd = self.api.store.put(
-                _CRDS, crdfinalizer.with_terminating(crd, *crdfinalizer.IN_PROGRESS)
+                CRDS, crdfinalizer.with_terminating(crd, *crdfinalizer.IN_PROGRESS)
             )
         for obj in self.api.store.list(resource):
             if not obj["metadata"].get("deletionTimestamp"):
                 self._apply(resource, obj, DeleteOptions())
         if not self.api.store.list(resource):
             del self._cleanups[resource]
-            self._drop_finalizer(_CRDS, _uid(crd), crdfinalizer.CLEANUP)
+            self._drop_finalizer(CRDS, _uid(crd), crdfinalizer.CLEANUP)
 
     def _sync_crd(self, event: StoredEvent) -> None:
         kinds = crds.kinds_of(event.obj)

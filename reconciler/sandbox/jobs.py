@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.controlplane import JOBS, PODS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
+from reconciler.sandbox.kinds import JOBS, PODS
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix
 from reconciler.sandbox.pods import CRASH_LOOP, FAIL_ANNOTATION, is_ready
 

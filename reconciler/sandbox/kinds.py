@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+Resource = tuple[str, str]  # (group, plural): the store's key for every version of a kind
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 CREATE_ONLY = ("create",)  # the access reviews: answered, never stored
 
@@ -50,7 +51,7 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def resource(self) -> tuple[str, str]:
+    def resource(self) -> Resource:
         """The storage key shared by every version of this kind."""
         return (self.group, self.plural)
 
@@ -161,6 +162,36 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         verbs=CREATE_ONLY,
     ),
 )
+
+# The storage keys of the built-in resources the sandbox's own code reads or writes
+# (controllers, admission, garbage collection): each defined here once, beside the
+# table that serves them.
+NAMESPACES: Resource = ("", "namespaces")
+CONFIGMAPS: Resource = ("", "configmaps")
+SERVICES: Resource = ("", "services")
+SERVICE_ACCOUNTS: Resource = ("", "serviceaccounts")
+PODS: Resource = ("", "pods")
+NODES: Resource = ("", "nodes")
+EVENTS: Resource = ("", "events")
+CLAIMS: Resource = ("", "persistentvolumeclaims")
+VOLUMES: Resource = ("", "persistentvolumes")
+CLASSES: Resource = ("storage.k8s.io", "storageclasses")
+DEPLOYMENTS: Resource = ("apps", "deployments")
+STATEFULSETS: Resource = ("apps", "statefulsets")
+DAEMONSETS: Resource = ("apps", "daemonsets")
+REPLICASETS: Resource = ("apps", "replicasets")
+REVISIONS: Resource = ("apps", "controllerrevisions")
+JOBS: Resource = ("batch", "jobs")
+CRONJOBS: Resource = ("batch", "cronjobs")
+CRDS: Resource = ("apiextensions.k8s.io", "customresourcedefinitions")
+PDBS: Resource = ("policy", "poddisruptionbudgets")
+REPLICATIONCONTROLLERS: Resource = ("", "replicationcontrollers")
+ENDPOINTS: Resource = ("", "endpoints")
+ENDPOINT_SLICES: Resource = ("discovery.k8s.io", "endpointslices")
+QUOTAS: Resource = ("", "resourcequotas")
+LIMIT_RANGES: Resource = ("", "limitranges")
+PRIORITY_CLASSES: Resource = ("scheduling.k8s.io", "priorityclasses")
+API_SERVICES: Resource = ("apiregistration.k8s.io", "apiservices")
 
 # The version a group lists first in discovery (preferredVersion).
 _PREFERRED = {"autoscaling": "v2"}

@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.sandbox.apply import now
-from reconciler.sandbox.controlplane import NODES, PODS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
+from reconciler.sandbox.kinds import NODES, PODS
 from reconciler.sandbox.owned import alive
 from reconciler.sandbox.pods import (
     CRASH_LOOP,

@@ -20,12 +20,11 @@ from decimal import Decimal
 from typing import Any
 
 from reconciler.sandbox.fielderrors import as_list, as_map
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import CLAIMS, LIMIT_RANGES, PODS, Kind
 from reconciler.sandbox.priorities import forbidden
 from reconciler.sandbox.quantity import add, parse
-from reconciler.sandbox.store import Resource, Store
+from reconciler.sandbox.store import Store
 
-LIMIT_RANGES: Resource = ("", "limitranges")
 ANNOTATION = "kubernetes.io/limit-ranger"
 Obj = dict[str, Any]
 
@@ -130,7 +129,7 @@ class LimitRanger:
         ]
 
     def mutate(self, kind: Kind, obj: Obj) -> None:
-        if kind.resource != ("", "pods") or not isinstance(obj.get("spec"), dict):
+        if kind.resource != PODS or not isinstance(obj.get("spec"), dict):
             return
         items = self._items(obj["metadata"].get("namespace", ""), "Container")
         if not items:
@@ -152,7 +151,7 @@ class LimitRanger:
     def validate(self, kind: Kind, obj: Obj) -> None:
         namespace = obj["metadata"].get("namespace", "")
         errors: list[str] = []
-        if kind.resource == ("", "pods"):
+        if kind.resource == PODS:
             spec = as_map(obj.get("spec"))
             for item in self._items(namespace, "Container"):
                 for _word, container in _containers(spec):
@@ -160,7 +159,7 @@ class LimitRanger:
             for item in self._items(namespace, "Pod"):
                 requests, limits = pod_totals(spec, "requests"), pod_totals(spec, "limits")
                 errors += _bound("Pod", item, requests, limits)
-        elif kind.resource == ("", "persistentvolumeclaims"):
+        elif kind.resource == CLAIMS:
             requirements = _requirements(as_map(obj.get("spec")))
             for item in self._items(namespace, "PersistentVolumeClaim"):
                 errors += _bound("PersistentVolumeClaim", item, *requirements)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from reconciler.sandbox.controlplane import SERVICES, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
+from reconciler.sandbox.kinds import SERVICES
 
 SERVICE_CONTROLLER = "service-controller"
 

@@ -18,6 +18,7 @@ from typing import Any
 from reconciler.sandbox.api import SandboxApi
 from reconciler.sandbox.apierrors import ApiError, not_found
 from reconciler.sandbox.apply import now
+from reconciler.sandbox.kinds import NODES, PODS
 from reconciler.sandbox.quantity import parse
 from reconciler.sandbox.selectors import Matcher
 
@@ -25,8 +26,6 @@ GROUP, VERSION = "metrics.k8s.io", "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 WINDOW = "15s"  # metrics-server's default metric resolution
 IDLE = {"cpu": Decimal("0.001"), "memory": Decimal(4 * 1024 * 1024)}
-_PODS = ("", "pods")
-_NODES = ("", "nodes")
 
 
 def resource_list() -> dict[str, Any]:
@@ -118,14 +117,12 @@ def serve(
     """A NodeMetrics/PodMetrics object or list; 404 for what metrics-server has no
     metrics of (a missing or not running pod, a missing node)."""
     stamp = now()
-    pods = [
-        p for p in api.store.list(_PODS, namespace if plural == "pods" else None) if _running(p)
-    ]
+    pods = [p for p in api.store.list(PODS, namespace if plural == "pods" else None) if _running(p)]
     if plural == "pods":
         items = [_pod_metrics(p, stamp) for p in pods]
         kind = "PodMetrics"
     elif plural == "nodes" and namespace is None:
-        items = [_node_metrics(n, pods, stamp) for n in api.store.list(_NODES)]
+        items = [_node_metrics(n, pods, stamp) for n in api.store.list(NODES)]
         kind = "NodeMetrics"
     else:
         raise ApiError(404, "the server could not find the requested resource")

@@ -23,7 +23,7 @@ from typing import Any
 
 from reconciler.sandbox.api import SandboxApi, WriteOptions
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS, Kind
 from reconciler.sandbox.store import Resource, StoredEvent
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
@@ -43,14 +43,10 @@ _ROOT_CA_DESCRIPTION = (
 )
 _CONTROLLER_MANAGER = WriteOptions("kube-controller-manager")
 
-_NAMESPACES: Resource = ("", "namespaces")
-_SERVICE_ACCOUNTS: Resource = ("", "serviceaccounts")
-_CONFIGMAPS: Resource = ("", "configmaps")
-
 
 def check_deletable(resource: Resource, name: str) -> None:
     """Refuse, as NamespaceLifecycle admission does, to delete a system namespace."""
-    if resource == _NAMESPACES and name in IMMORTAL_NAMESPACES:
+    if resource == NAMESPACES and name in IMMORTAL_NAMESPACES:
         raise ApiError(
             403,
             f'namespaces "{name}" is forbidden: this namespace may not be deleted',
@@ -79,33 +75,33 @@ class NamespaceDefaults:
     def __init__(self, api: SandboxApi) -> None:
         self.api = api
         api.store.listeners.append(self._on_event)
-        for ns in api.store.list(_NAMESPACES):
+        for ns in api.store.list(NAMESPACES):
             self._ensure(ns["metadata"]["name"])
 
     def _on_event(self, event: StoredEvent) -> None:
         name = event.obj["metadata"]["name"]
-        if event.resource == _NAMESPACES and event.type == "ADDED":
+        if event.resource == NAMESPACES and event.type == "ADDED":
             self._ensure(name)
         elif event.type == "DELETED" and (event.resource, name) in (
-            (_SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT),
-            (_CONFIGMAPS, ROOT_CA),
+            (SERVICE_ACCOUNTS, DEFAULT_SERVICE_ACCOUNT),
+            (CONFIGMAPS, ROOT_CA),
         ):
             self._ensure(event.namespace)
-        elif event.type == "MODIFIED" and (event.resource, name) == (_CONFIGMAPS, ROOT_CA):
+        elif event.type == "MODIFIED" and (event.resource, name) == (CONFIGMAPS, ROOT_CA):
             self._restore(event.obj)
 
     def _ensure(self, namespace: str) -> None:
-        ns = self.api.store.get(_NAMESPACES, "", namespace)
+        ns = self.api.store.get(NAMESPACES, "", namespace)
         if ns is None or ns["metadata"].get("deletionTimestamp"):
             return
-        if self.api.store.get(_SERVICE_ACCOUNTS, namespace, DEFAULT_SERVICE_ACCOUNT) is None:
+        if self.api.store.get(SERVICE_ACCOUNTS, namespace, DEFAULT_SERVICE_ACCOUNT) is None:
             body = {
                 "apiVersion": "v1",
                 "kind": "ServiceAccount",
                 "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace},
             }
             self.api.create(self._kind("serviceaccounts"), namespace, body, _CONTROLLER_MANAGER)
-        if self.api.store.get(_CONFIGMAPS, namespace, ROOT_CA) is None:
+        if self.api.store.get(CONFIGMAPS, namespace, ROOT_CA) is None:
             body = root_ca_configmap(namespace)
             self.api.create(self._kind("configmaps"), namespace, body, _CONTROLLER_MANAGER)
 

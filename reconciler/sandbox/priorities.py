@@ -23,10 +23,9 @@ from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.fielderrors import Cause, as_map, cause, invalid
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import PODS, PRIORITY_CLASSES, Kind
 from reconciler.sandbox.store import Resource, Store
 
-PRIORITY_CLASSES: Resource = ("scheduling.k8s.io", "priorityclasses")
 HIGHEST_USER_PRIORITY = 1_000_000_000
 DEFAULT_PREEMPTION = "PreemptLowerPriority"
 SYSTEM_CLASSES: dict[str, tuple[int, str]] = {
@@ -113,7 +112,7 @@ class PriorityAdmission:
         self.store = store
 
     def mutate(self, kind: Kind, obj: dict[str, Any]) -> None:
-        if kind.resource != ("", "pods"):
+        if kind.resource != PODS:
             return
         spec = obj.get("spec")
         if not isinstance(spec, dict):

@@ -30,10 +30,11 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from reconciler.sandbox.controlplane import PODS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
+from reconciler.sandbox.kinds import CLAIMS, CLASSES, PODS, VOLUMES
 from reconciler.sandbox.quantity import parse
-from reconciler.sandbox.storage import CLAIMS, CLASSES, VOLUMES, requests_of
+from reconciler.sandbox.storage import requests_of
 from reconciler.sandbox.store import Resource, StoredEvent
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"

@@ -27,17 +27,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.sandbox.controlplane import PODS, SERVICES, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.fielderrors import as_list, as_map
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import CLAIMS, PODS, QUOTAS, SERVICES, Kind
 from reconciler.sandbox.limitranges import amount, pod_totals
 from reconciler.sandbox.owned import alive
 from reconciler.sandbox.priorities import forbidden
 from reconciler.sandbox.quantity import add
 from reconciler.sandbox.store import Resource, Store, StoredEvent
 
-QUOTAS: Resource = ("", "resourcequotas")
-CLAIMS: Resource = ("", "persistentvolumeclaims")
 _LEGACY_COUNTS = ("configmaps", "secrets", "replicationcontrollers", "resourcequotas")
 _COMPUTE = frozenset(
     {"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}

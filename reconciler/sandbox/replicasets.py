@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.controlplane import PODS, REPLICASETS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.events import NORMAL, WARNING
+from reconciler.sandbox.kinds import PODS, REPLICASETS
 from reconciler.sandbox.owned import alive, pod_from_template, random_suffix, replicas_of
 from reconciler.sandbox.store import Resource
 

@@ -40,8 +40,8 @@ from reconciler.sandbox.fielderrors import (
     regex_error,
     required,
 )
-from reconciler.sandbox.kinds import Kind
-from reconciler.sandbox.priorities import PRIORITY_CLASSES, priority_class_causes
+from reconciler.sandbox.kinds import PRIORITY_CLASSES, Kind
+from reconciler.sandbox.priorities import priority_class_causes
 from reconciler.sandbox.selectors import parse_label_selector, selector_to_string
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

@@ -40,7 +40,7 @@ from reconciler.sandbox.disruption import evict
 from reconciler.sandbox.fieldschema import schema_for
 from reconciler.sandbox.fieldvalidation import FieldValidation, parse_body
 from reconciler.sandbox.gc import DeleteOptions, Lifecycle
-from reconciler.sandbox.kinds import CREATE_ONLY, Kind
+from reconciler.sandbox.kinds import CRDS, CREATE_ONLY, PODS, Kind
 from reconciler.sandbox.listing import list_collection
 from reconciler.sandbox.namespaces import NamespaceDefaults
 from reconciler.sandbox.patch import APPLY_PATCH, CUSTOM_RESOURCE_PATCHES, apply_patch
@@ -83,7 +83,6 @@ class Target:
 FIELD_MANAGER_MAX_LENGTH = 128
 TARGET = web.RequestKey("target", Target)
 FIELDS = web.RequestKey("fields", FieldValidation)
-CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -378,7 +377,7 @@ class SandboxServer:
         if subresource and not (
             (subresource == "status" and kind.status)
             or (subresource == "scale" and kind.scale)
-            or (subresource in ("log", "eviction") and kind.resource == ("", "pods"))
+            or (subresource in ("log", "eviction") and kind.resource == PODS)
         ):
             raise ApiError(404, "the server could not find the requested resource")
         if kind.namespaced and name is not None and namespace is None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sandbox.controlplane import PODS, REVISIONS, STATEFULSETS, ControlPlane
+from reconciler.sandbox.controlplane import ControlPlane
 from reconciler.sandbox.copying import clone
+from reconciler.sandbox.kinds import CLAIMS, PODS, REVISIONS, STATEFULSETS
 from reconciler.sandbox.owned import (
     alive,
     owned,
@@ -35,7 +36,6 @@ from reconciler.sandbox.owned import (
     semantic,
 )
 from reconciler.sandbox.replicasets import ReadySince
-from reconciler.sandbox.storage import CLAIMS
 
 REVISION_LABEL = "controller-revision-hash"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

@@ -18,11 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.sandbox import goformat
-from reconciler.sandbox.store import Resource, Store
+from reconciler.sandbox.kinds import CLASSES
+from reconciler.sandbox.store import Store
 
-CLAIMS: Resource = ("", "persistentvolumeclaims")
-VOLUMES: Resource = ("", "persistentvolumes")
-CLASSES: Resource = ("storage.k8s.io", "storageclasses")
 DEFAULT_CLASS = "standard"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 PROVISIONER = "sandbox.reconciler.dev/hostpath"

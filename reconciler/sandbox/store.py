@@ -30,9 +30,9 @@ from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.copying import clone
+from reconciler.sandbox.kinds import Resource as Resource  # the store's key, re-exported
 from reconciler.sandbox.owned import controller_uid
 
-Resource = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
 KeyList = list[ObjKey]
 

@@ -9,6 +9,7 @@ from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
 from reconciler.sandbox.testing import SandboxHandle
+from tests.sandbox.workloads import GRACEFUL, fast_sandbox
 
 
 @pytest.fixture
@@ -16,6 +17,20 @@ def api_client(sandbox: SandboxHandle) -> Iterator[client.ApiClient]:
     api = config.new_client_from_config(str(sandbox.kubeconfig))
     yield api
     api.close()
+
+
+@pytest.fixture
+def fast() -> Iterator[tuple[SandboxHandle, client.ApiClient]]:
+    """A sandbox whose workloads settle in hundredths of a second, and a client of it."""
+    with fast_sandbox() as (handle, api):
+        yield handle, api
+
+
+@pytest.fixture
+def graceful_api() -> Iterator[tuple[SandboxHandle, client.ApiClient]]:
+    """As ``fast``, but deleted pods take their (scaled) grace period, and a client."""
+    with fast_sandbox(GRACEFUL) as (handle, api):
+        yield handle, api
 
 
 @pytest.fixture

@@ -53,21 +53,23 @@ def http(
         return status, raw.decode()
 
 
+def manifest(api_version: str, kind: str, name: str, **fields: Any) -> dict[str, Any]:
+    """An object body as a user writes one: ``apiVersion``, ``kind``, a name, then
+    ``fields`` (usually ``spec``); the tests' builders all start here."""
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, **fields}
+
+
 def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25") -> dict[str, Any]:
     labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": image}]},
-            },
+    spec = {
+        "replicas": replicas,
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "app", "image": image}]},
         },
     }
+    return manifest("apps/v1", "Deployment", name, spec=spec)
 
 
 def job(name: str = "once", schedule: str | None = None) -> dict[str, Any]:
@@ -79,15 +81,6 @@ def job(name: str = "once", schedule: str | None = None) -> dict[str, Any]:
         }
     }
     if schedule is None:
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name},
-            "spec": {"template": template},
-        }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": name},
-        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
-    }
+        return manifest("batch/v1", "Job", name, spec={"template": template})
+    spec = {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}}
+    return manifest("batch/v1", "CronJob", name, spec=spec)

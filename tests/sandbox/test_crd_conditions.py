@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
-from reconciler.sandbox.establishing import CRDS
+from reconciler.sandbox.kinds import CRDS
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import eventually

@@ -30,7 +30,7 @@ from reconciler.sandbox.defaults import apply_defaults
 from reconciler.sandbox.kinds import Kind
 from reconciler.sandbox.quantity import MILLI, canonical
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import deployment, http
+from tests.sandbox.helpers import deployment, http, manifest
 
 APPLY = "application/apply-patch+yaml"
 ALICE = WriteOptions("alice")
@@ -67,12 +67,8 @@ def template(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 def service(name: str = "svc", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name},
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}], **spec},
-    }
+    body = {"selector": {"app": "web"}, "ports": [{"port": 80}], **spec}
+    return manifest("v1", "Service", name, spec=body)
 
 
 POD_SPEC_DEFAULTS = {

@@ -21,7 +21,7 @@ from kubernetes.dynamic import DynamicClient
 
 from reconciler.sandbox.endpoints import MANAGED_BY, SERVICE_NAME, SLICE_CONTROLLER, LabelIndex
 from reconciler.sandbox.pods import FAIL_ANNOTATION
-from tests.sandbox.helpers import deployment, eventually
+from tests.sandbox.helpers import deployment, eventually, manifest
 from tests.sandbox.workloads import fast_sandbox
 
 
@@ -29,7 +29,7 @@ def _service(name: str, selector: dict[str, str] | None) -> dict[str, Any]:
     spec: dict[str, Any] = {"ports": [{"name": "http", "port": 80, "targetPort": "web"}]}
     if selector is not None:
         spec["selector"] = selector
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}
+    return manifest("v1", "Service", name, spec=spec)
 
 
 def _app(name: str, replicas: int) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def _failing_pod(name: str, svc: str) -> dict[str, Any]:
     }
 
 
-def _endpoints(core: client.CoreV1Api, name: str) -> Any:
+def endpoints_of(core: client.CoreV1Api, name: str) -> Any:
     """The Endpoints ``name`` in ``default``, None while there are none."""
     try:
         return core.read_namespaced_endpoints(name, "default")
@@ -78,7 +78,7 @@ def test_endpoints_follow_the_ready_pods_a_service_selects() -> None:
         core, apps, dyn = client.CoreV1Api(api), client.AppsV1Api(api), DynamicClient(api)
         core.create_namespaced_service("default", _service("web", {"svc": "web"}))
         # no pods yet: an Endpoints without subsets and one placeholder slice
-        empty = eventually(lambda: _endpoints(core, "web"))
+        empty = eventually(lambda: endpoints_of(core, "web"))
         assert empty.subsets is None
         placeholder = eventually(lambda: _slices(dyn, "web"))[0]
         assert placeholder.endpoints is None and placeholder.ports is None
@@ -165,7 +165,7 @@ def test_a_pod_relabelled_out_of_the_selector_leaves() -> None:
         apps.create_namespaced_deployment("default", body)
 
         def addresses() -> list[Any]:
-            subsets = (_endpoints(core, "web") or client.V1Endpoints()).subsets or []
+            subsets = (endpoints_of(core, "web") or client.V1Endpoints()).subsets or []
             return [a for s in subsets for a in s.addresses or []]
 
         listed = eventually(addresses)[0]
@@ -194,14 +194,14 @@ def test_a_service_without_a_selector_keeps_the_users_endpoints() -> None:
         core.create_namespaced_endpoints("default", mine)
         # a selected Service in the same namespace gets its Endpoints meanwhile
         core.create_namespaced_service("default", _service("selected", {"app": "x"}))
-        eventually(lambda: _endpoints(core, "selected"))
+        eventually(lambda: endpoints_of(core, "selected"))
         kept = core.read_namespaced_endpoints("external", "default")
         assert kept.subsets[0].addresses[0].ip == "192.0.2.10"
         assert kept.metadata.managed_fields[0].manager != "kube-controller-manager"
         assert not _slices(dyn, "external")
         # the Endpoints of a deleted Service go, whoever wrote them
         core.delete_namespaced_service("external", "default")
-        eventually(lambda: _endpoints(core, "external") is None)
+        eventually(lambda: endpoints_of(core, "external") is None)
 
 
 def test_the_label_index_finds_candidates_and_forgets() -> None:

@@ -12,7 +12,6 @@ pulled), https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,15 +24,9 @@ from reconciler.sandbox.kubelet import container_events
 from reconciler.sandbox.store import Store
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, eventually, http, job
-from tests.sandbox.workloads import fast_sandbox, rolled_out
+from tests.sandbox.workloads import rolled_out
 
 NS = "/api/v1/namespaces/default"
-
-
-@pytest.fixture
-def fast() -> Iterator[tuple[SandboxHandle, client.ApiClient]]:
-    with fast_sandbox() as (handle, api):
-        yield handle, api
 
 
 def events_of(sandbox: SandboxHandle, name: str, kind: str = "") -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,8 +21,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, eventually, http
-from tests.sandbox.test_pod_termination import GRACEFUL, LINGER, gone, pod, running
-from tests.sandbox.workloads import fast_sandbox
+from tests.sandbox.test_pod_termination import gone, pod, running
+from tests.sandbox.workloads import LINGER
 
 NS = "/api/v1/namespaces/default"
 PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
@@ -85,9 +84,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    with fast_sandbox(GRACEFUL) as (sandbox, api):
-        yield Cluster(sandbox, api)
+def cluster(graceful_api: tuple[SandboxHandle, client.ApiClient]) -> Cluster:
+    return Cluster(*graceful_api)
 
 
 def test_a_budget_lets_one_pod_go_then_refuses(cluster: Cluster) -> None:

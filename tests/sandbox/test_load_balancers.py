@@ -16,20 +16,17 @@ from kubernetes import client, config
 
 from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import Timing
-from tests.sandbox.helpers import eventually
+from tests.sandbox.helpers import eventually, manifest
 from tests.sandbox.test_command import start
+from tests.sandbox.test_endpoints import endpoints_of
 from tests.sandbox.test_storage import bound, claim
 
 NS = "default"
 
 
 def service(name: str, kind: str = "LoadBalancer", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name},
-        "spec": {"type": kind, "selector": {"app": name}, "ports": [{"port": 80}], **spec},
-    }
+    body = {"type": kind, "selector": {"app": name}, "ports": [{"port": 80}], **spec}
+    return manifest("v1", "Service", name, spec=body)
 
 
 def ingress(core: client.CoreV1Api, name: str) -> list[str]:
@@ -94,6 +91,15 @@ def test_a_service_that_stops_being_a_load_balancer_loses_its_address(
     cloud.patch_namespaced_service("web", NS, {"spec": {"type": "ClusterIP"}})
     eventually(lambda: ingress(cloud, "web") == [])
     assert cloud.read_namespaced_service("web", NS).spec.type == "ClusterIP"
+
+
+def test_a_load_balancer_still_gets_its_endpoints(cloud: client.CoreV1Api) -> None:
+    """Both controllers of a Service run on it: the endpoints controller
+    (https://kubernetes.io/docs/concepts/services-networking/service/#endpoints) and
+    the cloud's service controller, neither seeing the other's edits of its copy."""
+    cloud.create_namespaced_service(NS, service("web"))
+    assert eventually(lambda: ingress(cloud, "web"))
+    assert eventually(lambda: endpoints_of(cloud, "web")) is not None
 
 
 def test_other_services_get_no_address(cloud: client.CoreV1Api) -> None:

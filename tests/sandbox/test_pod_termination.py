@@ -12,7 +12,6 @@ scaled by the sandbox's ``pod_grace_scale``), and the test ends it with a shorte
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,19 +21,18 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.sandbox.termination import mark_terminating, plan_pod_delete, requested_grace
 from reconciler.sandbox.testing import SandboxHandle
-from reconciler.sandbox.timing import Timing
 from tests.sandbox.helpers import eventually, http
-from tests.sandbox.workloads import fast_sandbox
+from tests.sandbox.workloads import LINGER
 
 NS = "/api/v1/namespaces/default"
-LINGER = 6000  # seconds of grace: a minute at the scale below, ended by a shorter DELETE
-GRACEFUL = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05, pod_grace_scale=0.01)
 
 
 @pytest.fixture
-def graceful() -> Iterator[tuple[SandboxHandle, client.CoreV1Api]]:
-    with fast_sandbox(GRACEFUL) as (sandbox, api):
-        yield sandbox, client.CoreV1Api(api)
+def graceful(
+    graceful_api: tuple[SandboxHandle, client.ApiClient],
+) -> tuple[SandboxHandle, client.CoreV1Api]:
+    sandbox, api = graceful_api
+    return sandbox, client.CoreV1Api(api)
 
 
 def pod(name: str, grace: int | None = None, **spec: Any) -> dict[str, Any]:

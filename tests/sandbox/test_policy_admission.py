@@ -19,19 +19,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import deployment, eventually, http
+from tests.sandbox.helpers import deployment, eventually, http, manifest
 
 
 def _pod(name: str, resources: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "app", "image": "nginx"}
     if resources is not None:
         container["resources"] = resources
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [container], **spec},
-    }
+    return manifest("v1", "Pod", name, spec={"containers": [container], **spec})
 
 
 def _refused(sandbox: SandboxHandle, body: dict[str, Any], namespace: str = "default") -> str:
@@ -99,12 +94,7 @@ def test_a_limit_range_defaults_and_bounds_containers(sandbox: SandboxHandle) ->
 
 
 def _quota(hard: dict[str, str], name: str = "compute") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": name},
-        "spec": {"hard": hard},
-    }
+    return manifest("v1", "ResourceQuota", name, spec={"hard": hard})
 
 
 def _status(core: client.CoreV1Api, name: str, used: dict[str, str]) -> Any:

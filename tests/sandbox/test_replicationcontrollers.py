@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.sandbox.helpers import eventually
+from tests.sandbox.helpers import eventually, manifest
 from tests.sandbox.workloads import fast_sandbox, ready
 
 
@@ -28,12 +28,7 @@ def _rc(name: str, replicas: int, selector: dict[str, str] | None = None) -> dic
     }
     if selector is not None:
         spec["selector"] = selector
-    return {
-        "apiVersion": "v1",
-        "kind": "ReplicationController",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    return manifest("v1", "ReplicationController", name, spec=spec)
 
 
 def test_a_replication_controller_keeps_its_pods_and_scales() -> None:

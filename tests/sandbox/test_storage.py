@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.sandbox.helpers import eventually
+from tests.sandbox.helpers import eventually, manifest
 
 NS = "default"
 
@@ -32,37 +32,28 @@ def claim(
     }
     if class_name is not None:
         body["storageClassName"] = class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": body,
-    }
+    return manifest("v1", "PersistentVolumeClaim", name, spec=body)
 
 
 def storage_class(name: str, binding: str = "Immediate", reclaim: str = "Delete") -> dict[str, Any]:
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": name},
-        "provisioner": "example.com/disk",
-        "volumeBindingMode": binding,
-        "reclaimPolicy": reclaim,
-    }
+    return manifest(
+        "storage.k8s.io/v1",
+        "StorageClass",
+        name,
+        provisioner="example.com/disk",
+        volumeBindingMode=binding,
+        reclaimPolicy=reclaim,
+    )
 
 
 def persistent_volume(name: str, size: str, *modes: str) -> dict[str, Any]:
     """A volume an administrator made (no class unless given one)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": size},
-            "accessModes": list(modes),
-            "hostPath": {"path": f"/data/{name}"},
-        },
+    spec = {
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+        "hostPath": {"path": f"/data/{name}"},
     }
+    return manifest("v1", "PersistentVolume", name, spec=spec)
 
 
 def bound(core: client.CoreV1Api, name: str) -> client.V1PersistentVolumeClaim | None:

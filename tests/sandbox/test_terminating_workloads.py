@@ -16,7 +16,6 @@ Invariants are checked at every write (``SandboxHandle.observe``), not at poll t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ from kubernetes import client
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle
 from tests.sandbox.helpers import deployment, eventually, http
-from tests.sandbox.test_pod_termination import GRACEFUL, LINGER, gone
-from tests.sandbox.workloads import fast_sandbox, rolled_out
+from tests.sandbox.test_pod_termination import gone
+from tests.sandbox.workloads import LINGER, rolled_out
 
 
 class Cluster:
@@ -46,9 +45,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    with fast_sandbox(GRACEFUL) as (sandbox, api):
-        yield Cluster(sandbox, api)
+def cluster(graceful_api: tuple[SandboxHandle, client.ApiClient]) -> Cluster:
+    return Cluster(*graceful_api)
 
 
 def lingering(body: dict[str, Any], grace: int = LINGER) -> dict[str, Any]:

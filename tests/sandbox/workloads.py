@@ -19,6 +19,10 @@ FAST = Timing(
     job_duration=0.05,
     job_backoff=0.05,
 )
+# Deleted pods take their grace period at a hundredth of real time, so a test can see
+# them Terminating; one that must linger asks for LINGER seconds and ends it sooner.
+GRACEFUL = Timing(controller_delay=0.01, pod_start=0.02, job_duration=0.05, pod_grace_scale=0.01)
+LINGER = 6000  # seconds of grace: a minute at GRACEFUL's scale, ended by a shorter DELETE
 
 
 @contextmanager
