@@ -51,6 +51,7 @@ from reconciler.daemon.triggers import (
     install_signal_handlers,
 )
 from reconciler.kube import KubeClient, RetryPolicy
+from reconciler.kube.errors import NotFoundError
 from reconciler.kube.lease import LeaderElector, default_identity
 from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.errors import KubeError, UsageError
@@ -108,6 +109,18 @@ def http_listeners(
         else:
             listeners.append((address, [group]))
     return listeners
+
+
+def _lease_hint(error: KubeError, namespace: str) -> str:
+    """What to do when the single-writer Lease cannot be taken: a missing namespace
+    (the deploy manifests create it; a hand-run daemon may not have it) needs another
+    remedy than a missing permission."""
+    if isinstance(error, NotFoundError):
+        return (
+            f"create the namespace {namespace} (the deploy manifests do), or name an "
+            "existing one with --leader-elect-namespace"
+        )
+    return "grant access to Leases there, or run with --leader-elect"
 
 
 class Service:
@@ -386,10 +399,11 @@ class Service:
             except KubeError as e:
                 log.warning(
                     "%s: cannot take the Lease (%s); a second replica writing %s would go "
-                    "unnoticed: grant access to Leases there, or run with --leader-elect",
+                    "unnoticed: %s",
                     elector.subject,
                     e,
                     self.daemon.ledger.branch,
+                    _lease_hint(e, s.leader_namespace),
                     extra={"cluster": s.cluster},
                 )
                 return

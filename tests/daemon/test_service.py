@@ -10,11 +10,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import pytest
 
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.passes import PassReport
@@ -343,3 +346,17 @@ def test_lease_is_released_only_after_the_in_flight_pass(world: World) -> None:
         finish.set()
         service.shutdown("test finished")
         thread.join(timeout=30)
+
+
+def test_a_missing_lease_namespace_is_named_with_its_remedy(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A daemon run by hand where its namespace was never created cannot take its
+    single-writer Lease (404 on the namespace): the warning says to create that
+    namespace or name another, not to grant access to Leases. The daemon still runs."""
+    daemon = world.new_daemon(interval=3600.0, leader_namespace="nowhere-to-be-found")
+    with caplog.at_level(logging.WARNING), running(daemon):
+        eventually(lambda: "cannot take the Lease" in caplog.text)
+    assert "create the namespace nowhere-to-be-found" in caplog.text
+    assert "--leader-elect-namespace" in caplog.text
+    assert "grant access to Leases" not in caplog.text
