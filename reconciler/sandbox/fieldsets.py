@@ -209,12 +209,17 @@ def changed_paths(
     return {prefix}
 
 
+# ``prune_fields_v1``'s ``old`` when the tree was not verified against an object
+ABSENT: Any = object()
+
+
 def prune_fields_v1(
     tree: Mapping[str, Any],
     obj: Any,
     drop: FieldSet,
     prefix: Path = (),
     under: AbstractSet[Path] | None = None,
+    old: Any = ABSENT,
 ) -> dict[str, Any]:
     """``to_fields_v1`` of the leaf paths of ``tree`` that exist in ``obj`` and are not
     in ``drop``, without taking the tree apart into paths and putting it back.
@@ -223,10 +228,20 @@ def prune_fields_v1(
     each level and leaves are ``{}``. ``under``: the proper prefixes of ``drop``'s
     paths (``drop_prefixes``), for a caller pruning many trees with one ``drop``; a
     subtree no path of ``drop`` reaches only needs its paths to exist.
+
+    ``old``: an object ``tree`` is known to be exactly that pruning of (every leaf of
+    it exists there, keys sorted, leaves ``{}``), such as the stored object whose
+    managedFields it came from. A subtree no path of ``drop`` reaches, whose value
+    in ``obj`` is the very value it has in ``old`` (a status write shares the spec
+    and the metadata's maps with the object it replaces), is returned as it is,
+    without walking it again: that walk was the biggest part of a pod's status write.
+    The result may then share maps with ``tree``: never change it in place.
     """
     if under is None:
         under = drop_prefixes(drop)
     if prefix not in under:
+        if old is obj and old is not ABSENT:
+            return dict(tree) if not isinstance(tree, dict) else tree
         return _existing(tree, obj)
     out: dict[str, Any] = {}
     for key in sorted(tree):
@@ -236,7 +251,11 @@ def prune_fields_v1(
         child = tree[key]
         path = (*prefix, key)
         if isinstance(child, Mapping) and child:
-            sub = prune_fields_v1(child, node, drop, path, under)
+            was = ABSENT
+            if old is not ABSENT:
+                known, was = _step(old, key)
+                was = was if known else ABSENT
+            sub = prune_fields_v1(child, node, drop, path, under, was)
             if sub:
                 out[key] = sub
         elif path not in drop:
@@ -291,22 +310,34 @@ def _step(obj: Any, element: str) -> tuple[bool, Any]:
     return False, None
 
 
-def add_to_fields_v1(tree: dict[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
+def add_to_fields_v1(tree: Mapping[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
     """``to_fields_v1(from_fields_v1(tree) | paths)`` for a tree ``to_fields_v1`` made
-    (keys sorted, leaves ``{}``), edited in place: only the maps that gain a key are
-    sorted again, instead of sorting every path of the tree."""
+    (keys sorted, leaves ``{}``): only the maps that gain a key are sorted again,
+    instead of sorting every path of the tree.
+
+    ``tree`` itself is left as it is (it may share maps with a stored object's
+    managedFields, ``prune_fields_v1``): the maps along the added paths are copied,
+    each once, and the rest is shared with the result."""
+    root = dict(tree)
+    fresh = {id(root)}  # maps of the result made here, safe to change
     touched: dict[int, dict[str, Any]] = {}
     for path in paths:
-        node = tree
+        node = root
         for element in path:
-            if element not in node:
+            child = node.get(element)
+            if child is None:
                 touched[id(node)] = node
-            node = node.setdefault(element, {})
+                child = node[element] = {}
+                fresh.add(id(child))
+            elif id(child) not in fresh:
+                child = node[element] = dict(child)
+                fresh.add(id(child))
+            node = child
     for node in touched.values():
         items = sorted(node.items())
         node.clear()
         node.update(items)
-    return tree
+    return root
 
 
 def _find_item(items: list[Any], element: str) -> int | None:
