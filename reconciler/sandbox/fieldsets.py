@@ -240,9 +240,7 @@ def prune_fields_v1(
     if under is None:
         under = drop_prefixes(drop)
     if prefix not in under:
-        if old is obj and old is not ABSENT:
-            return dict(tree) if not isinstance(tree, dict) else tree
-        return _existing(tree, obj)
+        return _existing(tree, obj, old)
     out: dict[str, Any] = {}
     for key in sorted(tree):
         found, node = _step(obj, key)
@@ -268,28 +266,38 @@ def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
     return frozenset(p[:i] for p in paths for i in range(len(p)))
 
 
-def _existing(tree: Mapping[str, Any], obj: Any) -> dict[str, Any]:
-    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``.
+def _existing(tree: Mapping[str, Any], obj: Any, old: Any = ABSENT) -> dict[str, Any]:
+    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``;
+    a subtree whose value in ``obj`` is the very one in ``old`` comes back as it is.
 
     Every write walks every other manager's tree through here, so ``_step`` is inlined
     for a map (the common case) and a dict is told from a leaf without
     ``isinstance(..., Mapping)``, whose ABC check was a tenth of this walk.
     """
+    if old is obj and type(tree) is dict:
+        return tree
     out: dict[str, Any] = {}
     is_map = type(obj) is dict or isinstance(obj, Mapping)
+    old_map = old is not ABSENT and (type(old) is dict or isinstance(old, Mapping))
     for key in sorted(tree):
+        was = ABSENT
         if is_map and key[:2] == "f:":
             name = key[2:]
             if name not in obj:
                 continue
             node = obj[name]
+            if old_map and name in old:
+                was = old[name]
         else:
             found, node = _step(obj, key)
             if not found:
                 continue
+            if old is not ABSENT:
+                known, value = _step(old, key)
+                was = value if known else ABSENT
         child = tree[key]
         if child and (type(child) is dict or isinstance(child, Mapping)):
-            sub = _existing(child, node)
+            sub = _existing(child, node, was)
             if sub:
                 out[key] = sub
         else:
@@ -312,32 +320,29 @@ def _step(obj: Any, element: str) -> tuple[bool, Any]:
 
 def add_to_fields_v1(tree: Mapping[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
     """``to_fields_v1(from_fields_v1(tree) | paths)`` for a tree ``to_fields_v1`` made
-    (keys sorted, leaves ``{}``): only the maps that gain a key are sorted again,
-    instead of sorting every path of the tree.
+    (keys sorted, leaves ``{}``), without taking ``tree`` apart into paths.
 
     ``tree`` itself is left as it is (it may share maps with a stored object's
-    managedFields, ``prune_fields_v1``): the maps along the added paths are copied,
-    each once, and the rest is shared with the result."""
-    root = dict(tree)
-    fresh = {id(root)}  # maps of the result made here, safe to change
-    touched: dict[int, dict[str, Any]] = {}
-    for path in paths:
-        node = root
-        for element in path:
-            child = node.get(element)
-            if child is None:
-                touched[id(node)] = node
-                child = node[element] = {}
-                fresh.add(id(child))
-            elif id(child) not in fresh:
-                child = node[element] = dict(child)
-                fresh.add(id(child))
-            node = child
-    for node in touched.values():
-        items = sorted(node.items())
-        node.clear()
-        node.update(items)
-    return root
+    managedFields, ``prune_fields_v1``): the result copies only the maps the paths
+    add to, and shares the rest with it."""
+    return _merged(tree, to_fields_v1(paths))
+
+
+def _merged(tree: Mapping[str, Any], added: dict[str, Any]) -> dict[str, Any]:
+    """The union of two FieldsV1 trees, keys sorted; ``tree`` is never changed."""
+    if not added:
+        return tree if type(tree) is dict else dict(tree)
+    if not tree:
+        return added
+    out = dict(tree)
+    grown = False
+    for key, child in added.items():
+        if key in out:
+            out[key] = _merged(out[key], child)
+        else:
+            out[key] = child
+            grown = True
+    return dict(sorted(out.items())) if grown else out
 
 
 def _find_item(items: list[Any], element: str) -> int | None:

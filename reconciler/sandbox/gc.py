@@ -619,9 +619,19 @@ class Lifecycle:
         elif event.type == "DELETED" and event.resource in self._cleanups:
             self._enqueue(("crd", self._cleanups[event.resource]))
         meta = event.obj["metadata"]
-        self._index(event.resource, event.old, -1)
-        if event.type != "DELETED":
-            self._index(event.resource, event.obj, +1)
+        old_refs, refs = _refs(event.old), _refs(event.obj)
+        if (
+            event.type == "DELETED"
+            or event.old is None
+            or refs != old_refs
+            or _uid(event.old) != _uid(event.obj)
+        ):
+            # most events are status writes, which change neither the uid nor the
+            # owners: taking such an object out of the index and putting it back
+            # was half of the collector's time during an install
+            self._index(event.resource, event.old, -1)
+            if event.type != "DELETED":
+                self._index(event.resource, event.obj, +1)
         if event.type == "DELETED":
             self._finalizing.discard(_uid(event.obj))
             self._enqueue(("removed", _uid(event.obj)))
@@ -632,9 +642,9 @@ class Lifecycle:
             self._enqueue(("owner", _uid(event.obj)))
         else:
             self._finalizing.discard(_uid(event.obj))
-        if event.type == "DELETED" or _refs(event.old) != _refs(event.obj):
+        if event.type == "DELETED" or old_refs != refs:
             # a dependent gone, or one that let go: its foreground owners may be done
-            for ref in _refs(event.old) + _refs(event.obj):
+            for ref in old_refs + refs:
                 self._enqueue(("owner", str(ref.get("uid"))))
             if event.type != "DELETED":
                 self._check_owners(event.obj)
