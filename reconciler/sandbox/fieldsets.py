@@ -171,6 +171,13 @@ def changed_paths(
             if child is None:
                 continue
             found = old_map is not None and name in old_map
+            kind = type(child)
+            if kind is str or kind is int or kind is bool or kind is float:
+                # a leaf, as the call below would decide it (most fields are leaves:
+                # a call each was most of walking a created object)
+                if not found or old_map[name] != child:  # type: ignore[index]
+                    paths.add((*prefix, f"f:{name}"))
+                continue
             paths |= changed_paths(
                 old_map[name] if old_map is not None and found else None,
                 found,
@@ -248,7 +255,7 @@ def prune_fields_v1(
             continue
         child = tree[key]
         path = (*prefix, key)
-        if isinstance(child, Mapping) and child:
+        if child and _is_map(child):
             was = ABSENT
             if old is not ABSENT:
                 known, was = _step(old, key)
@@ -309,7 +316,7 @@ def _step(obj: Any, element: str) -> tuple[bool, Any]:
     """One element of ``get_path``: (found, the value it names)."""
     if element == ".":
         return True, obj
-    if element.startswith("f:") and isinstance(obj, Mapping):
+    if element[:2] == "f:" and _is_map(obj):
         name = element[2:]
         return (True, obj[name]) if name in obj else (False, None)
     if element[:2] in ("k:", "v:") and isinstance(obj, list):
@@ -374,7 +381,7 @@ def get_path(obj: Any, path: Path) -> tuple[bool, Any]:
     for element in path:
         if element == ".":
             continue
-        if element.startswith("f:") and isinstance(current, Mapping):
+        if element[:2] == "f:" and _is_map(current):
             if element[2:] not in current:
                 return False, None
             current = current[element[2:]]
@@ -434,7 +441,7 @@ def from_fields_v1(tree: Mapping[str, Any], prefix: Path = ()) -> FieldSet:
     paths: FieldSet = set()
     for element, child in tree.items():
         path = (*prefix, element)
-        if isinstance(child, Mapping) and child:
+        if child and _is_map(child):
             paths |= from_fields_v1(child, path)
         else:
             paths.add(path)

@@ -16,6 +16,7 @@ from reconciler.sandbox.fieldsets import (
     dotted,
     field_paths,
     from_fields_v1,
+    get_path,
     prune_fields_v1,
     to_fields_v1,
 )
@@ -201,3 +202,17 @@ def test_adding_to_fields_v1_leaves_the_tree_it_was_given_alone(
     assert result == to_fields_v1(from_fields_v1(copy) | added)
     assert list(result) == sorted(result)
     assert tree == copy
+
+
+@given(_objects, st.data())
+def test_changed_paths_are_the_paths_whose_value_a_write_changed(
+    old: dict[str, Any], data: st.DataObject
+) -> None:
+    """What an Update's manager comes to own: each leaf path of the new object whose
+    value differs from the old one's (the walk skips equal subtrees and decides
+    leaves in place)."""
+    new = _rewritten(old, data)
+    expected = {
+        p for p in field_paths(new) if p[-1] != "." and get_path(old, p) != get_path(new, p)
+    }
+    assert changed_paths(old, True, new) == expected
