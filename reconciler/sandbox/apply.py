@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.copying import clone
+from reconciler.sandbox.copying import IdentityMemo, clone
 from reconciler.sandbox.fieldsets import (
     ABSENT,
     FieldSet,
@@ -231,23 +231,15 @@ def _requested_entries(obj: Mapping[str, Any]) -> list[ManagedEntry] | None:
 # the others' entries only where it changed something. Both are checked by identity,
 # and stored objects are never changed in place; a copy (``clone``) or a list built
 # elsewhere (apply, create, the garbage collector's own writes) is not in here and is
-# pruned in full. Taken out when its object is written again; at most _PRUNED_LIMIT
+# pruned in full. Taken out when its object is written again; at most 100,000
 # (the oldest go first: a forgotten one only costs a full pruning).
-_PRUNED: dict[int, tuple[list[dict[str, Any]], Mapping[str, Any]]] = {}
-_PRUNED_LIMIT = 100_000
-
-
-def _remember_pruned(entries: list[dict[str, Any]], obj: Mapping[str, Any]) -> None:
-    if len(_PRUNED) >= _PRUNED_LIMIT:
-        del _PRUNED[next(iter(_PRUNED))]
-    _PRUNED[id(entries)] = (entries, obj)
+_PRUNED: IdentityMemo[Mapping[str, Any]] = IdentityMemo(100_000)
 
 
 def _pruned_for(entries: Any, obj: Mapping[str, Any]) -> bool:
     """``entries`` are ``obj``'s own exact pruning (and are forgotten: ``obj`` is being
     replaced)."""
-    known = _PRUNED.pop(id(entries), None)
-    return known is not None and known[0] is entries and known[1] is obj
+    return _PRUNED.pop(entries) is obj
 
 
 def _exists(obj: Any, path: Path) -> bool:
@@ -326,7 +318,7 @@ def track_update(
         if out:
             new["metadata"]["managedFields"] = out
             if old is not None:
-                _remember_pruned(out, new)
+                _PRUNED.put(out, new)
         else:
             new["metadata"].pop("managedFields", None)
         return

@@ -22,7 +22,7 @@ from typing import Any
 
 from reconciler.sandbox.apply import now
 from reconciler.sandbox.controlplane import DEPLOYMENTS, REPLICASETS, ControlPlane
-from reconciler.sandbox.copying import clone
+from reconciler.sandbox.copying import IdentityMemo, clone
 from reconciler.sandbox.events import NORMAL
 from reconciler.sandbox.owned import (
     alive,
@@ -67,19 +67,15 @@ def without_hash(template: dict[str, Any]) -> dict[str, Any]:
 # (a few per pod that changes), and the templates are stored objects' own maps,
 # never changed in place: each is cleaned once, not on every sync (3% of the
 # sandbox's CPU during an install). Checked by identity; the oldest go first.
-_SEMANTIC: dict[int, tuple[dict[str, Any], Any]] = {}
-_SEMANTIC_LIMIT = 20_000
+_SEMANTIC: IdentityMemo[Any] = IdentityMemo(20_000)
 
 
 def _semantic_template(template: dict[str, Any], *, hashed: bool = False) -> Any:
     """``semantic`` of a stored template (a ReplicaSet's, ``hashed``, less its hash label)."""
-    known = _SEMANTIC.get(id(template))
-    if known is not None and known[0] is template:
-        return known[1]
-    value = semantic(without_hash(template) if hashed else template)
-    if len(_SEMANTIC) >= _SEMANTIC_LIMIT:
-        del _SEMANTIC[next(iter(_SEMANTIC))]
-    _SEMANTIC[id(template)] = (template, value)
+    value = _SEMANTIC.get(template)
+    if value is None:
+        value = semantic(without_hash(template) if hashed else template)
+        _SEMANTIC.put(template, value)
     return value
 
 

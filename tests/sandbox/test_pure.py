@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.sandbox.apierrors import ApiError
+from reconciler.sandbox.copying import IdentityMemo
 from reconciler.sandbox.fieldsets import (
     add_to_fields_v1,
     changed_paths,
@@ -216,3 +217,19 @@ def test_changed_paths_are_the_paths_whose_value_a_write_changed(
         p for p in field_paths(new) if p[-1] != "." and get_path(old, p) != get_path(new, p)
     }
     assert changed_paths(old, True, new) == expected
+
+
+def test_identity_memo_answers_only_for_the_very_object_and_stays_bounded() -> None:
+    """Values remembered for stored objects: an equal copy is a different object (it
+    may be changed), and the oldest entries go once the bound is reached."""
+    memo: IdentityMemo[str] = IdentityMemo(limit=2)
+    first, second, third = {"a": 1}, {"a": 1}, {"b": 2}
+    memo.put(first, "one")
+    assert memo.get(first) == "one"
+    assert memo.get(second) is None  # equal, but not the same object
+    memo.put(second, "two")
+    memo.put(third, "three")
+    assert memo.get(first) is None  # the oldest, forgotten at the bound
+    assert (memo.get(second), memo.get(third)) == ("two", "three")
+    assert memo.pop(third) == "three"
+    assert memo.get(third) is None
