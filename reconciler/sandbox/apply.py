@@ -260,11 +260,11 @@ def track_update(
     ``new`` may carry managedFields of its own: when they are a valid non-empty list
     they replace the stored ones (never on a subresource), else the stored ones stay.
     """
-    requested = None if subresource else _requested_entries(new)
-    if requested is not None and new["metadata"].get("managedFields") == (old or {}).get(
-        "metadata", {}
-    ).get("managedFields"):
-        requested = None  # the stored entries sent back as they are: the same result
+    # the stored entries sent back as they are (most writes) give the same result as
+    # none sent: told by comparing them before decoding them
+    sent = new["metadata"].get("managedFields")
+    same = sent == (old or {}).get("metadata", {}).get("managedFields")
+    requested = None if subresource or same else _requested_entries(new)
     changed = _scoped(
         _changed_paths(old, new, subresource, has_status, schema), subresource, has_status
     )
@@ -283,7 +283,8 @@ def track_update(
             if changed
             else None
         )
-        under = drop_prefixes(changed)
+        # (a create has no stored entries to prune: no prefixes to compute)
+        under = drop_prefixes(changed) if stored else frozenset()
         mine: dict[str, Any] | None = None
         if changed:
             if mine_at is None:

@@ -119,9 +119,14 @@ def field_paths(
             return {prefix} if prefix else set()
         paths: FieldSet = set()
         for name, child in value.items():
-            if child is not None:
-                sub = child_schema(schema, name, prefix)
-                paths |= field_paths(child, (*prefix, f"f:{name}"), name, sub)
+            if child is None:
+                continue
+            kind = type(child)
+            if kind is str or kind is int or kind is bool or kind is float:
+                paths.add((*prefix, f"f:{name}"))  # a leaf, decided without a call
+                continue
+            sub = child_schema(schema, name, prefix)
+            paths |= field_paths(child, (*prefix, f"f:{name}"), name, sub)
         return paths
     if isinstance(value, list) and value:
         if is_set_list(field, value, schema):
@@ -160,7 +165,9 @@ def changed_paths(
     ``get_path`` on both objects, without walking the subtrees a write leaves equal
     (a pod's spec and metadata on each of the kubelet's status writes).
     """
-    if old_found and old == new:
+    if not old_found:  # all of it is new (a created object): every leaf path
+        return {p for p in field_paths(new, prefix, field, schema) if p[-1] != "."}
+    if old == new:
         return set()
     if _is_map(new):
         if not new:
