@@ -619,12 +619,19 @@ class Lifecycle:
         elif event.type == "DELETED" and event.resource in self._cleanups:
             self._enqueue(("crd", self._cleanups[event.resource]))
         meta = event.obj["metadata"]
-        old_refs, refs = _refs(event.old), _refs(event.obj)
+        was = event.old["metadata"] if event.old is not None else None
+        # a status write shares the owner list with the object it replaces: no change
+        shared = (
+            event.type != "DELETED"
+            and was is not None
+            and was.get("ownerReferences") is meta.get("ownerReferences")
+        )
+        old_refs, refs = ([], []) if shared else (_refs(event.old), _refs(event.obj))
         if (
             event.type == "DELETED"
-            or event.old is None
+            or was is None
             or refs != old_refs
-            or _uid(event.old) != _uid(event.obj)
+            or was.get("uid") != meta.get("uid")
         ):
             # most events are status writes, which change neither the uid nor the
             # owners: taking such an object out of the index and putting it back
