@@ -31,8 +31,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.sandbox.apierrors import ApiError
-from reconciler.sandbox.copying import clone
+from reconciler.sandbox.copying import IdentityMemo, clone
 from reconciler.sandbox.fieldsets import (
+    ABSENT,
     FieldSet,
     Path,
     add_to_fields_v1,
@@ -132,15 +133,22 @@ def now() -> str:
     return _last_stamp[1]
 
 
-# ``_UNMANAGED`` by length, for a set lookup per path instead of a scan of the tuple
-_UNMANAGED_BY_LENGTH: dict[int, frozenset[Path]] = {
-    n: frozenset(u for u in _UNMANAGED if len(u) == n) for n in {len(u) for u in _UNMANAGED}
-}
+# ``_UNMANAGED`` as two sets: the top-level names and the metadata names. Every
+# write filters every path it changed through ``_unmanaged``: slicing each path to
+# each length was a tenth of the managedFields bookkeeping of an install.
+_UNMANAGED_TOP = frozenset(u[0] for u in _UNMANAGED if len(u) == 1)
+_UNMANAGED_META = frozenset(u[1] for u in _UNMANAGED if len(u) == 2)
+assert all(len(u) == 1 or (len(u) == 2 and u[0] == "f:metadata") for u in _UNMANAGED)
 
 
 def _unmanaged(path: Path) -> bool:
     """``path`` is, or is under, a field the server owns."""
-    return any(path[:n] in owned for n, owned in _UNMANAGED_BY_LENGTH.items())
+    if not path:
+        return False
+    head = path[0]
+    if head in _UNMANAGED_TOP:
+        return True
+    return head == "f:metadata" and len(path) > 1 and path[1] in _UNMANAGED_META
 
 
 def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
@@ -148,12 +156,14 @@ def _scoped(paths: FieldSet, subresource: str, has_status: bool) -> FieldSet:
     status strategy lets through, such as a Deployment's revision annotation, which a
     real cluster lists under the controller's ``subresource: status`` entry), the rest
     otherwise."""
-    kept = {p for p in paths if not _unmanaged(p)}
     if not has_status:
-        return kept
+        return {p for p in paths if not _unmanaged(p)}
     if subresource == "status":
-        return {p for p in kept if p[:1] in (("f:status",), ("f:metadata",))}
-    return {p for p in kept if p[:1] != ("f:status",)}
+        return {p for p in paths if p[:1] in _STATUS_SCOPE and not _unmanaged(p)}
+    return {p for p in paths if p[:1] != ("f:status",) and not _unmanaged(p)}
+
+
+_STATUS_SCOPE = frozenset({("f:status",), ("f:metadata",)})
 
 
 def _entries(obj: Mapping[str, Any] | None) -> list[ManagedEntry]:
@@ -161,6 +171,33 @@ def _entries(obj: Mapping[str, Any] | None) -> list[ManagedEntry]:
         return []
     raw = obj.get("metadata", {}).get("managedFields") or []
     return [ManagedEntry.from_dict(e) for e in raw if isinstance(e, Mapping)]
+
+
+def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``ManagedEntry.from_dict(data).identity`` without decoding its fieldsV1."""
+    return (
+        str(data.get("manager", "")),
+        str(data.get("operation", "Update")),
+        str(data.get("subresource", "")),
+    )
+
+
+def _with_fields(data: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """``ManagedEntry.from_dict(data).to_dict()`` with ``fields`` as its fieldsV1 (the
+    entry normalized as the server writes it), without a round trip through a field
+    set: every write re-states every other manager's entry this way."""
+    entry: dict[str, Any] = {
+        "manager": str(data.get("manager", "")),
+        "operation": str(data.get("operation", "Update")),
+        "apiVersion": str(data.get("apiVersion", "")),
+        "time": str(data.get("time", "")),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+    subresource = str(data.get("subresource", ""))
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
 
 
 def _store_entries(obj: dict[str, Any], entries: list[ManagedEntry]) -> None:
@@ -186,6 +223,25 @@ def _requested_entries(obj: Mapping[str, Any]) -> list[ManagedEntry] | None:
     return [ManagedEntry.from_dict(e) for e in raw]
 
 
+# managedFields lists known to be exactly the pruning of the object that holds them
+# (every leaf of every fieldsV1 exists there; keys sorted, leaves ``{}``), by the
+# list's id: (the list, that object). ``track_update`` makes such a list for each
+# update of a stored object (``commit``: after it only the generation and the
+# resourceVersion change, both the server's); the next write of that object prunes
+# the others' entries only where it changed something. Both are checked by identity,
+# and stored objects are never changed in place; a copy (``clone``) or a list built
+# elsewhere (apply, create, the garbage collector's own writes) is not in here and is
+# pruned in full. Taken out when its object is written again; at most 100,000
+# (the oldest go first: a forgotten one only costs a full pruning).
+_PRUNED: IdentityMemo[Mapping[str, Any]] = IdentityMemo(100_000)
+
+
+def _pruned_for(entries: Any, obj: Mapping[str, Any]) -> bool:
+    """``entries`` are ``obj``'s own exact pruning (and are forgotten: ``obj`` is being
+    replaced)."""
+    return _PRUNED.pop(entries) is obj
+
+
 def _exists(obj: Any, path: Path) -> bool:
     return get_path(obj, path)[0]
 
@@ -204,11 +260,11 @@ def track_update(
     ``new`` may carry managedFields of its own: when they are a valid non-empty list
     they replace the stored ones (never on a subresource), else the stored ones stay.
     """
-    requested = None if subresource else _requested_entries(new)
-    if requested is not None and new["metadata"].get("managedFields") == (old or {}).get(
-        "metadata", {}
-    ).get("managedFields"):
-        requested = None  # the stored entries sent back as they are: the same result
+    # the stored entries sent back as they are (most writes) give the same result as
+    # none sent: told by comparing them before decoding them
+    sent = new["metadata"].get("managedFields")
+    same = sent == (old or {}).get("metadata", {}).get("managedFields")
+    requested = None if subresource or same else _requested_entries(new)
     changed = _scoped(
         _changed_paths(old, new, subresource, has_status, schema), subresource, has_status
     )
@@ -219,15 +275,16 @@ def track_update(
         # is taken apart into paths, to add what it changed.
         raw = (old or {}).get("metadata", {}).get("managedFields") or []
         stored = [e for e in raw if isinstance(e, Mapping)]
-        mine_at = next(
-            (
-                i
-                for i, e in enumerate(stored)
-                if changed and ManagedEntry.from_dict({**e, "fieldsV1": {}}).identity == identity
-            ),
-            None,
+        # the value ``old`` itself when its entries are its own exact pruning
+        # (``_PRUNED``): the subtrees this write left alone are kept without a walk
+        basis = old if old is not None and _pruned_for(raw, old) else ABSENT
+        mine_at = (
+            next((i for i, e in enumerate(stored) if _identity(e) == identity), None)
+            if changed
+            else None
         )
-        under = drop_prefixes(changed)
+        # (a create has no stored entries to prune: no prefixes to compute)
+        under = drop_prefixes(changed) if stored else frozenset()
         mine: dict[str, Any] | None = None
         if changed:
             if mine_at is None:
@@ -237,7 +294,7 @@ def track_update(
                 entry = ManagedEntry.from_dict({**stored[mine_at], "fieldsV1": {}})
                 kept = stored[mine_at].get("fieldsV1") or {}
                 tree = (
-                    prune_fields_v1(kept, new, changed, under=under)
+                    prune_fields_v1(kept, new, changed, under=under, old=basis)
                     if isinstance(kept, Mapping)
                     else {}
                 )
@@ -249,19 +306,20 @@ def track_update(
             if i == mine_at and mine is not None:
                 out.append(mine)
                 continue
-            entry = ManagedEntry.from_dict({**data, "fieldsV1": {}})
             tree = data.get("fieldsV1") or {}
             pruned = (
-                prune_fields_v1(tree, new, changed, under=under)
+                prune_fields_v1(tree, new, changed, under=under, old=basis)
                 if isinstance(tree, Mapping)
                 else {}
             )
             if pruned:
-                out.append({**entry.to_dict(), "fieldsV1": pruned})
+                out.append(_with_fields(data, pruned))
         if mine is not None and mine_at is None:
             out.append(mine)
         if out:
             new["metadata"]["managedFields"] = out
+            if old is not None:
+                _PRUNED.put(out, new)
         else:
             new["metadata"].pop("managedFields", None)
         return
@@ -315,7 +373,7 @@ def _item_markers(obj: Any, paths: FieldSet) -> FieldSet:
     markers: FieldSet = set()
     for path in paths:
         for depth, element in enumerate(path):
-            if element.startswith("k:"):
+            if element[:2] == "k:":
                 markers.add((*path[: depth + 1], "."))
     return {m for m in markers if _exists(obj, m)}
 
@@ -358,7 +416,7 @@ def _merge_applied(
 
 
 def _without_nulls(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_without_nulls(v) for v in value]

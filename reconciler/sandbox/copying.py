@@ -12,13 +12,45 @@ shared references included, as ``deepcopy`` keeps them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 
 T = TypeVar("T")
+V = TypeVar("V")
+
+
+class IdentityMemo(Generic[V]):
+    """Values computed from objects that are never changed in place (stored objects
+    and the maps inside them), remembered by the object's identity.
+
+    An entry holds its object, so the id cannot be reused while it is remembered;
+    every lookup also checks ``is``. At most ``limit`` entries, the oldest forgotten
+    first (a forgotten value only costs computing it again). Safe to share between
+    the sandboxes of one process (tests run several, each on its own thread).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: dict[int, tuple[Any, V]] = {}
+
+    def get(self, obj: Any) -> V | None:
+        known = self._entries.get(id(obj))
+        return known[1] if known is not None and known[0] is obj else None
+
+    def pop(self, obj: Any) -> V | None:
+        known = self._entries.pop(id(obj), None)
+        return known[1] if known is not None and known[0] is obj else None
+
+    def put(self, obj: Any, value: V) -> None:
+        if len(self._entries) >= self.limit:
+            # another thread may change the dict meanwhile: then forget nothing now
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):
+                del self._entries[next(iter(self._entries))]
+        self._entries[id(obj)] = (obj, value)
 
 
 def clone(value: T) -> T:

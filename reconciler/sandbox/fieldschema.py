@@ -131,13 +131,22 @@ def _models() -> Any:
     return kubernetes.client.models
 
 
+# model_schema's answers by name: every write asks, and looking the class up on the
+# client's models package each time was 2% of the sandbox's CPU during an install
+_MODEL_SCHEMAS: dict[str, Struct | None] = {}
+
+
 def model_schema(name: str) -> Struct | None:
     """The schema of one client model class by name (``V1Scale``), or None if unknown."""
-    if getattr(_models(), name, None) is None:
-        return None
-    with _LOCK:
-        node = _type_node(name)
-    assert isinstance(node, Struct)
+    if name in _MODEL_SCHEMAS:
+        return _MODEL_SCHEMAS[name]
+    node: Struct | None = None
+    if getattr(_models(), name, None) is not None:
+        with _LOCK:
+            found = _type_node(name)
+        assert isinstance(found, Struct)
+        node = found
+    _MODEL_SCHEMAS[name] = node
     return node
 
 

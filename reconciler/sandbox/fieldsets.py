@@ -119,9 +119,14 @@ def field_paths(
             return {prefix} if prefix else set()
         paths: FieldSet = set()
         for name, child in value.items():
-            if child is not None:
-                sub = child_schema(schema, name, prefix)
-                paths |= field_paths(child, (*prefix, f"f:{name}"), name, sub)
+            if child is None:
+                continue
+            kind = type(child)
+            if kind is str or kind is int or kind is bool or kind is float:
+                paths.add((*prefix, f"f:{name}"))  # a leaf, decided without a call
+                continue
+            sub = child_schema(schema, name, prefix)
+            paths |= field_paths(child, (*prefix, f"f:{name}"), name, sub)
         return paths
     if isinstance(value, list) and value:
         if is_set_list(field, value, schema):
@@ -160,7 +165,9 @@ def changed_paths(
     ``get_path`` on both objects, without walking the subtrees a write leaves equal
     (a pod's spec and metadata on each of the kubelet's status writes).
     """
-    if old_found and old == new:
+    if not old_found:  # all of it is new (a created object): every leaf path
+        return {p for p in field_paths(new, prefix, field, schema) if p[-1] != "."}
+    if old == new:
         return set()
     if _is_map(new):
         if not new:
@@ -171,6 +178,13 @@ def changed_paths(
             if child is None:
                 continue
             found = old_map is not None and name in old_map
+            kind = type(child)
+            if kind is str or kind is int or kind is bool or kind is float:
+                # a leaf, as the call below would decide it (most fields are leaves:
+                # a call each was most of walking a created object)
+                if not found or old_map[name] != child:  # type: ignore[index]
+                    paths.add((*prefix, f"f:{name}"))
+                continue
             paths |= changed_paths(
                 old_map[name] if old_map is not None and found else None,
                 found,
@@ -209,12 +223,17 @@ def changed_paths(
     return {prefix}
 
 
+# ``prune_fields_v1``'s ``old`` when the tree was not verified against an object
+ABSENT: Any = object()
+
+
 def prune_fields_v1(
     tree: Mapping[str, Any],
     obj: Any,
     drop: FieldSet,
     prefix: Path = (),
     under: AbstractSet[Path] | None = None,
+    old: Any = ABSENT,
 ) -> dict[str, Any]:
     """``to_fields_v1`` of the leaf paths of ``tree`` that exist in ``obj`` and are not
     in ``drop``, without taking the tree apart into paths and putting it back.
@@ -223,11 +242,19 @@ def prune_fields_v1(
     each level and leaves are ``{}``. ``under``: the proper prefixes of ``drop``'s
     paths (``drop_prefixes``), for a caller pruning many trees with one ``drop``; a
     subtree no path of ``drop`` reaches only needs its paths to exist.
+
+    ``old``: an object ``tree`` is known to be exactly that pruning of (every leaf of
+    it exists there, keys sorted, leaves ``{}``), such as the stored object whose
+    managedFields it came from. A subtree no path of ``drop`` reaches, whose value
+    in ``obj`` is the very value it has in ``old`` (a status write shares the spec
+    and the metadata's maps with the object it replaces), is returned as it is,
+    without walking it again: that walk was the biggest part of a pod's status write.
+    The result may then share maps with ``tree``: never change it in place.
     """
     if under is None:
         under = drop_prefixes(drop)
     if prefix not in under:
-        return _existing(tree, obj)
+        return _existing(tree, obj, old)
     out: dict[str, Any] = {}
     for key in sorted(tree):
         found, node = _step(obj, key)
@@ -235,8 +262,12 @@ def prune_fields_v1(
             continue
         child = tree[key]
         path = (*prefix, key)
-        if isinstance(child, Mapping) and child:
-            sub = prune_fields_v1(child, node, drop, path, under)
+        if child and _is_map(child):
+            was = ABSENT
+            if old is not ABSENT:
+                known, was = _step(old, key)
+                was = was if known else ABSENT
+            sub = prune_fields_v1(child, node, drop, path, under, was)
             if sub:
                 out[key] = sub
         elif path not in drop:
@@ -249,28 +280,38 @@ def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
     return frozenset(p[:i] for p in paths for i in range(len(p)))
 
 
-def _existing(tree: Mapping[str, Any], obj: Any) -> dict[str, Any]:
-    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``.
+def _existing(tree: Mapping[str, Any], obj: Any, old: Any = ABSENT) -> dict[str, Any]:
+    """``prune_fields_v1`` with nothing to drop: the leaves of ``tree`` found in ``obj``;
+    a subtree whose value in ``obj`` is the very one in ``old`` comes back as it is.
 
     Every write walks every other manager's tree through here, so ``_step`` is inlined
     for a map (the common case) and a dict is told from a leaf without
     ``isinstance(..., Mapping)``, whose ABC check was a tenth of this walk.
     """
+    if old is obj and type(tree) is dict:
+        return tree
     out: dict[str, Any] = {}
     is_map = type(obj) is dict or isinstance(obj, Mapping)
+    old_map = old is not ABSENT and (type(old) is dict or isinstance(old, Mapping))
     for key in sorted(tree):
+        was = ABSENT
         if is_map and key[:2] == "f:":
             name = key[2:]
             if name not in obj:
                 continue
             node = obj[name]
+            if old_map and name in old:
+                was = old[name]
         else:
             found, node = _step(obj, key)
             if not found:
                 continue
+            if old is not ABSENT:
+                known, value = _step(old, key)
+                was = value if known else ABSENT
         child = tree[key]
         if child and (type(child) is dict or isinstance(child, Mapping)):
-            sub = _existing(child, node)
+            sub = _existing(child, node, was)
             if sub:
                 out[key] = sub
         else:
@@ -282,7 +323,7 @@ def _step(obj: Any, element: str) -> tuple[bool, Any]:
     """One element of ``get_path``: (found, the value it names)."""
     if element == ".":
         return True, obj
-    if element.startswith("f:") and isinstance(obj, Mapping):
+    if element[:2] == "f:" and _is_map(obj):
         name = element[2:]
         return (True, obj[name]) if name in obj else (False, None)
     if element[:2] in ("k:", "v:") and isinstance(obj, list):
@@ -291,22 +332,31 @@ def _step(obj: Any, element: str) -> tuple[bool, Any]:
     return False, None
 
 
-def add_to_fields_v1(tree: dict[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
+def add_to_fields_v1(tree: Mapping[str, Any], paths: Iterable[Path]) -> dict[str, Any]:
     """``to_fields_v1(from_fields_v1(tree) | paths)`` for a tree ``to_fields_v1`` made
-    (keys sorted, leaves ``{}``), edited in place: only the maps that gain a key are
-    sorted again, instead of sorting every path of the tree."""
-    touched: dict[int, dict[str, Any]] = {}
-    for path in paths:
-        node = tree
-        for element in path:
-            if element not in node:
-                touched[id(node)] = node
-            node = node.setdefault(element, {})
-    for node in touched.values():
-        items = sorted(node.items())
-        node.clear()
-        node.update(items)
-    return tree
+    (keys sorted, leaves ``{}``), without taking ``tree`` apart into paths.
+
+    ``tree`` itself is left as it is (it may share maps with a stored object's
+    managedFields, ``prune_fields_v1``): the result copies only the maps the paths
+    add to, and shares the rest with it."""
+    return _merged(tree, to_fields_v1(paths))
+
+
+def _merged(tree: Mapping[str, Any], added: dict[str, Any]) -> dict[str, Any]:
+    """The union of two FieldsV1 trees, keys sorted; ``tree`` is never changed."""
+    if not added:
+        return tree if type(tree) is dict else dict(tree)
+    if not tree:
+        return added
+    out = dict(tree)
+    grown = False
+    for key, child in added.items():
+        if key in out:
+            out[key] = _merged(out[key], child)
+        else:
+            out[key] = child
+            grown = True
+    return dict(sorted(out.items())) if grown else out
 
 
 def _find_item(items: list[Any], element: str) -> int | None:
@@ -338,7 +388,7 @@ def get_path(obj: Any, path: Path) -> tuple[bool, Any]:
     for element in path:
         if element == ".":
             continue
-        if element.startswith("f:") and isinstance(current, Mapping):
+        if element[:2] == "f:" and _is_map(current):
             if element[2:] not in current:
                 return False, None
             current = current[element[2:]]
@@ -398,7 +448,7 @@ def from_fields_v1(tree: Mapping[str, Any], prefix: Path = ()) -> FieldSet:
     paths: FieldSet = set()
     for element, child in tree.items():
         path = (*prefix, element)
-        if isinstance(child, Mapping) and child:
+        if child and _is_map(child):
             paths |= from_fields_v1(child, path)
         else:
             paths.add(path)

@@ -166,7 +166,10 @@ def semantic(value: Any) -> Any:
     rollout undo`` sends ``creationTimestamp: null`` and ``resources: {}`` back, and the
     old ReplicaSet must still be recognised.
     """
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value  # the common leaves, told apart without an ABC check
+    if kind is dict or isinstance(value, Mapping):
         cleaned = {k: semantic(v) for k, v in value.items()}
         return {k: v for k, v in cleaned.items() if v not in (None, {}, [])}
     if isinstance(value, list):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -59,6 +60,13 @@ _SECRET_KEYS = {
 
 def label_key_errors(key: str) -> list[str]:
     """Why ``key`` is not a qualified name (``[prefix/]name``), empty when it is."""
+    return list(_label_key_errors(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_key_errors(key: str) -> tuple[str, ...]:
+    """``label_key_errors``, remembered: every write checks every label, and the same
+    few keys (``app``, ``pod-template-hash``) come again and again."""
     prefix, _, name = key.rpartition("/")
     errors = []
     if "/" in key and (not prefix or len(prefix) > 253 or not _PREFIX.match(prefix)):
@@ -68,7 +76,12 @@ def label_key_errors(key: str) -> list[str]:
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "must start and end with an alphanumeric character and be at most 63 long"
         )
-    return errors
+    return tuple(errors)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bad_label_value(value: str) -> bool:
+    return bool(value) and (len(value) > 63 or not _NAME.match(value))
 
 
 def _labels(labels: Any, where: str) -> list[Cause]:
@@ -76,9 +89,9 @@ def _labels(labels: Any, where: str) -> list[Cause]:
     if not isinstance(labels, Mapping):
         return causes
     for key, value in labels.items():
-        for why in label_key_errors(str(key)):
+        for why in _label_key_errors(str(key)):
             causes.append(invalid(f"{where}", key, why))
-        if isinstance(value, str) and value and (len(value) > 63 or not _NAME.match(value)):
+        if isinstance(value, str) and _bad_label_value(value):
             causes.append(
                 invalid(
                     f"{where}",
