@@ -40,6 +40,7 @@ from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.rollout import RollingState, noteworthy
 from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
@@ -78,12 +79,11 @@ def young_collections_only() -> Iterator[None]:
     allocated, not to the heap; full collections still run when enough survives.
     """
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with gc_paused():
+            yield
     finally:
         if was_enabled:
-            gc.enable()
             gc.collect(1)
 
 

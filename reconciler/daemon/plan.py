@@ -21,6 +21,7 @@ from reconciler.daemon.rendered import RenderedObjects, keys_of
 from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
 from reconciler.model.rollout import release_key
@@ -327,6 +328,13 @@ def check_catalog(
     warning rather than an error when not installed (``validate
     --allow-uninstalled-migrations``, pre-commit's hook).
     """
+    with gc_paused():  # resolving and rendering every instance: see ``model.gcpause``
+        return _check_catalog(catalog, registry, declared)
+
+
+def _check_catalog(
+    catalog: Catalog, registry: Registry | None, declared: Mapping[str, str] | None
+) -> list[Problem]:
     out = _Problems()
     for problem in catalog.problems:
         out.add(problem)
