@@ -53,9 +53,12 @@ class InstancePlan:
     # the image builds ``builds.yaml`` pins for ``version`` (image -> "tag@digest"),
     # which ``objects`` run (SPEC section 8); empty when none are pinned
     images: Mapping[str, str] = field(default_factory=dict)
+    # the instance's name, kept at hand: a pass asks each plan for it dozens of times
+    name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objects", RenderedObjects.pack(self.objects))
+        object.__setattr__(self, "name", self.instance.name)
 
     @property
     def ok(self) -> bool:
@@ -67,10 +70,6 @@ class InstancePlan:
         if self.version is None:
             return None
         return release_key(self.version.key, self.images)
-
-    @property
-    def name(self) -> str:
-        return self.instance.name
 
 
 def plan_fingerprint(plan: InstancePlan) -> str:
