@@ -141,7 +141,7 @@ def reload_catalog(previous: Catalog, root: str | Path, changed: Iterable[str]) 
     --name-only`` lists them. Raises ``FullReloadNeeded`` when the change is not
     provably local; the caller then runs ``load_catalog``.
     """
-    with gc_paused():
+    with gc_paused(keeps=True):
         return _reload(previous, Path(root), _Changes.of(changed))
 
 

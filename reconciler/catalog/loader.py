@@ -61,7 +61,7 @@ CLUSTER_DIRS = frozenset({"instances"})
 
 def load_catalog(root: str | Path) -> Catalog:
     """Load every app and cluster under ``root``; problems end up in ``catalog.problems``."""
-    with gc_paused():
+    with gc_paused(keeps=True):  # the catalog is kept: see ``model.gcpause``
         return _load_catalog(Path(root))
 
 

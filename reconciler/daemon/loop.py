@@ -486,12 +486,14 @@ class Daemon:
         ``kubectl get events -n <namespace>`` tell the story next to the objects.
         """
         for status in report.statuses:
+            writer = status.condition(ConditionType.CONFLICTING_WRITER)
+            if writer is None and status.instance not in changed:
+                continue  # the usual case, a settled instance: nothing to say, nothing made
             namespace = report.namespaces.get(status.instance, "")
             if not namespace:
                 continue
             ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
             notes = self._event_annotations()
-            writer = status.condition(ConditionType.CONFLICTING_WRITER)
             if writer is not None:  # every pass it is seen: the Event's count says how often
                 self.events.warning(ref, writer.reason, writer.message, annotations=notes)
             if status.instance not in changed:

@@ -32,7 +32,7 @@ listed once per pass, which is what shows the drift.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from reconciler.daemon.plan import InstancePlan, ObjectKey
@@ -117,6 +117,9 @@ class PassMemo:
         # inventories parsed by the last pass (``LiveState``'s ``inventory_cache``)
         self.inventories: InventoryCache = {}
         self._same_versions: dict[tuple[int, int], bool] = {}  # this pass's comparisons
+        # this pass's live objects by kind, each looked up in the live view once
+        self._kinds: dict[tuple[str, str], Mapping[ObjectRef, Packed]] = {}
+        self._kinds_of: LiveState | None = None
 
     def begin(self, cluster: Cluster, settings: object) -> None:
         """Start a pass; different cluster settings or pass settings forget everything."""
@@ -146,14 +149,20 @@ class PassMemo:
             or entry.final is not previous
         ):
             return None
-        packed = live.packed
+        if self._kinds_of is not live:  # another pass's view: its kinds are not this one's
+            self._kinds.clear()
+            self._kinds_of = live
+        kinds = self._kinds
         for ref, seen in zip(entry.refs, entry.seen, strict=True):
+            bucket = kinds.get((ref.api_version, ref.kind))
+            if bucket is None:
+                try:
+                    bucket = kinds[(ref.api_version, ref.kind)] = live.kind_of(ref)
+                except KubeError:
+                    return None
+            now = bucket.get(ref)
             # the usual case first: the watch cache still holds the very bytes the pass
             # that settled it saw (``remember`` kept only objects with a version)
-            try:
-                now = packed(ref)
-            except KubeError:
-                return None
             if now is not seen and not _same(now, seen):
                 return None
         app = catalog.apps.get(instance.app)
@@ -195,7 +204,10 @@ class PassMemo:
         return replace(entry, app=app, reused=replace(entry.reused, plan=moved))
 
     def mark_reused(self, names: Iterable[str]) -> None:
+        """The pass is over: what it reused, for tests and the bench; its view let go."""
         self.reused = frozenset(names)
+        self._kinds.clear()
+        self._kinds_of = None
 
     def remember(
         self,

@@ -17,11 +17,20 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(*, keeps: bool = False) -> Iterator[None]:
     """No cyclic collection inside the block; the collector's state is restored after.
 
     Nested blocks and callers that paused it already are left alone: only the
     block that turned it off turns it back on.
+
+    ``keeps``: the block builds what the process keeps (a loaded catalog). Resumed
+    plainly, the collector's next young collection walks every object the block
+    built, then the next middle one walks them again, before they reach the oldest
+    generation, where only the rare full collections look. Freezing and at once
+    unfreezing every tracked object moves them there directly (``gc.unfreeze`` puts
+    frozen objects back into the oldest generation; both calls splice lists and
+    cost the same whatever the heap). Skipped when objects are frozen already:
+    whoever froze them (a test runner) meant them to stay so.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -29,4 +38,7 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if keeps and gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()

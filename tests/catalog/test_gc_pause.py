@@ -91,3 +91,52 @@ def test_the_collector_is_back_after_an_error() -> None:
         assert not gc.isenabled()
         raise RuntimeError("boom")
     assert gc.isenabled()
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """No frozen objects during the test (the suite freezes what collection built: see
+    ``tests/conftest.py``); frozen again after it, as they were."""
+    had = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        if had:
+            gc.freeze()
+
+
+def _generation_of(obj: object) -> int | None:
+    return next((g for g in range(3) if any(o is obj for o in gc.get_objects(g))), None)
+
+
+def test_what_a_kept_load_built_goes_to_the_oldest_generation(
+    tmp_path: Path, unfrozen: None
+) -> None:
+    """The young collections never walk a loaded catalog: it is kept, and the first two
+    collections after the load would only have walked it on its way to the oldest."""
+    with gc_paused(keeps=True):
+        kept = [[i] for i in range(1000)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert _generation_of(kept[0]) == 2 and _generation_of(kept) == 2
+    # what a plain pause built starts young, as anything else
+    with gc_paused():
+        young = [[i] for i in range(10)]
+    assert _generation_of(young[0]) == 0
+    catalog = load_catalog(_catalog(tmp_path, 3))
+    assert _generation_of(catalog) == 2
+    assert _generation_of(catalog.clusters["prod"].instances["web0"]) == 2
+
+
+def test_frozen_objects_stay_frozen_through_a_kept_load(unfrozen: None) -> None:
+    """Whoever froze objects (a test runner) meant them to stay out of every collection:
+    a kept load leaves them so, and its own objects start young."""
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        with gc_paused(keeps=True):
+            kept = [[i] for i in range(10)]
+        assert gc.get_freeze_count() == frozen
+        assert _generation_of(kept[0]) == 0
+    finally:
+        gc.unfreeze()
