@@ -327,7 +327,9 @@ def check_catalog(
     warning rather than an error when not installed (``validate
     --allow-uninstalled-migrations``, pre-commit's hook).
     """
-    with gc_paused():  # resolving and rendering every instance: see ``model.gcpause``
+    # resolving and rendering every instance; what survives is the catalog's own caches
+    # (placeholder paths, sorted versions), kept with it: see ``model.gcpause``
+    with gc_paused(keeps=True):
         return _check_catalog(catalog, registry, declared)
 
 
