@@ -34,7 +34,6 @@ from typing import Generic, TypeVar
 
 from reconciler.catalog.context import LoadContext
 from reconciler.catalog.loader import (
-    _gc_paused,
     _instance_files,
     _is_documentation,
     _load_app,
@@ -47,6 +46,7 @@ from reconciler.catalog.loader import (
 from reconciler.catalog.waves import load_waves
 from reconciler.model.catalog import Catalog, ClusterEntry, Instance
 from reconciler.model.errors import ReconcilerError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.problems import Problem
 from reconciler.model.waves import WAVES_FILE
 
@@ -141,7 +141,7 @@ def reload_catalog(previous: Catalog, root: str | Path, changed: Iterable[str]) 
     --name-only`` lists them. Raises ``FullReloadNeeded`` when the change is not
     provably local; the caller then runs ``load_catalog``.
     """
-    with _gc_paused():
+    with gc_paused(keeps=True):
         return _reload(previous, Path(root), _Changes.of(changed))
 
 

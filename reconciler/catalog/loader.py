@@ -9,12 +9,10 @@ instance never hides the others.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +41,7 @@ from reconciler.model.catalog import (
     RolloutPlan,
 )
 from reconciler.model.errors import UsageError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.images import ImageRefError, parse_build_tag, parse_image
 from reconciler.model.migrations import Deprecation, MigrationCheck
 from reconciler.model.names import DNS_LABEL
@@ -60,27 +59,9 @@ CLUSTER_FILES = frozenset({"cluster.yaml"})
 CLUSTER_DIRS = frozenset({"instances"})
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector during a bulk load.
-
-    Loading builds about a million small acyclic objects (YAML values kept as
-    templates); each allocation burst triggers a collection that rescans all
-    of them, which costs ~10% of a large load for nothing. Reference counting
-    still frees everything meanwhile; collection resumes afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def load_catalog(root: str | Path) -> Catalog:
     """Load every app and cluster under ``root``; problems end up in ``catalog.problems``."""
-    with _gc_paused():
+    with gc_paused(keeps=True):  # the catalog is kept: see ``model.gcpause``
         return _load_catalog(Path(root))
 
 

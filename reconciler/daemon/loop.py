@@ -40,6 +40,7 @@ from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import Action, ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.rollout import RollingState, noteworthy
 from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
@@ -78,12 +79,11 @@ def young_collections_only() -> Iterator[None]:
     allocated, not to the heap; full collections still run when enough survives.
     """
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with gc_paused():
+            yield
     finally:
         if was_enabled:
-            gc.enable()
             gc.collect(1)
 
 
@@ -486,12 +486,14 @@ class Daemon:
         ``kubectl get events -n <namespace>`` tell the story next to the objects.
         """
         for status in report.statuses:
+            writer = status.condition(ConditionType.CONFLICTING_WRITER)
+            if writer is None and status.instance not in changed:
+                continue  # the usual case, a settled instance: nothing to say, nothing made
             namespace = report.namespaces.get(status.instance, "")
             if not namespace:
                 continue
             ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(status.instance))
             notes = self._event_annotations()
-            writer = status.condition(ConditionType.CONFLICTING_WRITER)
             if writer is not None:  # every pass it is seen: the Event's count says how often
                 self.events.warning(ref, writer.reason, writer.message, annotations=notes)
             if status.instance not in changed:

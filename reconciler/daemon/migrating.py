@@ -436,7 +436,7 @@ class MigrationHooks:
     def _with_ledger(self, status: InstanceStatus) -> InstanceStatus:
         namespace = self._namespace_of(status.instance)
         try:
-            ledger = self.steps.ledger(status.instance, namespace) if namespace else None
+            ledger = self.steps.recorded_ledger(status.instance, namespace) if namespace else None
         except LedgerFormatError:
             return status  # reported where it stops a change; the record keeps what it had
         if ledger is None or not ledger.records:

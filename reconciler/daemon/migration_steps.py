@@ -49,7 +49,7 @@ from reconciler.migrations import (
     ledger_name,
     utc_now,
 )
-from reconciler.migrations.ledger import CLUSTER_LABEL, LEDGER_LABEL
+from reconciler.migrations.ledger import CLUSTER_LABEL, LEDGER_LABEL, NAME_PREFIX
 from reconciler.model.catalog import AppVersion, Instance, Migration
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
@@ -95,6 +95,8 @@ class MigrationSteps:
         self._jobs = _WithinLimits(job_runner, _weakly(self.prepare), job_grace)
         self._reader = _LimitedReader(client, limits)
         self._ledgers: dict[str, MigrationLedger] = {}
+        # (namespace, name) of every ledger ConfigMap the pass's view holds, when asked
+        self._ledger_names: set[tuple[str, str]] | None = None
         self._global: MigrationLedger | None = None
         self._global_namespace = ""
         self._ready: set[str] = set()
@@ -210,6 +212,24 @@ class MigrationSteps:
         ledger = MigrationLedger("app", instance) if obj is None else ledger_from_configmap(obj)
         self._ledgers[instance] = ledger
         return ledger
+
+    def recorded_ledger(self, instance: str, namespace: str) -> MigrationLedger | None:
+        """The instance's ledger when it has one (as :meth:`ledger`), else None.
+
+        Asked of every instance a pass records, most of which never ran a migration:
+        their absence is told from one scan of the pass's ConfigMaps, with no
+        reference, look-up or empty ledger made per instance. Raises as :meth:`ledger`.
+        """
+        if instance in self._ledgers:
+            return self._ledgers[instance]
+        if self._ledger_names is None:
+            configmaps = self.live.kind_of(ObjectRef("v1", "ConfigMap", "", ""))
+            self._ledger_names = {
+                (ref.namespace, ref.name) for ref in configmaps if ref.name.startswith(NAME_PREFIX)
+            }
+        if (namespace, NAME_PREFIX + instance) not in self._ledger_names:
+            return None  # written this pass, it would be in ``_ledgers``
+        return self.ledger(instance, namespace)
 
     def global_ledger(self) -> MigrationLedger:
         """The cluster's ledger, wherever it was first written (raises if broken).

@@ -21,6 +21,7 @@ from reconciler.daemon.rendered import RenderedObjects, keys_of
 from reconciler.migrations import Registry, check_migrations, migration_checksum
 from reconciler.model.catalog import AppVersion, Catalog, Instance
 from reconciler.model.errors import UsageError
+from reconciler.model.gcpause import gc_paused
 from reconciler.model.problems import Problem, Severity
 from reconciler.model.resolution import Resolution
 from reconciler.model.rollout import release_key
@@ -52,9 +53,12 @@ class InstancePlan:
     # the image builds ``builds.yaml`` pins for ``version`` (image -> "tag@digest"),
     # which ``objects`` run (SPEC section 8); empty when none are pinned
     images: Mapping[str, str] = field(default_factory=dict)
+    # the instance's name, kept at hand: a pass asks each plan for it dozens of times
+    name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objects", RenderedObjects.pack(self.objects))
+        object.__setattr__(self, "name", self.instance.name)
 
     @property
     def ok(self) -> bool:
@@ -66,10 +70,6 @@ class InstancePlan:
         if self.version is None:
             return None
         return release_key(self.version.key, self.images)
-
-    @property
-    def name(self) -> str:
-        return self.instance.name
 
 
 def plan_fingerprint(plan: InstancePlan) -> str:
@@ -327,6 +327,15 @@ def check_catalog(
     warning rather than an error when not installed (``validate
     --allow-uninstalled-migrations``, pre-commit's hook).
     """
+    # resolving and rendering every instance; what survives is the catalog's own caches
+    # (placeholder paths, sorted versions), kept with it: see ``model.gcpause``
+    with gc_paused(keeps=True):
+        return _check_catalog(catalog, registry, declared)
+
+
+def _check_catalog(
+    catalog: Catalog, registry: Registry | None, declared: Mapping[str, str] | None
+) -> list[Problem]:
     out = _Problems()
     for problem in catalog.problems:
         out.add(problem)

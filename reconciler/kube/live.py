@@ -355,6 +355,12 @@ class LiveState:
         whose ``resourceVersion`` it compares without decoding it (:func:`version_of`)."""
         return self._bucket(ref).get(ref)
 
+    def kind_of(self, ref: ObjectRef) -> Mapping[ObjectRef, Packed]:
+        """Every live object of ``ref``'s kind as the view keeps it (listing it on first
+        use), read only: for a caller that looks up many objects of a few kinds (the
+        daemon's memo, four per settled instance), one call per kind."""
+        return self._bucket(ref)
+
     def _bucket(self, ref: ObjectRef) -> dict[ObjectRef, Packed]:
         key = (ref.api_version, ref.kind)
         bucket = self._objects.get(key)

@@ -293,7 +293,18 @@ class StatusLedger:
     ) -> dict[str, list[InstanceStatus]]:
         wanted: dict[str, list[InstanceStatus]] = {}
         secrets = self.access.secrets()
+        settled = self._settled
         for status in statuses:
+            known = settled.get(status.instance)
+            if (
+                known is not None
+                and known[0] is status
+                and (status.source_commit or not source_commit)
+            ):
+                # the very status that left its record unchanged last time: checked and
+                # redacted then (a no-op pass hands back every settled record itself)
+                wanted.setdefault(status.instance, []).append(status)
+                continue
             _checked_name(status.instance)
             if status.cluster != self.cluster:
                 raise SourceError(
@@ -414,7 +425,16 @@ class StatusLedger:
         the object parsed from the record's blob, kept while the blob stays the same.
         """
         settled = self._settled.get(name)
-        return settled is not None and settled[1] is previous and settled[0] == status
+        if settled is None or settled[1] is not previous:
+            return False
+        if settled[0] is status:
+            return True
+        if settled[0] == status:
+            # this very object from now on: the next pass that hands it back again (the
+            # daemon's memo does) is known settled by identity, in ``_validated`` too
+            self._settled[name] = (status, previous)
+            return True
+        return False
 
     def _parse(self, sha: bytes, path: str) -> InstanceStatus:
         """The record in blob ``sha``, parsed once per blob (raises ``StatusFileError``)."""

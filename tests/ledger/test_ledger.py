@@ -14,7 +14,7 @@ from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source import ledger as ledger_module
 from reconciler.source import objects
 from reconciler.source.ledger import StatusLedger
-from reconciler.source.remote import Credentials, NetworkPolicy
+from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess
 from tests.source.fixtures import TOKEN
 from tests.source.servers import GitDaemon, GitHttpServer, free_port, git
 
@@ -330,3 +330,61 @@ def test_a_status_that_left_its_record_unchanged_is_not_prepared_again(
     prepared.clear()
     commits = ledger.record([status(phase=Phase.STALLED), status("api")], now=NOW)
     assert [c.instance for c in commits] == ["api"] and prepared == ["api"]  # web: settled
+
+
+def test_the_very_status_handed_back_again_touches_no_record(
+    empty_remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's no-op pass hands the ledger the very record objects of the pass before:
+    such a status is neither checked, redacted nor prepared again, so a no-op pass
+    costs the ledger a look-up per instance. An equal status that is a new object is
+    compared once, and known by identity from then on."""
+    touched: list[str] = []
+    prepare, redact = ledger_module.prepare_record, ledger_module.redact_text
+
+    def counting_prepare(
+        new: InstanceStatus, previous: InstanceStatus | None, **kw: str | None
+    ) -> Any:
+        touched.append(f"prepare {new.instance}")
+        return prepare(new, previous, **kw)
+
+    def counting_redact(text: str, secrets: tuple[str, ...]) -> str:
+        touched.append(f"redact {text}")
+        return redact(text, secrets)
+
+    monkeypatch.setattr(ledger_module, "prepare_record", counting_prepare)
+    monkeypatch.setattr(ledger_module, "redact_text", counting_redact)
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    web, api = status(message="web is ready"), status("api", message="api is ready")
+    assert len(ledger.record([web, api], now=NOW)) == 2
+    touched.clear()
+    assert ledger.record([web, api], now=NOW) == []
+    assert touched == []  # the same objects: nothing touched
+    # equal, but new objects (a pass that built its records again): compared once...
+    web2, api2 = replace(web), replace(api)
+    assert web2 == web and web2 is not web
+    assert ledger.record([web2, api2], now=NOW) == []
+    assert "prepare web" not in touched and "redact web is ready" in touched
+    touched.clear()
+    # ... and known by identity in the pass after
+    assert ledger.record([web2, api2], now=NOW) == []
+    assert touched == []
+    # a changed status of one instance is checked, prepared and committed
+    web3 = replace(web2, phase=Phase.STALLED, message="web is stalled")
+    commits = ledger.record([web3, api2], now=NOW)
+    assert [c.instance for c in commits] == ["web"]
+    assert touched == ["redact web is stalled", "prepare web"]
+
+
+def test_a_status_naming_a_secret_is_redacted_on_every_pass(
+    empty_remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record kept of a redacted status is the redacted copy: the status as given,
+    which names the secret, is never taken for it, whichever pass hands it back."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    monkeypatch.setattr(RemoteAccess, "secrets", lambda self: ("hunter2",))
+    leaky = status(message="cannot fetch https://x:hunter2@example.com/repo")
+    for _ in range(3):
+        ledger.record([leaky], now=NOW)
+    record = ledger.snapshot().statuses["web"]
+    assert "hunter2" not in record.message and "example.com" in record.message
