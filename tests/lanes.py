@@ -137,7 +137,7 @@ def delete_namespaces(client: KubeClient, names: Iterable[str], *, wait: float =
                     break
             except KubeError:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)  # a condition: looked at often, bounded by `wait`
 
 
 @dataclass(frozen=True)
