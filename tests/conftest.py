@@ -57,6 +57,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     atexit.register(gc.freeze)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A real_cluster test outside the lane's folders is an error, not a test left out.
+
+    ``make test-real`` collects only ``tests.lanes.LANE_DIRS``; a scenario given the
+    real lane elsewhere would never run there.
+    """
+    from tests.lanes import LANE_DIRS
+
+    outside = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("real_cluster") and not item.nodeid.startswith(LANE_DIRS)
+    ]
+    if outside:
+        raise pytest.UsageError(
+            f"real_cluster tests outside tests.lanes.LANE_DIRS {LANE_DIRS} "
+            f"(move them, or add their folder there and to the Makefile's REAL_PATHS): {outside}"
+        )
+
+
 @pytest.fixture(autouse=True)
 def _pinned_git_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

@@ -64,5 +64,5 @@ def wait_for_value(prom: LocalPrometheus, query: str, *, want: float | None = No
         seen = [s.value for s in answer.samples]
         if len(seen) == 1 and (want is None or seen[0] == want):
             return seen[0]
-        time.sleep(0.2)
+        time.sleep(0.05)  # the next scrape is due within a second
     raise AssertionError(f"{query} gave {seen}, not {want}, within {FIRST_SAMPLE_SECONDS}s")

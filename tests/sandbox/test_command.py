@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from reconciler.model.errors import UsageError
+
 
 def start(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -118,6 +120,17 @@ def test_timing_options_reach_the_simulated_cluster() -> None:
     ],
 )
 def test_bad_timing_options_are_usage_errors(option: list[str], message: str) -> None:
-    proc = start(*option)
+    """The options' checks, in process: a Python start-up each only tested the same wiring
+    again (the test below runs one through the real command)."""
+    from reconciler.cli import build_parser
+    from reconciler.commands.sandbox import timing_of
+
+    with pytest.raises(UsageError, match=r"^sandbox: ") as raised:
+        timing_of(build_parser().parse_args(["sandbox", *option]))
+    assert message in str(raised.value)
+
+
+def test_a_bad_timing_option_exits_2_from_the_command() -> None:
+    proc = start("--nodes", "0")
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and message in err
+    assert proc.returncode == 2 and "--nodes must be at least 1" in err

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import http
+from tests.sandbox.helpers import eventually, http
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -99,9 +99,18 @@ def widget(object_name: str = "w1", **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def widgets(sandbox: SandboxHandle) -> SandboxHandle:
+    """The CRD, once Established: the controller's status write comes after a delay (as a
+    real server's does), and a test that PUTs the CRD must not race it into a 409."""
     status, body = http(sandbox, "POST", CRDS, crd(SCHEMA, subresources={"status": {}}))
     assert status == 201, body
+    eventually(lambda: _established(sandbox))
     return sandbox
+
+
+def _established(sandbox: SandboxHandle) -> bool:
+    _, got = http(sandbox, "GET", CRDS + "/widgets.example.com")
+    conditions = got.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 # --- validation ----------------------------------------------------------------------------
