@@ -152,7 +152,7 @@ def test_a_query_with_no_data_holds_as_analysis_inconclusive(
 ) -> None:
     """No series for the new version: inconclusive; beyond ``inconclusiveLimit`` (1 here)
     the rollout holds where it is, neither forward nor back."""
-    _release(world, analysed(prometheus.url, series, extra="  healthTimeoutSeconds: 2\n"))
+    _release(world, analysed(prometheus.url, series, extra="  healthTimeoutSeconds: 120\n"))
     outcomes = _roll(world.daemon)
     web = _web(outcomes[-1])
     assert web.phase is Phase.STALLED and web.reason == "AnalysisInconclusive"
@@ -167,7 +167,7 @@ def test_a_query_with_no_data_holds_as_analysis_inconclusive(
 
 def test_an_unreachable_prometheus_holds_and_never_rolls_forward(world: World, series: str) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
-    _release(world, analysed(nowhere, series, extra="  healthTimeoutSeconds: 2\n"))
+    _release(world, analysed(nowhere, series, extra="  healthTimeoutSeconds: 120\n"))
     outcomes = _roll(world.daemon)
     web = _web(outcomes[-1])
     assert web.phase is Phase.STALLED and web.reason == "AnalysisInconclusive"
