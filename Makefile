@@ -134,7 +134,7 @@ BENCHES := \
 	"apply.py" \
 	"daemon.py" \
 	"rollout.py --instances 200" \
-	"scale.py" \
+	"scale.py --sizes 1000 --busy 1" \
 	"preview.py" \
 	"waves.py --clusters 200"
 

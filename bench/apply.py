@@ -33,8 +33,20 @@ from typing import Any
 
 import yaml
 
-from reconciler.kube import ApplyOptions, InstanceTarget, KubeClient, LiveState, apply_instance
-from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+_HERE = Path(__file__).resolve().parent
+# the folder goes last on the import path (bench/git.py would shadow GitPython's git)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+from benchkit import figure  # noqa: E402
+
+from reconciler.kube import (  # noqa: E402
+    ApplyOptions,
+    InstanceTarget,
+    KubeClient,
+    LiveState,
+    apply_instance,
+)
+from reconciler.sandbox.testing import SandboxHandle, running_sandbox  # noqa: E402
 
 CLUSTER = "bench"
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
@@ -213,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours = run_reconciler(args.instances)
     print_rows("reconciler (apply_instance, one LiveState per pass)", ours)
     kubectl = shutil.which("kubectl")
+    base: list[tuple[str, Counter[str], float, str]] = []
     if args.no_kubectl or kubectl is None:
         print(
             "\nkubectl baseline skipped: "
@@ -225,6 +238,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             share = cpu / base_cpu if base_cpu else float("nan")
             print(f"  {name:<22} reconciler/kubectl CPU: {share:.2f}")
     failures = check_goals(ours)
+    for name, verbs, cpu, _ in ours[1:]:  # the passes with a goal: no-op, one change
+        baseline = "-"
+        if base:
+            _, base_verbs, base_cpu, _ = next(row for row in base if row[0] == name)
+            baseline = f"kubectl {base_cpu:.2f} s CPU, {sum(base_verbs.values())} requests"
+        figure(
+            f"apply_instance {name}, {args.instances} instances x 8 objects",
+            f"{cpu:.2f} s CPU, {sum(verbs.values())} requests ({_fmt(verbs)})",
+            "0 writes (one change: its object and inventory), one list per kind",
+            baseline,
+            not failures,
+        )
     for failure in failures:
         print(f"GOAL MISSED: {failure}")
     if not failures:

@@ -35,6 +35,7 @@ from benchkit import (
     WEB_MANIFESTS,
     GitCounter,
     create_own_namespace,
+    figure,
     fmt,
     measure,
     requests_by_verb,
@@ -163,6 +164,15 @@ def main() -> None:
             print(
                 f"no-op / naive:  CPU {cpu / naive_cpu:.2f}x   requests "
                 f"{sum(noop_requests.values()) / max(1, sum(naive_requests.values())):.3f}x"
+            )
+            lists = noop_requests["list"]
+            kinds = len({(obj.get("apiVersion"), obj.get("kind")) for obj in objects})
+            figure(
+                f"no-op pass without the watch cache (--once), {args.instances} instances",
+                f"{cpu:.2f} s CPU, {sum(noop_requests.values())} requests ({lists} lists)",
+                "one list per kind, 0 writes",
+                f"naive re-apply {naive_cpu:.2f} s CPU, {sum(naive_requests.values())} requests",
+                sum(noop_requests.values()) == lists <= kinds,
             )
             latency(repo, daemon, client, args)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

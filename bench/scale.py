@@ -149,7 +149,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from benchkit import WEB_MANIFESTS, request_log_pages, sandbox_process
+from benchkit import WEB_MANIFESTS, figure, request_log_pages, sandbox_process
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.daemon.plan import InstancePlan
@@ -571,6 +571,51 @@ def print_size(r: dict[str, Any]) -> None:
         )
 
 
+def print_figures(r: dict[str, Any]) -> None:
+    """The size's figures as ``make bench`` collects them (benchkit.figure), each beside
+    its goal and the baseline of the same run."""
+    n = r["instances"]
+    first, noop = Step(**r["first"]), Step(**r["noop"])
+    base = r["baseline"]
+    b_first, b_again = Step(**base["first"]), Step(**base["again"])
+    tool = base["tool"]
+    busy = r.get("busy", 0)
+    beside = f", {busy} CPU-bound beside both" if busy else ""
+    ratio = first.wall / b_first.wall
+    figure(
+        f"first install, {n:,} instances{beside}",
+        f"{first.wall:.2f} s = {ratio:.2f}x",
+        "<= 0.6x",
+        f"{tool} -f {b_first.wall:.2f} s",
+        ratio <= 0.6,
+    )
+    per, base_per = first.requests / n, b_first.requests / n
+    figure(
+        f"requests per installed instance, {n:,} instances",
+        f"{per:.2f} (Events apart: {first.events / n:.2f})",
+        "<= 3.5",
+        f"{tool} {base_per:.2f}",
+        per <= 3.5,
+    )
+    at_10k = f"{noop.wall * 10_000 / n:.2f} s extrapolated to 10,000" if n < 10_000 else ""
+    figure(
+        f"no-op pass, {n:,} instances",
+        f"{noop.wall:.2f} s wall, {noop.cpu:.2f} s CPU, {noop.requests} requests"
+        + (f" ({at_10k})" if at_10k else ""),
+        "< 0.5 s at 10,000",
+        f"{tool} again {b_again.wall:.2f} s",
+        noop.wall < 0.5 if n >= 10_000 else None,
+    )
+    kib = r["kib_per_instance"]
+    figure(
+        f"memory per instance, {n:,} instances",
+        f"{kib:.1f} KiB",
+        "<= 15 KiB at 10,000",
+        "-",
+        kib <= 15 if n >= 10_000 else None,
+    )
+
+
 def print_summary(results: list[dict[str, Any]]) -> None:
     print("\ncost per instance (CPU ms; goal: flat from 1,000 to 10,000, no step super-linear)")
     print(f"  {'instances':>9} {'first':>8} {'no-op':>8} {'README':>8} {'move':>8} {'KiB':>6}")
@@ -634,6 +679,7 @@ def main() -> None:
         done = run_child([*argv, *(["--no-kubectl"] if args.no_kubectl else [])])
         results.append(json.loads(done.splitlines()[-1]))
         print_size(results[-1])
+        print_figures(results[-1])
     print_summary(results)
 
 

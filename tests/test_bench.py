@@ -81,7 +81,17 @@ SMOKE: dict[str, tuple[list[str], str]] = {
 }
 # the benches whose figures reach bench/README.md's table (``benchkit.figure`` lines);
 # their smoke runs must print at least one
-FIGURES = {"catalog.py", "git.py", "ledger.py", "preview.py", "rollout.py", "waves.py"}
+FIGURES = {
+    "apply.py",
+    "catalog.py",
+    "daemon.py",
+    "git.py",
+    "ledger.py",
+    "preview.py",
+    "rollout.py",
+    "scale.py",
+    "waves.py",
+}
 # a bound for a busy machine, not a figure: each takes seconds on a quiet one
 BOUND = 600
 
