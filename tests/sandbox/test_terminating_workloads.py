@@ -150,28 +150,24 @@ class OneAtATime(Pods):
             self.broken.append(f"two pods terminating at once: {terminating}")
 
 
+def ready_db(cluster: Cluster, ready: int) -> Any:
+    """The ``db`` StatefulSet's status once exactly ``ready`` of its pods are Ready."""
+
+    def status() -> Any:
+        found = cluster.apps.read_namespaced_stateful_set_status("db", "default").status
+        return found if found.ready_replicas == ready else None
+
+    return eventually(status)
+
+
 def test_a_statefulset_recreates_a_name_only_once_the_old_pod_is_gone(
     cluster: Cluster,
 ) -> None:
     cluster.apps.create_namespaced_stateful_set("default", statefulset("db", 2))
-    eventually(
-        lambda: (
-            cluster.apps.read_namespaced_stateful_set_status("db", "default").status.ready_replicas
-            == 2
-        )
-    )
+    ready_db(cluster, 2)
     first = cluster.core.read_namespaced_pod("db-0", "default")
     cluster.core.delete_namespaced_pod("db-0", "default")
-    status = eventually(
-        lambda: (
-            s
-            if (
-                s := cluster.apps.read_namespaced_stateful_set_status("db", "default").status
-            ).ready_replicas
-            == 1
-            else None
-        )
-    )
+    status = ready_db(cluster, 1)
     assert status.replicas == 2  # a terminating pod still counts in status.replicas
     assert status.current_replicas == 1
     held = cluster.core.read_namespaced_pod("db-0", "default")
@@ -201,12 +197,7 @@ def test_an_ordered_statefulset_scales_down_one_terminated_pod_at_a_time(
     cluster: Cluster,
 ) -> None:
     cluster.apps.create_namespaced_stateful_set("default", statefulset("db", 3))
-    eventually(
-        lambda: (
-            cluster.apps.read_namespaced_stateful_set_status("db", "default").status.ready_replicas
-            == 3
-        )
-    )
+    ready_db(cluster, 3)
     watcher = OneAtATime(cluster.sandbox, "db")
     cluster.apps.patch_namespaced_stateful_set_scale("db", "default", {"spec": {"replicas": 1}})
     for name in ("db-2", "db-1"):
