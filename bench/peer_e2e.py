@@ -55,10 +55,55 @@ REAL_CONTAINER = re.compile(
 # kubernetes/e2e_test imports itself as ``kubernetes.e2e_test``, a folder the installed
 # package does not ship: this plugin adds the checkout's folder to the package's path
 # (only that subpackage resolves there; the client itself stays the installed one).
-PLUGIN = """\
+#
+# It also bounds each test's setup, call and teardown (``PEER_E2E_TEST_TIMEOUT`` seconds,
+# default TEST_TIMEOUT): a watch the sandbox never ends would otherwise hang the whole
+# suite until SUITE_TIMEOUT and lose every other test's result. Past the bound, SIGALRM
+# raises in the test's thread (a blocked socket read included, PEP 475), so that test
+# fails, named, and the suite goes on.
+TEST_TIMEOUT = 120
+PLUGIN = f"""\
 import os
+import signal
+
 import kubernetes
+import pytest
+
 kubernetes.__path__.append(os.environ["PEER_E2E_KUBERNETES_DIR"])
+BOUND = float(os.environ.get("PEER_E2E_TEST_TIMEOUT", "{TEST_TIMEOUT}"))
+
+
+class PeerTestTimeout(Exception):
+    pass
+
+
+def _expired(signum, frame):
+    raise PeerTestTimeout(f"over the per-test bound of {{BOUND:g}} s (PEER_E2E_TEST_TIMEOUT)")
+
+
+def _bounded():
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, BOUND)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _bounded()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _bounded()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield from _bounded()
 """
 
 
@@ -131,7 +176,14 @@ def read_junit(path: Path) -> Outcome:
     return outcome
 
 
-def run_suite(suite: Suite, checkout: Path, python: str, workdir: Path) -> Outcome:
+def run_suite(
+    suite: Suite,
+    checkout: Path,
+    python: str,
+    workdir: Path,
+    test_timeout: float,
+    suite_timeout: float = SUITE_TIMEOUT,
+) -> Outcome:
     tests = checkout / suite.tests
     if not tests.is_dir():
         raise SystemExit(f"{checkout}: no {suite.tests}/ (is this a {suite.name} checkout?)")
@@ -148,6 +200,7 @@ def run_suite(suite: Suite, checkout: Path, python: str, workdir: Path) -> Outco
             "PYTHONPATH": str(workdir),
             "PATH": "/usr/bin:/bin",
             "HOME": str(workdir),
+            "PEER_E2E_TEST_TIMEOUT": str(test_timeout),
         }
         command = [
             python,
@@ -168,7 +221,7 @@ def run_suite(suite: Suite, checkout: Path, python: str, workdir: Path) -> Outco
             env=env,
             capture_output=True,
             text=True,
-            timeout=SUITE_TIMEOUT,
+            timeout=suite_timeout,
             check=False,
         )
     (workdir / "pytest.log").write_text(done.stdout + done.stderr)
@@ -239,11 +292,22 @@ def test_reads_the_default_namespace():
 @pytest.mark.skip(reason="a skipped test is counted as skipped")
 def test_skipped():
     pass
+
+
+def test_a_hung_watch_fails_at_the_bound():
+    import time
+
+    time.sleep(3600)
 """
+# The smoke's per-test bound: its hung test fails after this, and the suite goes on; a
+# plugin that no longer bounds it fails the smoke at its suite bound, not 20 minutes later.
+SMOKE_TEST_TIMEOUT = 3
+SMOKE_SUITE_TIMEOUT = 120
 
 
 def write_smoke_checkouts(root: Path) -> tuple[Path, Path]:
-    """Miniatures of both layouts: one passing test, one exec test or one skip each."""
+    """Miniatures of both layouts: one passing test each, then an exec test, or a skip and
+    a test that hangs until the per-test bound fails it."""
     k8s = root / "kubernetes-python"
     (k8s / "kubernetes" / "e2e_test").mkdir(parents=True)
     (k8s / "kubernetes" / "e2e_test" / "__init__.py").write_text("")
@@ -266,6 +330,13 @@ def main() -> int:
         default=sys.executable,
         help="interpreter with the clients, pytest and pytest-asyncio (default: this one)",
     )
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        default=TEST_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a test (setup, call or teardown) running longer fails (default {TEST_TIMEOUT})",
+    )
     parser.add_argument("--smoke", action="store_true", help="run over miniature suites")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="peer-e2e-") as tmp:
@@ -274,7 +345,10 @@ def main() -> int:
             "kubernetes-client/python": args.kubernetes_python,
             "lightkube": args.lightkube,
         }
+        test_timeout, suite_timeout = args.test_timeout, SUITE_TIMEOUT
         if args.smoke:
+            test_timeout = min(test_timeout, SMOKE_TEST_TIMEOUT)
+            suite_timeout = SMOKE_SUITE_TIMEOUT
             k8s, lightkube = write_smoke_checkouts(work / "smoke")
             checkouts = {"kubernetes-client/python": k8s, "lightkube": lightkube}
         if not any(checkouts.values()):
@@ -285,7 +359,9 @@ def main() -> int:
             if checkout is None:
                 continue
             checkout = checkout.resolve()
-            outcome = run_suite(suite, checkout, args.python, work / f"suite-{index}")
+            outcome = run_suite(
+                suite, checkout, args.python, work / f"suite-{index}", test_timeout, suite_timeout
+            )
             excluded = needing_real_containers(checkout / suite.tests)
             version = version_of(args.python, suite.package)
             counted, counted_total = report(suite, version, outcome, excluded)

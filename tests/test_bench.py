@@ -58,7 +58,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         ],
         "reconciler history inst-00007 (whole process)",
     ),
-    "peer_e2e.py": (["--smoke"], "tests not needing a real container: 2 of 3 passed"),
+    "peer_e2e.py": (["--smoke"], "tests not needing a real container: 2 of 4 passed"),
     "preview.py": (["--apps", "3", "--repeat", "1"], "ratio "),
     "rollout.py": (
         [
