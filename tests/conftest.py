@@ -75,6 +75,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"real_cluster tests outside tests.lanes.LANE_DIRS {LANE_DIRS} "
             f"(move them, or add their folder there and to the Makefile's REAL_PATHS): {outside}"
         )
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = slow_first(items, workers)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is not None
+
+
+def slow_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The order for ``workers`` xdist workers: each worker's share starts with its slow tests.
+
+    ``--dist worksteal`` first gives each worker an equal run of consecutive tests and
+    later moves tests from the end of a long queue to a worker that ran out. A slow test
+    (``@pytest.mark.slow``: seconds, where most take milliseconds) that happens to sit
+    late in a queue then runs alone at the end while the other workers wait: on a busy
+    2-core machine the last worker ended 13 s after the first. So the slow tests are dealt
+    out in turn, one to each worker's share, ahead of its quick ones (in their collection
+    order, so module fixtures are still shared). A module marked slow as a whole
+    (``pytestmark``) usually shares an expensive module or session fixture (a virtualenv,
+    a browser): its tests stay together. Every test still runs, each exactly once; with
+    one worker the order is the collection's.
+    """
+    if workers < 2:
+        return items
+    units: dict[str, list[pytest.Item]] = {}
+    quick: list[pytest.Item] = []
+    for item in items:
+        if not _is_slow(item):
+            quick.append(item)
+            continue
+        module = getattr(item, "module", None)
+        whole = module is not None and any(
+            getattr(mark, "name", None) == "slow"
+            for mark in _as_list(getattr(module, "pytestmark", []))
+        )
+        units.setdefault(item.nodeid.split("::")[0] if whole else item.nodeid, []).append(item)
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for n, unit in enumerate(units.values()):
+        shares[n % workers].extend(unit)
+    # worksteal's first split: worker i gets len(pending) // (workers - i) of what is left
+    # (a share with more slow tests than that spills them into the next one's)
+    ordered: list[pytest.Item] = []
+    left, spill = len(items), []
+    for i, share in enumerate(shares):
+        size = left // (workers - i)
+        left -= size
+        run = spill + share
+        spill = run[size:]
+        take = size - len(run[:size])
+        ordered.extend(run[:size] + quick[:take])
+        del quick[:take]
+    return ordered + spill + quick
+
+
+def _as_list(marks: object) -> list[object]:
+    return list(marks) if isinstance(marks, list | tuple) else [marks]
 
 
 @pytest.fixture(autouse=True)

@@ -45,6 +45,7 @@ def _one(prom: LocalPrometheus, query: AnalysisQuery, **values: str) -> object:
     return measure_query(client, query, batch=2, values=values, at=AT)
 
 
+@pytest.mark.slow
 def test_a_one_series_answer_is_compared_with_the_condition(
     prometheus: LocalPrometheus, exporter: Exporter, series: str
 ) -> None:

@@ -78,6 +78,7 @@ def _subjects(outcomes: list[PassOutcome]) -> list[str]:
     return [c.subject for o in outcomes for c in o.commits if c.instance == "web"]
 
 
+@pytest.mark.slow
 def test_a_healthy_release_passes_every_batch_with_its_values_recorded(
     world: World,
     prometheus: LocalPrometheus,
@@ -115,6 +116,7 @@ def test_a_healthy_release_passes_every_batch_with_its_values_recorded(
     assert shown.count("analysis: error-rate 0.002 < 0.05 (2/2)") == 3, shown
 
 
+@pytest.mark.slow
 def test_an_error_spike_at_batch_2_fails_the_batch_and_rolls_back(
     world: World, prometheus: LocalPrometheus, exporter: Exporter, series: str
 ) -> None:
@@ -165,6 +167,7 @@ def test_a_query_with_no_data_holds_as_analysis_inconclusive(
     assert web.rollout.replicas.updated == 1  # batch 1's replica, held
 
 
+@pytest.mark.slow
 def test_an_unreachable_prometheus_holds_and_never_rolls_forward(world: World, series: str) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     _release(world, analysed(nowhere, series, extra="  healthTimeoutSeconds: 120\n"))
@@ -227,6 +230,7 @@ def test_rollout_analyze_runs_the_queries_once_for_the_next_or_current_rollout(
     assert "has no rollout.analysis.prometheus" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_restarted_daemon_goes_on_from_the_last_committed_record(
     world: World, prometheus: LocalPrometheus, exporter: Exporter, series: str
 ) -> None:

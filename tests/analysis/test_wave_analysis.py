@@ -85,6 +85,7 @@ def board(fleet: Fleet) -> list[tuple[str, str]]:
     return [(wave.state, wave.decision.message) for wave in waves]
 
 
+@pytest.mark.slow
 def test_a_healthy_fleet_opens_the_analysed_wave_after_its_measurements(
     healthy: tuple[Fleet, Exporter, str],
 ) -> None:
@@ -139,6 +140,7 @@ def test_a_healthy_fleet_opens_the_analysed_wave_after_its_measurements(
     assert web(fleet.settle("prod-us")).version == "6.6.0"
 
 
+@pytest.mark.slow
 def test_an_error_spike_in_the_earlier_wave_halts_the_release_there(
     healthy: tuple[Fleet, Exporter, str], prometheus: LocalPrometheus
 ) -> None:
@@ -183,6 +185,7 @@ def test_an_error_spike_in_the_earlier_wave_halts_the_release_there(
     assert web(fleet.settle("prod-eu")).phase is Phase.READY
 
 
+@pytest.mark.slow
 def test_an_unreachable_prometheus_holds_and_never_opens(tmp_path: Path, series: str) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     with analysed_fleet(tmp_path, series, nowhere) as fleet:

@@ -275,6 +275,7 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 3])
 def test_random_commits_reload_to_what_a_full_load_gives(repo: Path, seed: int) -> None:
     rng = random.Random(seed)
@@ -298,6 +299,7 @@ def test_random_commits_reload_to_what_a_full_load_gives(repo: Path, seed: int) 
     assert incremental >= 20  # the fallback is the exception, not the rule
 
 
+@pytest.mark.slow
 def test_working_tree_edits_reload_to_what_a_full_load_gives(repo: Path) -> None:
     """``--watch``: edits are seen without commits, and commits on top of them."""
     rng = random.Random(7)

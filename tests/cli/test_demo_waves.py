@@ -19,6 +19,7 @@ from reconciler.model.status import Phase
 from reconciler.sandbox.testing import running_sandbox
 
 
+@pytest.mark.slow
 def test_the_waves_chapter_tells_a_good_then_a_halted_release(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -156,6 +156,7 @@ def path_world(tmp_path: Path) -> Iterator[World]:
     yield from slow_world(tmp_path, (("*:6.6.0", 0.5),), grace=0.1)
 
 
+@pytest.mark.slow
 def test_the_next_step_of_an_upgrade_path_waits_for_the_last_one(path_world: World) -> None:
     world = path_world
     world.commit(

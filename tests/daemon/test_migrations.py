@@ -359,6 +359,7 @@ def subjects(outcome: PassOutcome, instance: str = "books") -> list[str]:
     return [c.subject for c in outcome.commits if c.instance == instance]
 
 
+@pytest.mark.slow
 def test_an_upgrade_through_four_versions_runs_each_migration_exactly_once(
     make_cluster: Any,
 ) -> None:
@@ -506,6 +507,7 @@ def test_a_failed_pre_migration_applies_nothing_and_backs_off_until_a_fix(
     assert cluster.daemon.ledger.read()["books"].version == "1.5.0"
 
 
+@pytest.mark.slow
 def test_removing_an_instance_undoes_each_migration_from_the_version_that_applied_it(
     make_cluster: Any,
 ) -> None:
@@ -545,6 +547,7 @@ def test_removing_an_instance_undoes_each_migration_from_the_version_that_applie
     assert cluster.client.get(ledger) is None
 
 
+@pytest.mark.slow
 def test_a_failed_uninstall_migration_keeps_the_instance_for_a_retry(make_cluster: Any) -> None:
     cluster: Cluster = make_cluster(release=True)
     cluster.shape("add-index", "split-totals", "backfill", "drop-legacy")
@@ -593,6 +596,7 @@ def test_global_pre_migrations_run_once_for_all_instances_that_change(
     assert statuses["cards"].migrations is None
 
 
+@pytest.mark.slow
 def test_a_failed_post_migration_leaves_the_new_version_running_and_stalled(
     make_cluster: Any,
 ) -> None:

@@ -158,6 +158,7 @@ def test_shutdown_finishes_the_in_flight_pass_and_its_status(world: World) -> No
     assert len(status_log(world)) == 2  # both records pushed
 
 
+@pytest.mark.slow
 def test_leader_failover_loses_and_duplicates_nothing(world: World) -> None:
     timings = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
     common = {
@@ -221,6 +222,7 @@ def test_watch_reconciles_a_local_checkout_on_save(world: World) -> None:
     assert record.source_commit.endswith("-dirty")  # HEAD did not hold what was applied
 
 
+@pytest.mark.slow
 def test_multi_step_upgrade_goes_through_intermediate_versions(world: World) -> None:
     version = (
         "apiVersion: reconciler/v1\nkind: AppVersion\napp: podinfo\nversion: {v}\n"

@@ -189,6 +189,7 @@ def commits_per_instance(world: World) -> Counter[str]:
     return Counter(entry.instance for entry in ledger.history())
 
 
+@pytest.mark.slow
 def test_three_replicas_reconcile_each_instance_once_and_take_over_a_dead_one(
     shop: World,
 ) -> None:

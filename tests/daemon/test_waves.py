@@ -163,6 +163,7 @@ def wave_status(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> list[dict[s
     return board
 
 
+@pytest.mark.slow
 def test_a_good_release_flows_canary_approval_eu_soak_rest(
     fleet: Fleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -232,6 +233,7 @@ def test_a_good_release_flows_canary_approval_eu_soak_rest(
     assert 'reconciler_wave_gate_waiting{app="podinfo",wave="rest"} 0.0' in metrics
 
 
+@pytest.mark.slow
 def test_an_approval_for_another_version_is_inert(fleet: Fleet) -> None:
     fleet.approve("6.5.0")
     fleet.release("6.6.0")
@@ -248,6 +250,7 @@ def bad_release(fleet: Fleet) -> None:
     assert failed.phase is Phase.FAILED and failed.desired_version == "6.7.0", failed
 
 
+@pytest.mark.slow
 def test_a_bad_release_halts_the_later_waves(
     fleet: Fleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -283,6 +286,7 @@ def wave_events(fleet: Fleet, cluster: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_wait_and_a_halt_are_each_said_once(fleet: Fleet) -> None:
     fleet.release("6.6.0")
     assert web(fleet.run("prod-us")).reason == "WaitingForWave"
@@ -319,6 +323,7 @@ def test_a_wait_and_a_halt_are_each_said_once(fleet: Fleet) -> None:
     assert "reconciler_wave_halts_total{" not in restarted.metrics.render().decode()
 
 
+@pytest.mark.slow
 def test_failures_within_max_failures_let_the_next_wave_go(tmp_path: Path) -> None:
     with sandbox_world(tmp_path, files(max_failures=1), cluster="staging") as world:
         fleet = Fleet(world, tmp_path)
@@ -332,6 +337,7 @@ def test_failures_within_max_failures_let_the_next_wave_go(tmp_path: Path) -> No
         assert us.reason == "WaitingForWave" and "prod-eu/web runs 6.5.0" in us.message
 
 
+@pytest.mark.slow
 def test_a_stale_ready_from_an_older_release_does_not_open(fleet: Fleet) -> None:
     fleet.release("6.6.0")
     fleet.settle("staging")  # staging is Ready on 6.6.0 at this commit

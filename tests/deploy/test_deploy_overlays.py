@@ -56,6 +56,7 @@ def live_rules(sandbox: SandboxHandle) -> list[dict[str, Any]]:
     return rules
 
 
+@pytest.mark.slow
 @needs_kubectl
 def test_kubectl_applies_the_base_and_each_overlay(sandbox: SandboxHandle) -> None:
     out = apply(sandbox, ".")

@@ -49,6 +49,7 @@ def _run_writers(url: str, tmp_path: Path) -> None:
         assert proc.returncode == 0, err.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["file", "daemon"])
 def test_concurrent_writers_lose_nothing_and_duplicate_nothing(
     transport: str, empty_remote: Path, git_daemon: GitDaemon, tmp_path: Path

@@ -58,6 +58,7 @@ def scanner(world: World, queue: TriggerQueue, tmp_path: Path) -> ImageScanner:
     )
 
 
+@pytest.mark.slow
 def test_a_rebuild_becomes_a_commit_and_rolls_out(
     tmp_path: Path, registry: LocalRegistry, repo_name: str
 ) -> None:

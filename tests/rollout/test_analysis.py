@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.catalog import load_catalog
 from reconciler.daemon.plan import check_catalog, plan_instance
 from reconciler.model.status import Phase
@@ -82,6 +84,7 @@ def _release(world: World, job: str, instance: str) -> None:
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
 
 
+@pytest.mark.slow
 def test_each_batch_runs_its_analysis_after_its_pods_are_ready_and_none_is_left(
     world: World,
 ) -> None:

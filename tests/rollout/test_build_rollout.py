@@ -109,6 +109,7 @@ def _trailers(world: World, grep: str) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_new_build_rolls_out_in_batches_named_by_its_builds(
     installed: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -237,6 +238,7 @@ def test_a_newer_build_abandons_and_a_restart_continues(installed: World) -> Non
     assert set(_pods(world)) == {f"{REPO}:6.5.0-rev1-b8@{d8}"}
 
 
+@pytest.mark.slow
 def test_a_version_change_from_a_pinned_build_is_named_by_versions(installed: World) -> None:
     """From 6.5.0 (pinned b5.1) to 6.6.0 (no builds): a version change as before; the
     record keeps the build it came from, and the status drops the pin once 6.6.0 runs."""

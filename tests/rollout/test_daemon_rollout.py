@@ -151,6 +151,7 @@ def _pod_versions(world: World) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_partition_waits_for_a_promotion_commit(world: World) -> None:
     world.commit(
         "clusters/prod/instances/web.yaml", WEB.format(extra="  partition: 1\n"), "web: gate"
@@ -215,6 +216,7 @@ def _release_66_gated(world: World, *, partition: int) -> Any:
     return _web(settle(world.daemon, until_waiting=True)[-1])
 
 
+@pytest.mark.slow
 def test_the_gate_rearms_two_releases_in_a_row_each_stop_at_the_partition(
     world: World,
 ) -> None:
@@ -296,6 +298,7 @@ def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -
     assert any("rolled back" in line and "desired version reverted" in line for line in subjects)
 
 
+@pytest.mark.slow
 def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World) -> None:
     """The rollout stays on the record while the instance cannot be driven (here a
     broken instance file), so its cleanup resumes once the file is fixed."""
@@ -342,6 +345,7 @@ def test_another_instance_changes_while_a_batch_verifies(world: World) -> None:
     assert api_status.phase is Phase.READY and api_status.version == "6.6.0"  # ...api is done
 
 
+@pytest.mark.slow
 def test_a_restarted_daemon_continues_without_duplicating_or_rolling_back(world: World) -> None:
     world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
     world.daemon.run_pass()
@@ -365,6 +369,7 @@ def test_a_restarted_daemon_continues_without_duplicating_or_rolling_back(world:
     assert len(steps) == len(set(steps)) == 5  # started, 3 batches, succeeded: once each
 
 
+@pytest.mark.slow
 def test_after_success_the_cluster_is_the_plain_render(world: World) -> None:
     world.commit("clusters/prod/instances/web.yaml", WEB.format(extra=""), "web: batches")
     world.daemon.run_pass()
@@ -393,6 +398,7 @@ def _tag(pod: Mapping[str, Any]) -> str:
 BATCH_READY = re.compile(r"batch (\d)/3 ready")
 
 
+@pytest.mark.slow
 def test_invariants_hold_at_every_change_of_the_rollout(world: World) -> None:
     """Checked on every pod change a watch delivers, not on samples (the API server
     sends each write to a watcher in order): ready pods never drop below the desired 5
@@ -429,6 +435,7 @@ def test_invariants_hold_at_every_change_of_the_rollout(world: World) -> None:
     assert versions == {"6.5.0", "6.6.0"}
 
 
+@pytest.mark.slow
 def test_a_restart_before_every_pass_still_finishes_once(world: World) -> None:
     """Kill the daemon after every transition: each pass is made by a new daemon that
     knows only the status branch and the cluster. No step is committed twice or lost,
@@ -479,6 +486,7 @@ def test_a_long_pass_does_not_add_its_length_to_the_next_look(
     assert long.report is not None and long.report.next_look == 0.0  # overdue: at once
 
 
+@pytest.mark.slow
 def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World) -> None:
     """A pass drives instances of different namespaces at once, those of one namespace
     in turn (they share the pass's list of it): each of three rollouts, two sharing a
@@ -514,6 +522,7 @@ def test_rollouts_in_several_namespaces_move_together_each_as_alone(world: World
         ]
 
 
+@pytest.mark.slow
 def test_a_new_version_mid_rollout_starts_from_the_version_most_replicas_run(
     world: World,
 ) -> None:

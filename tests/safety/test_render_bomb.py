@@ -186,6 +186,7 @@ def _preview_peak_kib(root: Path, base: str, head: str) -> tuple[int, str]:
     return usage.ru_maxrss, out
 
 
+@pytest.mark.slow
 def test_preview_never_reads_a_huge_file_whole(tmp_path: Path) -> None:
     root, git = committed_catalog(tmp_path)
     (root / "README.md").write_text("a change outside the catalog\n")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from reconciler.kube.inventory import from_configmap
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import ConditionType, Phase
@@ -52,6 +54,7 @@ def _writer_events(world: World) -> list[dict[str, object]]:
     return [e for e in events if e.get("reason") == "ConflictingWriter"]
 
 
+@pytest.mark.slow
 def test_two_daemons_on_two_branches_report_each_other(world: World) -> None:
     _push_dev_branch(world)
     main_daemon = world.daemon

@@ -58,6 +58,7 @@ def test_port_in_use_is_a_usage_error() -> None:
     assert proc.returncode == 2 and f"127.0.0.1:{port}" in err
 
 
+@pytest.mark.slow
 def test_bad_port_and_unwritable_kubeconfig(tmp_path: Path) -> None:
     proc = start("--port", "70000")
     _, err = proc.communicate(timeout=30)
