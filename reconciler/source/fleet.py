@@ -1,12 +1,14 @@
 """Every cluster's status branch, read for the wave gate (SPEC section 4b), at what changed.
 
-``FleetStatus`` fetches ``status/*`` once per pass (``refresh``) and gives each other
-cluster's records with the time since which each says what it says (``SeenRecord``).
-A branch is read again only when its head moved, and then only the commits since the
-head read before (``git log OLD..NEW``): 200 clusters of 50 instances cost one fetch
-and one ref listing per pass, not 200 tree reads. ``ReleaseHistory`` answers the other
-question the gate asks: does a record's ``sourceCommit`` contain the catalog commit
-that made the version desired (so a Ready from an older release never opens a gate)?
+``FleetStatus`` brings ``status/*`` up to date once per pass (``refresh``: one ``git
+ls-remote``, and a fetch of the heads that moved, if any) and gives each other cluster's
+records with the time since which each says what it says (``SeenRecord``). A branch is
+read again only when its head moved, and then only the commits since the head read
+before (``git log OLD..NEW``): 200 clusters of 50 instances cost one listing of the
+remote's heads and one of the mirror's per pass, not 200 tree reads. ``ReleaseHistory``
+answers the other question the gate asks: does a record's ``sourceCommit`` contain the
+catalog commit that made the version desired (so a Ready from an older release never
+opens a gate)?
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from reconciler.model.status import InstanceStatus
 from reconciler.model.waves import SeenRecord
 from reconciler.source import objects
 from reconciler.source.remote import RemoteAccess
-from reconciler.source.runner import GitFailed, configure, locked, run, run_remote
+from reconciler.source.runner import GitFailed, configure, locked, read_ref, run, run_remote
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_INSTANCE,
@@ -41,6 +43,7 @@ _LOG_FORMAT = "%H%x1f%P%x1f%cI%x1f%(trailers:only,unfold)%x1e"
 _CHANNEL_COMMITS = 50  # commits of a channels.yaml looked at to find where a release began
 _LOCAL_PREFIX = "refs/heads/status/"
 _REMOTE_PREFIX = "refs/remotes/origin/status/"
+_CATALOG_REF = "refs/reconciler/catalog"  # the catalog's history, for ``ReleaseHistory``
 _UNKNOWN = datetime.max.replace(tzinfo=UTC)  # a time not known: no soak has run yet
 
 
@@ -82,6 +85,7 @@ class FleetStatus:
         self._remote = remote
         self._prefix = _REMOTE_PREFIX if remote else _LOCAL_PREFIX
         self._views: dict[str, _BranchView] = {}
+        self._gathered: tuple[str, dict[tuple[str, str], SeenRecord]] | None = None  # skip, out
         self.reads = 0  # branches read (again) since this reader began: what the cache saves
         if remote:
             # each pass's fetch brings a few commits to a mirror of every cluster's history:
@@ -94,34 +98,79 @@ class FleetStatus:
         return self._repo
 
     def refresh(self, catalog_branch: str | None = None) -> None:
-        """One fetch of every ``status/*`` branch (and, for a URL, the catalog's history).
+        """Bring the mirror to every ``status/*`` head (and, for a URL, the catalog's history).
 
         The catalog's own clone is shallow; freshness needs its history, which a URL's
-        mirror gets here (a local repository has it already).
+        mirror gets here (a local repository has it already). One ``git ls-remote`` (the
+        remote's ref advertisement: one round trip, no pack) says which heads moved
+        since the mirror last fetched them. Nothing moved: nothing more runs. Else one
+        ``git fetch`` of just the moved refs, negotiating from their old heads
+        (``--negotiation-tip``): a fetch of the whole ``status/*`` offers the commits of
+        all 200 branches as common ground, rounds of them, to bring 5. A branch gone
+        from the remote is pruned by a fetch of the whole ``status/*`` (rare). A head
+        that moves again between the listing and the fetch comes at its newest; one
+        deleted between them fails the fetch, as any fetch failure fails the refresh.
         """
         if not self._remote:
             return
-        refspecs = [f"+refs/heads/status/*:{_REMOTE_PREFIX}*"]
-        if catalog_branch is not None:
-            refspecs.append(f"+{catalog_branch}:refs/reconciler/catalog")
         with locked(self._lock):
+            advertised, catalog = self._advertised(catalog_branch)
+            local = objects.list_refs(self._repo, _REMOTE_PREFIX)
+            moved = {ref: sha for ref, sha in advertised.items() if local.get(ref) != sha}
+            refspecs = [
+                f"+refs/heads/status/{ref.removeprefix(_REMOTE_PREFIX)}:{ref}" for ref in moved
+            ]
+            tips = [local[ref] for ref in moved if ref in local]
+            if catalog_branch is not None:
+                known = read_ref(self._repo, _CATALOG_REF)
+                if catalog is None or catalog != known:  # not advertised: the fetch says why
+                    refspecs.append(f"+{catalog_branch}:{_CATALOG_REF}")
+                    tips += [known] if known else []
+            options = [f"--negotiation-tip={tip}" for tip in tips]
+            if any(ref not in advertised for ref in local):  # deleted: prune with everything
+                refspecs = [f"+refs/heads/status/*:{_REMOTE_PREFIX}*", *refspecs[len(moved) :]]
+                options = ["--prune"]
+            if not refspecs:
+                return
             run_remote(
                 self._repo,
-                ["fetch", "--quiet", "--no-tags", "--prune", "origin", *refspecs],
+                ["fetch", "--quiet", "--no-tags", *options, "origin", *refspecs],
                 self._access,
                 what=f"fetch the status branches of {self._access.display}",
             )
+
+    def _advertised(self, catalog_branch: str | None) -> tuple[dict[str, str], str | None]:
+        """The remote's ``status/*`` heads (by the mirror's ref names) and the catalog
+        branch's head (None: not advertised), from one ``git ls-remote``."""
+        patterns = ["refs/heads/status/*", *([catalog_branch] if catalog_branch else [])]
+        listed = run_remote(
+            self._repo,
+            ["ls-remote", "origin", *patterns],
+            self._access,
+            what=f"list the status branches of {self._access.display}",
+        )
+        heads: dict[str, str] = {}
+        catalog = None
+        for line in listed.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.startswith("refs/heads/status/"):  # patterns match tails: names decide
+                heads[_REMOTE_PREFIX + ref.removeprefix("refs/heads/status/")] = sha
+            if ref == catalog_branch:
+                catalog = sha
+        return heads, catalog
 
     def records(self, skip: str = "") -> dict[tuple[str, str], SeenRecord]:
         """Every cluster's records (but ``skip``'s), by (cluster, instance).
 
         The branches whose head moved are read again: their trees (in process) and
-        their new commits, for all of them in one ``git log``.
+        their new commits, for all of them in one ``git log``. Nothing moved: a copy of
+        the last answer (10,000 entries gathered again would be most of such a call).
         """
-        out: dict[tuple[str, str], SeenRecord] = {}
         with locked(self._lock):
             heads = self._heads()
-            self._views = {c: v for c, v in self._views.items() if c in heads}
+            kept = {c: v for c, v in self._views.items() if c in heads}
+            changed = len(kept) != len(self._views)
+            self._views = kept
             moved = {
                 cluster: head
                 for cluster, head in heads.items()
@@ -133,11 +182,14 @@ class FleetStatus:
                 for cluster, head in moved.items():
                     before = self._views.get(cluster)
                     self._views[cluster] = self._read(cluster, head, before, chains[cluster])
-            for cluster in heads:
-                if cluster != skip:
-                    seen = self._views[cluster].seen
-                    out.update(((cluster, name), each) for name, each in seen.items())
-        return out
+            if changed or moved or self._gathered is None or self._gathered[0] != skip:
+                out: dict[tuple[str, str], SeenRecord] = {}
+                for cluster in heads:
+                    if cluster != skip:
+                        seen = self._views[cluster].seen
+                        out.update(((cluster, name), each) for name, each in seen.items())
+                self._gathered = (skip, out)
+            return dict(self._gathered[1])
 
     def _heads(self) -> dict[str, str]:
         heads = {}
