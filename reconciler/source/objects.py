@@ -89,6 +89,23 @@ def list_refs(repo: git.Repo, prefix: str) -> dict[str, str]:
     return refs
 
 
+def loose_refs(repo: git.Repo, prefix: str) -> int:
+    """How many refs under ``prefix`` are loose files (not in ``packed-refs``)."""
+    count = 0
+    folders = [os.path.join(str(repo.git_dir), prefix.rstrip("/"))]
+    while folders:
+        with (
+            contextlib.suppress(FileNotFoundError, NotADirectoryError),
+            os.scandir(folders.pop()) as entries,
+        ):
+            for entry in entries:
+                if entry.is_dir():
+                    folders.append(entry.path)
+                elif not entry.name.endswith(".lock"):
+                    count += 1
+    return count
+
+
 def _ref_file(path: str) -> str:
     """A loose ref's content ("" when it went away meanwhile), read without a text wrapper."""
     try:
