@@ -29,7 +29,15 @@ from reconciler.model.status import InstanceStatus
 from reconciler.model.waves import SeenRecord
 from reconciler.source import objects, runner
 from reconciler.source.remote import RemoteAccess
-from reconciler.source.runner import GitFailed, configure, locked, read_ref, run, run_remote
+from reconciler.source.runner import (
+    GitFailed,
+    configure,
+    locked,
+    parse_listing,
+    read_ref,
+    run,
+    run_remote,
+)
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_INSTANCE,
@@ -45,6 +53,7 @@ _LOG_FORMAT = "%H%x1f%P%x1f%cI%x1f%(trailers:only,unfold)%x1e"
 _CHANNEL_COMMITS = 50  # commits of a channels.yaml looked at to find where a release began
 _LOCAL_PREFIX = "refs/heads/status/"
 _REMOTE_PREFIX = "refs/remotes/origin/status/"
+FLEET_PATTERN = f"{_LOCAL_PREFIX}*"  # the remote's refs ``refresh`` lists
 _WALK = 16  # commits of a moved branch walked in process before ``git log`` is asked
 _TRAILER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*: \S[^\r]*")  # ``Key: value``, unfolded
 _COMMITTER = re.compile(rb" (\d+) ([+-])(\d\d)(\d\d)$")  # ``... 1700000000 +0100``
@@ -103,7 +112,9 @@ class FleetStatus:
     def repo(self) -> git.Repo:
         return self._repo
 
-    def refresh(self, catalog_branch: str | None = None) -> None:
+    def refresh(
+        self, catalog_branch: str | None = None, listed: Mapping[str, str] | None = None
+    ) -> None:
         """Bring the mirror to every ``status/*`` head (and, for a URL, the catalog's history).
 
         The catalog's own clone is shallow; freshness needs its history, which a URL's
@@ -116,15 +127,17 @@ class FleetStatus:
         from the remote is pruned by a fetch of the whole ``status/*`` (rare). A head
         that moves again between the listing and the fetch comes at its newest; one
         deleted between them fails the fetch, as any fetch failure fails the refresh.
+        ``listed``: that listing, made a moment ago by the same remote's ``git
+        ls-remote`` of ``FLEET_PATTERN`` and ``catalog_branch`` (the catalog's sync).
         """
         if not self._remote:
             return
         with locked(self._lock):
-            advertised, catalog = self._advertised(catalog_branch)
+            advertised, catalog = self._advertised(catalog_branch, listed)
             local = objects.list_refs(self._repo, _REMOTE_PREFIX)
             moved = {ref: sha for ref, sha in advertised.items() if local.get(ref) != sha}
             refspecs = [
-                f"+refs/heads/status/{ref.removeprefix(_REMOTE_PREFIX)}:{ref}" for ref in moved
+                f"+{_LOCAL_PREFIX}{ref.removeprefix(_REMOTE_PREFIX)}:{ref}" for ref in moved
             ]
             tips = [local[ref] for ref in moved if ref in local]
             if catalog_branch is not None:
@@ -134,7 +147,7 @@ class FleetStatus:
                     tips += [known] if known else []
             options = [f"--negotiation-tip={tip}" for tip in tips]
             if any(ref not in advertised for ref in local):  # deleted: prune with everything
-                refspecs = [f"+refs/heads/status/*:{_REMOTE_PREFIX}*", *refspecs[len(moved) :]]
+                refspecs = [f"+{FLEET_PATTERN}:{_REMOTE_PREFIX}*", *refspecs[len(moved) :]]
                 options = ["--prune"]
             if not refspecs:
                 return
@@ -161,25 +174,26 @@ class FleetStatus:
             with contextlib.suppress(GitFailed):  # refs stay right loose: left for next time
                 run(self._repo, ["pack-refs", "--all"], what="pack the status refs")
 
-    def _advertised(self, catalog_branch: str | None) -> tuple[dict[str, str], str | None]:
+    def _advertised(
+        self, catalog_branch: str | None, listed: Mapping[str, str] | None
+    ) -> tuple[dict[str, str], str | None]:
         """The remote's ``status/*`` heads (by the mirror's ref names) and the catalog
-        branch's head (None: not advertised), from one ``git ls-remote``."""
-        patterns = ["refs/heads/status/*", *([catalog_branch] if catalog_branch else [])]
-        listed = run_remote(
-            self._repo,
-            ["ls-remote", "origin", *patterns],
-            self._access,
-            what=f"list the status branches of {self._access.display}",
-        )
-        heads: dict[str, str] = {}
-        catalog = None
-        for line in listed.splitlines():
-            sha, _, ref = line.partition("\t")
-            if ref.startswith("refs/heads/status/"):  # patterns match tails: names decide
-                heads[_REMOTE_PREFIX + ref.removeprefix("refs/heads/status/")] = sha
-            if ref == catalog_branch:
-                catalog = sha
-        return heads, catalog
+        branch's head (None: not advertised), from ``listed`` or one ``git ls-remote``."""
+        if listed is None:
+            patterns = [FLEET_PATTERN, *([catalog_branch] if catalog_branch else [])]
+            output = run_remote(
+                self._repo,
+                ["ls-remote", "origin", *patterns],
+                self._access,
+                what=f"list the status branches of {self._access.display}",
+            )
+            listed = parse_listing(output)
+        heads = {
+            _REMOTE_PREFIX + ref.removeprefix(_LOCAL_PREFIX): sha
+            for ref, sha in listed.items()
+            if ref.startswith(_LOCAL_PREFIX)  # patterns match tails: names decide
+        }
+        return heads, listed.get(catalog_branch) if catalog_branch else None
 
     def records(self, skip: str = "") -> dict[tuple[str, str], SeenRecord]:
         """Every cluster's records (but ``skip``'s), by (cluster, instance).
