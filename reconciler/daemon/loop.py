@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +46,7 @@ from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
 from reconciler.source.changes import TreeState, changed_since, tree_state
 from reconciler.source.checkout import CatalogSource
-from reconciler.source.fleet import ReleaseHistory
+from reconciler.source.fleet import FLEET_PATTERN, ReleaseHistory
 from reconciler.source.ledger import CommitInfo, StatusLedger
 from reconciler.source.redact import redact_url
 from reconciler.source.verify import SignaturePolicy
@@ -202,6 +202,8 @@ class Daemon:
         self._history: ReleaseHistory | None = None  # where releases began, per catalog head
         self._wave_catalog: Catalog | None = None  # the last pass's, when it has waves.yaml
         self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
+        # the remote's refs this pass's catalog sync listed (status/* too, with waves.yaml)
+        self._listed: Mapping[str, str] | None = None
         self.source: CatalogSource | None = None
         if not settings.watch:
             self.source = CatalogSource(
@@ -267,14 +269,16 @@ class Daemon:
     def sync(self) -> tuple[Checkout, bool]:
         """The checkout to reconcile and whether it moved; the last good one if Git is away."""
         started = time.monotonic()
+        self._listed = None
         try:
             if self.source is None:
                 tree = read_worktree(self.settings.repo)
                 checkout = Checkout(tree.path, tree.commit, tree.dirty)
             else:
-                result = self.source.sync()
+                result = self.source.sync(also=self._fleet_patterns)
                 checkout = Checkout(result.path, result.commit)
                 self._catalog_branch = f"refs/heads/{result.branch}"
+                self._listed = result.listed
         except SourceError as e:
             self.metrics.observe_fetch(time.monotonic() - started, ok=False)
             if self.last_good is None:
@@ -379,6 +383,15 @@ class Daemon:
         return PassOutcome(report, commits, error, moved)
 
     @property
+    def _fleet_patterns(self) -> tuple[str, ...]:
+        """What the catalog's ``git ls-remote`` lists besides its branch: the status
+        branches, when the last pass had waves and both live in the same repository
+        (one listing, one round trip, where the wave gate would make a second)."""
+        if self._wave_catalog is None or self.source is None:
+            return ()
+        return (FLEET_PATTERN,) if self.source.access.url == self.ledger.access.url else ()
+
+    @property
     def _default_branch(self) -> bool:
         return self.ledger.branch == f"status/{self.settings.cluster}"
 
@@ -390,7 +403,7 @@ class Daemon:
         """
         head = checkout.commit.removesuffix("-dirty")
         try:
-            self.fleet.refresh(self._catalog_branch)
+            self.fleet.refresh(self._catalog_branch, self._listed)
             records = self.fleet.records(skip=self.settings.cluster)
         except SourceError as e:
             log.warning(

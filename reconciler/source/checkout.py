@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from reconciler.source.runner import (
     configure,
     housekeep,
     locked,
+    parse_listing,
     read_ref,
     run,
     run_remote,
@@ -59,6 +61,9 @@ class SyncResult:
     previous: str | None = None
     refused: str | None = None
     signer: str = ""
+    # the refs the sync's ``git ls-remote`` listed (its branch and ``sync(also=...)``'s
+    # patterns) -> their commits; None when it listed nothing (a clone, a first fetch)
+    listed: Mapping[str, str] | None = None
 
 
 class CatalogSource:
@@ -83,21 +88,25 @@ class CatalogSource:
         self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
         self._last: str | None = None
         self._configured = False  # QUIET_HOUSEKEEPING checked in the clone by this process
+        self._listed: dict[str, str] | None = None  # this sync's ``git ls-remote``
 
     @property
     def path(self) -> Path:
         """The working tree of the cached clone (valid after the first ``sync``)."""
         return self._slot
 
-    def sync(self) -> SyncResult:
+    def sync(self, *, also: Sequence[str] = ()) -> SyncResult:
         """Fetch the branch, verify its head if asked, check it out; one bounded network step.
 
-        Raises ``SourceError`` when the remote cannot be read (after retries),
-        and ``SignatureRefused`` when verification is on and no commit of this
-        branch has ever been verified.
+        ``also``: more ``git ls-remote`` patterns (the daemon's ``refs/heads/status/*``
+        for the wave gate), listed by the same process that asks whether the branch
+        moved, in ``SyncResult.listed``. Raises ``SourceError`` when the remote cannot
+        be read (after retries), and ``SignatureRefused`` when verification is on and
+        no commit of this branch has ever been verified.
         """
+        self._listed = None
         with locked(self._slot.with_name(self._slot.name + ".lock")):
-            repo = self._fetch()
+            repo = self._fetch(also)
             branch = self._current_branch(repo)
             fetched = f"refs/remotes/origin/{branch}"
             # read in process; a missing ref is Git's error, as it always was
@@ -118,9 +127,10 @@ class CatalogSource:
             previous=previous,
             refused=refused,
             signer=signer,
+            listed=self._listed,
         )
 
-    def _fetch(self) -> git.Repo:
+    def _fetch(self, also: Sequence[str]) -> git.Repo:
         if (self._slot / ".git").is_dir():
             repo = git.Repo(str(self._slot))
             if not self._configured:  # a clone made before these settings existed
@@ -128,7 +138,7 @@ class CatalogSource:
                 self._configured = True
             branch = self._current_branch(repo)
             what = f"fetch {branch} from {self.access.display}"
-            if self._unmoved(repo, branch, what):
+            if self._unmoved(repo, branch, what, also):
                 return repo
             refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
             run_remote(
@@ -140,7 +150,7 @@ class CatalogSource:
             return repo
         return self._clone()
 
-    def _unmoved(self, repo: git.Repo, branch: str, what: str) -> bool:
+    def _unmoved(self, repo: git.Repo, branch: str, what: str, also: Sequence[str]) -> bool:
         """Whether the remote branch is still the commit fetched last time.
 
         Most polls find the branch where it was. One ``git ls-remote`` (the remote's
@@ -152,12 +162,12 @@ class CatalogSource:
         fetched = read_ref(repo, f"refs/remotes/origin/{branch}")
         if fetched is None:
             return False
-        listed = run_remote(
-            repo, ["ls-remote", "--heads", "origin", f"refs/heads/{branch}"], self.access, what=what
+        patterns = [f"refs/heads/{branch}", *also]
+        output = run_remote(
+            repo, ["ls-remote", "--heads", "origin", *patterns], self.access, what=what
         )
-        return any(
-            line.split("\t", 1) == [fetched, f"refs/heads/{branch}"] for line in listed.splitlines()
-        )
+        self._listed = listed = parse_listing(output)
+        return listed.get(f"refs/heads/{branch}") == fetched
 
     def _clone(self) -> git.Repo:
         args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]

@@ -1,20 +1,24 @@
 """Every cluster's status branch, read for the wave gate (SPEC section 4b), at what changed.
 
-``FleetStatus`` fetches ``status/*`` once per pass (``refresh``) and gives each other
-cluster's records with the time since which each says what it says (``SeenRecord``).
-A branch is read again only when its head moved, and then only the commits since the
-head read before (``git log OLD..NEW``): 200 clusters of 50 instances cost one fetch
-and one ref listing per pass, not 200 tree reads. ``ReleaseHistory`` answers the other
-question the gate asks: does a record's ``sourceCommit`` contain the catalog commit
-that made the version desired (so a Ready from an older release never opens a gate)?
+``FleetStatus`` brings ``status/*`` up to date once per pass (``refresh``: one ``git
+ls-remote``, and a fetch of the heads that moved, if any) and gives each other cluster's
+records with the time since which each says what it says (``SeenRecord``). A branch is
+read again only when its head moved, and then only the commits since the head read
+before (``git log OLD..NEW``): 200 clusters of 50 instances cost one listing of the
+remote's heads and one of the mirror's per pass, not 200 tree reads. ``ReleaseHistory``
+answers the other question the gate asks: does a record's ``sourceCommit`` contain the
+catalog commit that made the version desired (so a Ready from an older release never
+opens a gate)?
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import git
@@ -23,9 +27,17 @@ from reconciler.catalog import YamlReadError, load_bounded
 from reconciler.model.errors import SourceError
 from reconciler.model.status import InstanceStatus
 from reconciler.model.waves import SeenRecord
-from reconciler.source import objects
+from reconciler.source import objects, runner
 from reconciler.source.remote import RemoteAccess
-from reconciler.source.runner import GitFailed, configure, locked, run, run_remote
+from reconciler.source.runner import (
+    GitFailed,
+    configure,
+    locked,
+    parse_listing,
+    read_ref,
+    run,
+    run_remote,
+)
 from reconciler.status import (
     INSTANCES_DIR,
     TRAILER_INSTANCE,
@@ -41,6 +53,12 @@ _LOG_FORMAT = "%H%x1f%P%x1f%cI%x1f%(trailers:only,unfold)%x1e"
 _CHANNEL_COMMITS = 50  # commits of a channels.yaml looked at to find where a release began
 _LOCAL_PREFIX = "refs/heads/status/"
 _REMOTE_PREFIX = "refs/remotes/origin/status/"
+FLEET_PATTERN = f"{_LOCAL_PREFIX}*"  # the remote's refs ``refresh`` lists
+_WALK = 16  # commits of a moved branch walked in process before ``git log`` is asked
+_TRAILER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*: \S[^\r]*")  # ``Key: value``, unfolded
+_COMMITTER = re.compile(rb" (\d+) ([+-])(\d\d)(\d\d)$")  # ``... 1700000000 +0100``
+_LOOSE_REFS = 32  # loose status refs in the mirror that make ``refresh`` pack them
+_CATALOG_REF = "refs/reconciler/catalog"  # the catalog's history, for ``ReleaseHistory``
 _UNKNOWN = datetime.max.replace(tzinfo=UTC)  # a time not known: no soak has run yet
 
 
@@ -82,6 +100,7 @@ class FleetStatus:
         self._remote = remote
         self._prefix = _REMOTE_PREFIX if remote else _LOCAL_PREFIX
         self._views: dict[str, _BranchView] = {}
+        self._gathered: tuple[str, dict[tuple[str, str], SeenRecord]] | None = None  # skip, out
         self.reads = 0  # branches read (again) since this reader began: what the cache saves
         if remote:
             # each pass's fetch brings a few commits to a mirror of every cluster's history:
@@ -93,35 +112,102 @@ class FleetStatus:
     def repo(self) -> git.Repo:
         return self._repo
 
-    def refresh(self, catalog_branch: str | None = None) -> None:
-        """One fetch of every ``status/*`` branch (and, for a URL, the catalog's history).
+    def refresh(
+        self, catalog_branch: str | None = None, listed: Mapping[str, str] | None = None
+    ) -> None:
+        """Bring the mirror to every ``status/*`` head (and, for a URL, the catalog's history).
 
         The catalog's own clone is shallow; freshness needs its history, which a URL's
-        mirror gets here (a local repository has it already).
+        mirror gets here (a local repository has it already). One ``git ls-remote`` (the
+        remote's ref advertisement: one round trip, no pack) says which heads moved
+        since the mirror last fetched them. Nothing moved: nothing more runs. Else one
+        ``git fetch`` of just the moved refs, negotiating from their old heads
+        (``--negotiation-tip``): a fetch of the whole ``status/*`` offers the commits of
+        all 200 branches as common ground, rounds of them, to bring 5. A branch gone
+        from the remote is pruned by a fetch of the whole ``status/*`` (rare). A head
+        that moves again between the listing and the fetch comes at its newest; one
+        deleted between them fails the fetch, as any fetch failure fails the refresh.
+        ``listed``: that listing, made a moment ago by the same remote's ``git
+        ls-remote`` of ``FLEET_PATTERN`` and ``catalog_branch`` (the catalog's sync).
         """
         if not self._remote:
             return
-        refspecs = [f"+refs/heads/status/*:{_REMOTE_PREFIX}*"]
-        if catalog_branch is not None:
-            refspecs.append(f"+{catalog_branch}:refs/reconciler/catalog")
         with locked(self._lock):
+            advertised, catalog = self._advertised(catalog_branch, listed)
+            local = objects.list_refs(self._repo, _REMOTE_PREFIX)
+            moved = {ref: sha for ref, sha in advertised.items() if local.get(ref) != sha}
+            refspecs = [
+                f"+{_LOCAL_PREFIX}{ref.removeprefix(_REMOTE_PREFIX)}:{ref}" for ref in moved
+            ]
+            tips = [local[ref] for ref in moved if ref in local]
+            if catalog_branch is not None:
+                known = read_ref(self._repo, _CATALOG_REF)
+                if catalog is None or catalog != known:  # not advertised: the fetch says why
+                    refspecs.append(f"+{catalog_branch}:{_CATALOG_REF}")
+                    tips += [known] if known else []
+            options = [f"--negotiation-tip={tip}" for tip in tips]
+            if any(ref not in advertised for ref in local):  # deleted: prune with everything
+                refspecs = [f"+{FLEET_PATTERN}:{_REMOTE_PREFIX}*", *refspecs[len(moved) :]]
+                options = ["--prune"]
+            if not refspecs:
+                return
             run_remote(
                 self._repo,
-                ["fetch", "--quiet", "--no-tags", "--prune", "origin", *refspecs],
+                ["fetch", "--quiet", "--no-tags", *options, "origin", *refspecs],
                 self._access,
                 what=f"fetch the status branches of {self._access.display}",
             )
+            self._tidy()
+
+    def _tidy(self) -> None:
+        """After a fetch: gc when due, and the moved refs packed once enough pile up.
+
+        Each fetch leaves a pack (``fetch.unpackLimit=1``) and a loose ref file per
+        moved branch; a pass that writes no record of its own never reaches the
+        ledger's housekeeping, so the mirror would gather a pack per pass. And every
+        Git process that lists refs (the fetch twice, its connectivity check) opens
+        each loose ref file: 200 of them cost a fetch about a fifth of its time, one
+        ``packed-refs`` file next to nothing.
+        """
+        runner.housekeep(self._repo)
+        if objects.loose_refs(self._repo, _REMOTE_PREFIX) > _LOOSE_REFS:
+            with contextlib.suppress(GitFailed):  # refs stay right loose: left for next time
+                run(self._repo, ["pack-refs", "--all"], what="pack the status refs")
+
+    def _advertised(
+        self, catalog_branch: str | None, listed: Mapping[str, str] | None
+    ) -> tuple[dict[str, str], str | None]:
+        """The remote's ``status/*`` heads (by the mirror's ref names) and the catalog
+        branch's head (None: not advertised), from ``listed`` or one ``git ls-remote``."""
+        if listed is None:
+            patterns = [FLEET_PATTERN, *([catalog_branch] if catalog_branch else [])]
+            output = run_remote(
+                self._repo,
+                ["ls-remote", "origin", *patterns],
+                self._access,
+                what=f"list the status branches of {self._access.display}",
+            )
+            listed = parse_listing(output)
+        heads = {
+            _REMOTE_PREFIX + ref.removeprefix(_LOCAL_PREFIX): sha
+            for ref, sha in listed.items()
+            if ref.startswith(_LOCAL_PREFIX)  # patterns match tails: names decide
+        }
+        return heads, listed.get(catalog_branch) if catalog_branch else None
 
     def records(self, skip: str = "") -> dict[tuple[str, str], SeenRecord]:
         """Every cluster's records (but ``skip``'s), by (cluster, instance).
 
         The branches whose head moved are read again: their trees (in process) and
-        their new commits, for all of them in one ``git log``.
+        their new commits, for all of them in one ``git log``. The answer is kept and
+        only the moved (or deleted) branches' entries change in it: gathering 10,000
+        entries again would be most of a call. Callers get a copy.
         """
-        out: dict[tuple[str, str], SeenRecord] = {}
         with locked(self._lock):
             heads = self._heads()
-            self._views = {c: v for c, v in self._views.items() if c in heads}
+            kept = self._gathered[1] if self._gathered and self._gathered[0] == skip else None
+            for cluster in [c for c in self._views if c not in heads]:
+                _forget(kept, cluster, self._views.pop(cluster))
             moved = {
                 cluster: head
                 for cluster, head in heads.items()
@@ -132,12 +218,19 @@ class FleetStatus:
                 chains = self._new_commits(moved)
                 for cluster, head in moved.items():
                     before = self._views.get(cluster)
-                    self._views[cluster] = self._read(cluster, head, before, chains[cluster])
-            for cluster in heads:
-                if cluster != skip:
-                    seen = self._views[cluster].seen
-                    out.update(((cluster, name), each) for name, each in seen.items())
-        return out
+                    view = self._read(cluster, head, before, chains[cluster])
+                    self._views[cluster] = view
+                    if kept is not None:
+                        _forget(kept, cluster, before)
+                        kept.update(((cluster, name), each) for name, each in view.seen.items())
+            if kept is None:
+                kept = {}
+                for cluster in heads:
+                    if cluster != skip:
+                        seen = self._views[cluster].seen
+                        kept.update(((cluster, name), each) for name, each in seen.items())
+                self._gathered = (skip, kept)
+            return dict(kept)
 
     def _heads(self) -> dict[str, str]:
         heads = {}
@@ -149,33 +242,62 @@ class FleetStatus:
 
     def _new_commits(self, moved: Mapping[str, str]) -> dict[str, list[list[str]] | None]:
         """Each moved branch's commits since the head read before (all: a new branch),
-        oldest first, from one ``git log`` of them all; None for a branch whose new head
-        does not descend from the old one (rewritten: read whole again).
+        oldest first; None for a branch whose new head does not descend from the old one
+        (rewritten: read whole again).
 
-        Status branches share no history, so ``^old`` of one never hides another's
-        commits; if one did (a branch made by hand from another), its line would not
-        reach its old head and it would be read whole.
+        A branch a few commits ahead (a pass's moves, nearly always) is walked in
+        process through the persistent ``cat-file``; the others come from one ``git
+        log`` of them all. Status branches share no history, so ``^old`` of one never
+        hides another's commits; if one did (a branch made by hand from another), its
+        line would not reach its old head and it would be read whole.
         """
+        chains: dict[str, list[list[str]] | None] = {}
         spans: dict[str, tuple[str, str | None]] = {}
-        gone = set()  # the head read before is no longer in the mirror (pruned after a rewrite)
-        args = ["log", f"--format={_LOG_FORMAT}"]
         for cluster, head in moved.items():
             before = self._views.get(cluster)
             old = before.head if before is not None else None
             if old is not None and not objects.has_object(self._repo, old):
-                gone.add(cluster)
+                chains[cluster] = None  # no longer in the mirror (pruned after a rewrite)
                 continue
-            spans[cluster] = (head, old)
-            args += [head, f"^{old}"] if old else [head]
-        commits = {}
+            sure, walked = self._walk(head, old) if old is not None else (False, None)
+            if sure:
+                chains[cluster] = walked
+            else:
+                spans[cluster] = (head, old)
         if spans:
+            args = ["log", f"--format={_LOG_FORMAT}"]
+            for head, old in spans.values():
+                args += [head, f"^{old}"] if old else [head]
             output = run(self._repo, args, what="read the history of the status branches")
+            commits = {}
             for chunk in output.split("\x1e"):
                 fields = chunk.strip("\n").split("\x1f")
                 if len(fields) == 4:
                     commits[fields[0]] = fields
-        chains = {cluster: _chain(commits, head, old) for cluster, (head, old) in spans.items()}
-        return {**chains, **dict.fromkeys(gone)}
+            for cluster, (head, old) in spans.items():
+                chains[cluster] = _chain(commits, head, old)
+        return chains
+
+    def _walk(self, head: str, old: str) -> tuple[bool, list[list[str]] | None]:
+        """The first-parent line from ``head`` back to ``old`` (excluded), oldest first,
+        in ``git log``'s fields, read in process (None: it ends without reaching
+        ``old``); not sure (False) past ``_WALK`` commits or at a commit whose trailers
+        only Git's own parser can be trusted with (``_commit_fields``)."""
+        chain = []
+        sha = head
+        for _ in range(_WALK):
+            fields = _commit_fields(self._repo, sha)
+            if fields is None:
+                return False, None
+            chain.append(fields)
+            parents = fields[1].split()
+            if not parents:
+                return True, None
+            if parents[0] == old:
+                chain.reverse()
+                return True, chain
+            sha = parents[0]
+        return False, None
 
     def _read(
         self,
@@ -226,6 +348,67 @@ class FleetStatus:
         )
         chunks = [c.strip("\n").split("\x1f") for c in output.split("\x1e")]
         return [fields for fields in chunks if len(fields) == 4]
+
+
+def _commit_fields(repo: git.Repo, sha: str) -> list[str] | None:
+    """``sha``'s fields as ``_LOG_FORMAT`` gives them (id, parents, committer date,
+    trailers), from the commit object; None when Git might read its trailers otherwise.
+
+    Git's trailer block is the last paragraph of the message, after the title, with
+    rules for comments, ``---`` dividers, continuation lines and mixed paragraphs. The
+    ledger's messages end in a paragraph of plain ``Key: value`` lines, which every one
+    of those rules reads the same way; any other message (or an ``encoding`` header)
+    is left to ``git log``.
+    """
+    stream = repo.odb.stream(bytes.fromhex(sha))
+    if stream.type != b"commit":
+        return None
+    header, _, body = bytes(stream.read()).partition(b"\n\n")
+    parents, committer = [], b""
+    for line in header.split(b"\n"):
+        if line.startswith(b"parent "):
+            parents.append(line[7:].decode("ascii"))
+        elif line.startswith(b"committer "):
+            committer = line
+        elif line.startswith(b"encoding "):
+            return None
+    stamp = _COMMITTER.search(committer)
+    try:
+        message = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    trailers = _plain_trailers(message)
+    if stamp is None or trailers is None:
+        return None
+    seconds, sign, hours, minutes = stamp.groups()
+    offset = timedelta(hours=int(hours), minutes=int(minutes)) * (-1 if sign == b"-" else 1)
+    when = datetime.fromtimestamp(int(seconds), timezone(offset))
+    return [sha, " ".join(parents), when.isoformat(), trailers]
+
+
+def _plain_trailers(message: str) -> str | None:
+    """The last paragraph when it is plain ``Key: value`` lines after a title, else None."""
+    lines = message.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines or not lines[0].strip():
+        return None
+    if any(line.startswith(("#", "---")) for line in lines):
+        return None
+    blank = max((i for i, line in enumerate(lines) if not line.strip()), default=-1)
+    block = lines[blank + 1 :]
+    if blank < 1 or not all(_TRAILER.fullmatch(line) for line in block):
+        return None
+    return "\n".join(block) + "\n"
+
+
+def _forget(
+    gathered: dict[tuple[str, str], SeenRecord] | None, cluster: str, view: _BranchView | None
+) -> None:
+    """Take ``view``'s entries (a branch read before) out of ``records``' kept answer."""
+    if gathered is not None and view is not None:
+        for name in view.seen:
+            gathered.pop((cluster, name), None)
 
 
 def _chain(commits: Mapping[str, list[str]], head: str, old: str | None) -> list[list[str]] | None:

@@ -153,6 +153,16 @@ def read_ref(repo: git.Repo, ref: str) -> str | None:
         return None
 
 
+def parse_listing(output: str) -> dict[str, str]:
+    """``git ls-remote``'s lines (``<sha>\t<ref>``) -> {ref: sha}."""
+    listed = {}
+    for line in output.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref:
+            listed[ref] = sha
+    return listed
+
+
 def open_repo(path: Path) -> git.Repo:
     """Open an existing repository, translating gitpython's errors."""
     try:

@@ -28,6 +28,9 @@ from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.ledger import StatusLedger
 from tests.daemon.conftest import World, sandbox_world, settle
 from tests.factories import DEPLOYMENT_TEMPLATE
+from tests.source.gittrace import GitTrace, git_trace
+
+__all__ = ["git_trace"]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)  # the pinned date of every test commit
 CLUSTERS = ("staging", "prod-eu", "prod-us")
@@ -386,3 +389,35 @@ def test_a_broken_waves_file_holds_catalog_changes_only(fleet: Fleet) -> None:
         "version: 6.6.0\nnamespace: web-staging\nparameters: {replicas: 1}\n",
     )
     assert web(fleet.settle("staging")).version == "6.6.0"
+
+
+def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
+    fleet: Fleet, git_trace: GitTrace
+) -> None:
+    """One ``git ls-remote`` answers for the catalog branch and every status branch;
+    nothing moved: nothing fetched, no ``git log``; one cluster's record moved: its
+    branch alone is fetched, with the new catalog commit, and read in process."""
+    fleet.run("prod-us")
+    git_trace.clear()
+    quiet = fleet.run("prod-us")
+    assert quiet.commits == [] and not quiet.source_changed
+    assert git_trace.count("ls-remote") == 1
+    assert git_trace.count("fetch") == 0
+    assert git_trace.count("log") == 0
+
+    fleet.release("6.6.0")
+    assert web(fleet.settle("staging")).version == "6.6.0"  # status/staging moves
+    git_trace.clear()
+    held = fleet.run("prod-us")
+    assert web(held).reason == "WaitingForWave"
+    assert git_trace.count("ls-remote") == 1
+    fetches = [args for args in git_trace.commands() if "fetch" in args]
+    assert len(fetches) == 2  # the catalog's clone, and the status mirror
+    refspecs = sorted(arg for args in fetches for arg in args if arg.startswith("+"))
+    assert refspecs == [
+        "+refs/heads/main:refs/reconciler/catalog",
+        "+refs/heads/main:refs/remotes/origin/main",
+        "+refs/heads/status/staging:refs/remotes/origin/status/staging",
+    ]
+    # the only history read is the catalog's (where 6.6.0 became desired), none of status/*
+    assert [c[:2] for c in git_trace.commands() if "log" in c] == [["log", "-n50"]]
