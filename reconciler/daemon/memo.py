@@ -300,9 +300,10 @@ class PassMemo:
         for name in [n for n in self._entries if n not in keep]:
             del self._entries[name]
 
-    def reuse_status(self, reused: Reused, commit: str) -> InstanceStatus:
-        """The record as the full path would build it now: only the commit seen differs
-        (a pass at the same commit gets the record itself, not a copy per instance)."""
-        if reused.built.source_commit == commit:
-            return reused.built
-        return replace(reused.built, source_commit=commit)
+
+def reused_status(reused: Reused, commit: str) -> InstanceStatus:
+    """The record as the full path would build it now: only the commit seen differs
+    (a pass at the same commit gets the record itself, not a copy per instance)."""
+    if reused.built.source_commit == commit:
+        return reused.built
+    return replace(reused.built, source_commit=commit)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
 from reconciler.daemon.keeplimits import keep_limits
-from reconciler.daemon.memo import PassMemo, Reused
+from reconciler.daemon.memo import PassMemo, Reused, reused_status
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.rendered import refs_of
@@ -182,7 +182,7 @@ def reconcile_checkout(
         catalog,
         settings.cluster,
         deployed,
-        reuse={name: (r.plan, r.keys) for name, r in reused.items()},
+        reuse=reused,
     )
     # a reused plan that the one-owner check refused is no longer the reused one
     reused = {
@@ -310,7 +310,9 @@ def reconcile_checkout(
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
     outcomes = [
-        InstanceOutcome(
+        None  # reused: its last record stands (``reused_status``), no outcome to build on
+        if plan.name in reused
+        else InstanceOutcome(
             plan,
             deployed.get(plan.name),
             recorded[plan.name].app if plan.name in recorded else "",
@@ -325,21 +327,19 @@ def reconcile_checkout(
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
     built = tuple(
-        memo.reuse_status(reused[o.plan.name], commit)
-        if memo is not None and o.plan.name in reused
-        else previous[o.plan.name]
-        if o.plan.name in held and o.plan.name in previous
-        else rollout_status(
-            settings.cluster, o.plan, rolled[o.plan.name], commit, o.plan.instance.app
-        )
-        if o.plan.name in rolled
+        reused_status(reused[plan.name], commit)
+        if o is None
+        else previous[plan.name]
+        if plan.name in held and plan.name in previous
+        else rollout_status(settings.cluster, plan, rolled[plan.name], commit, plan.instance.app)
+        if plan.name in rolled
         else after_rollout(
             build_status(settings.cluster, o, commit),
-            previous.get(o.plan.name),
+            previous.get(plan.name),
             quiet=o.result is None or not any(e.changed for e in o.result.changes.entries),
-            over=o.plan.name in handed_back,
+            over=plan.name in handed_back,
         )
-        for o in outcomes
+        for plan, o in zip(plans, outcomes, strict=True)
     )
     statuses = built + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     now = time.monotonic()
@@ -351,7 +351,7 @@ def reconcile_checkout(
     statuses = gated_by_waves.stamped(hooks.recorded(statuses, held))
     if memo is not None:
         busy = {*rolled, *held, *gated, *handed_back, *gated_by_waves.held}
-        _remember(memo, catalog, outcomes, built, statuses, live, set(reused), busy)
+        _remember(memo, catalog, plans, outcomes, built, statuses, live, busy)
         memo.forget_except(p.name for p in plans)
         memo.mark_reused(reused)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
@@ -389,21 +389,21 @@ def reconcile_checkout(
 def _remember(
     memo: PassMemo,
     catalog: Catalog,
-    outcomes: Sequence[InstanceOutcome],
+    plans: Sequence[InstancePlan],
+    outcomes: Sequence[InstanceOutcome | None],
     built: Sequence[InstanceStatus],
     finals: Sequence[InstanceStatus],
     live: LiveState,
-    reused: set[str],
     busy: set[str],
 ) -> None:
     """Keep each plainly applied instance's verdict for the next pass (``PassMemo``).
 
-    Rolled, held, gated and handed-back instances are in the middle of something:
-    they are forgotten (``PassMemo.remember`` also refuses anything not settled).
+    A reused instance (no outcome) keeps its verdict. Rolled, held, gated and
+    handed-back instances are in the middle of something: they are forgotten
+    (``PassMemo.remember`` also refuses anything not settled).
     """
-    for outcome, status, final in zip(outcomes, built, finals, strict=False):
-        plan = outcome.plan
-        if plan.name in reused:
+    for plan, outcome, status, final in zip(plans, outcomes, built, finals, strict=False):
+        if outcome is None:
             memo.still(plan.name, final)
         elif plan.name in busy or outcome.result is None:
             memo.forget(plan.name)
