@@ -20,8 +20,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
 
 from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
@@ -56,7 +59,7 @@ from reconciler.kube.passreads import PassReads
 from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
-from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.changeset import CHANGING, Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.rollout import split_release
 from reconciler.model.shards import ShardScope
 from reconciler.model.status import InstanceStatus, Phase
@@ -103,6 +106,25 @@ class PassReport:
         return all(s.phase in (Phase.READY, Phase.REMOVED) for s in self.statuses) and all(
             r.ok for r in self.removed
         )
+
+    @cached_property
+    def action_counts(self) -> Mapping[Action, int]:
+        """How many entries of ``changes`` took each action (every action, 0 or more).
+
+        One scan of the change set (every object of every instance), made once: the
+        metrics, the summary line and the log lines each scanned it, the metrics once
+        per action.
+        """
+        counts = Counter(map(attrgetter("action"), self.changes.entries))
+        return {action: counts[action] for action in Action}
+
+    @cached_property
+    def changed_entries(self) -> tuple[ChangeSetEntry, ...]:
+        """The entries of objects the pass wrote (``ChangeSetEntry.changed``), in order;
+        none, without a scan, when the counts say so (the no-op pass)."""
+        if not any(self.action_counts[action] for action in CHANGING):
+            return ()
+        return tuple(e for e in self.changes.entries if e.changed)
 
     def phase_counts(self) -> dict[str, int]:
         counts = {str(p): 0 for p in Phase}
@@ -301,11 +323,13 @@ def reconcile_checkout(
         skip=set(rolled) | set(reused),
         gated=gated,
     )
+    # before the reused instances' health is put in: each was healthy when it was kept,
+    # which ended its wait then, and no wait has begun since (nothing was applied)
+    waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     healths = [
         reused[plan.name].health if plan.name in reused else health
         for plan, health in zip(plans, healths, strict=True)
     ]
-    waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
