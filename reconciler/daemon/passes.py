@@ -377,7 +377,7 @@ def reconcile_checkout(
         busy = {*rolled, *held, *gated, *handed_back, *gated_by_waves.held}
         _remember(memo, catalog, plans, outcomes, built, statuses, live, busy)
         memo.forget_except(p.name for p in plans)
-        memo.mark_reused(reused)
+        memo.mark_reused(reused, live)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         if result.ok and not any(e.changed for e in result.changes.entries):

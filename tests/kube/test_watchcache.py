@@ -161,3 +161,51 @@ def test_kinds_that_relist_at_once_list_one_after_the_other(
             t.join(timeout=10)
         assert most == [1]
         assert all(w.synced for w in watches)
+
+
+def test_a_views_generation_names_the_store_state_it_copies(client: KubeClient) -> None:
+    """Two passes' views of a kind with the same generation hold the very same objects:
+    a watch event, our own write and a deletion each give the store a new one, and a
+    view the pass wrote to, or listed without the cache, has none (``daemon.memo``
+    compares objects one by one then)."""
+    with WatchCache(client) as cache:
+        first = client.apply(configmap({"a": "1"})).body
+        LiveState(client, "test", cache=cache).get(REF)  # lists ConfigMaps, then watches
+        rv = first["metadata"]["resourceVersion"]
+        until(lambda: version(cache) == rv, "the watch to hold the object")
+
+        def view() -> LiveState:
+            live = LiveState(client, "test", cache=cache)
+            live.get(REF)
+            return live
+
+        quiet = view().generation("v1", "ConfigMap")
+        assert quiet is not None
+        again = view()
+        assert again.generation("v1", "ConfigMap") == quiet  # nothing changed between
+        assert again.generation("apps/v1", "Deployment") is None  # not read by this view
+        assert again.kinds() == {("v1", "ConfigMap")}
+        edit_like_kubectl(client, REF, {"data": {"a": "2"}})  # someone else's write
+        edited = client.get(REF)
+        assert edited is not None
+        rv = edited["metadata"]["resourceVersion"]
+        until(lambda: version(cache) == rv, "the edit's event")
+        after_edit = view().generation("v1", "ConfigMap")
+        assert after_edit not in (None, quiet)
+        # the pass's own write: its view is no longer a copy of any store state, and the
+        # store it wrote to has a new generation for the next view
+        writing = view()
+        writing.remember(client.apply(configmap({"b": "3"})).body)
+        assert writing.generation("v1", "ConfigMap") is None
+        after_write = view().generation("v1", "ConfigMap")
+        assert after_write not in (None, quiet, after_edit)
+        deleting = view()
+        assert client.delete(REF)
+        deleting.forget(REF)
+        assert deleting.generation("v1", "ConfigMap") is None
+        gone = view()
+        assert gone.get(REF) is None
+        assert gone.generation("v1", "ConfigMap") not in (None, quiet, after_edit, after_write)
+    listed = LiveState(client, "test")  # no watch cache: every pass lists
+    listed.get(REF)
+    assert listed.generation("v1", "ConfigMap") is None
