@@ -122,7 +122,7 @@ class PassMemo:
         self._context: tuple[Cluster, object] | None = None
         self.reused: frozenset[str] = frozenset()
         # inventories parsed by the last pass (``LiveState``'s ``inventory_cache``)
-        self.inventories: InventoryCache = {}
+        self.inventories = InventoryCache()
         self._same_versions: dict[tuple[int, int], bool] = {}  # this pass's comparisons
         # this pass's live objects by kind, each looked up in the live view once
         self._kinds: dict[tuple[str, str], Mapping[ObjectRef, Packed]] = {}

@@ -214,8 +214,9 @@ class MigrationHooks:
             if p.version is not None
         ) + tuple(
             Component(name, inv.app, inv.version or None, None)
-            for name, inv in sorted(live.inventories().items())
-            if name not in present
+            for name, inv in sorted(
+                (n, i) for n, i in live.inventories().items() if n not in present
+            )
         )
         hooks = cls(
             steps,

@@ -39,6 +39,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NewType
 
 import orjson
@@ -299,8 +300,33 @@ ONE_SHOT_PAGE = 5_000
 
 Generations = tuple[int, ...] | None  # ``LiveState.generation``
 
-# Inventories read by an earlier pass, by their ConfigMap and its resourceVersion
-InventoryCache = dict[tuple[ObjectRef, str], Inventory | None]
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A pass's ``LiveState.inventories`` and what it was made from."""
+
+    generation: tuple[int, ...]  # of the ConfigMaps it read (``LiveState.generation``)
+    cluster: str
+    namespaces: Mapping[str, str]
+    inventories: dict[str, Inventory]
+
+
+class InventoryCache(dict[tuple[ObjectRef, str], Inventory | None]):
+    """Inventories read by an earlier pass, by their ConfigMap and its resourceVersion.
+
+    ``answer``: the last pass's whole answer, with the generation of the ConfigMaps it
+    was read from. A pass whose ConfigMaps are at that generation (the very objects:
+    ``LiveState.generation``), for the same cluster and namespaces, has the same
+    inventories and takes that answer as it is: nothing is looked up or checked per
+    ConfigMap (the no-op pass of a quiet cluster). A pass that changes its inventories
+    (``record_inventory``, ``drop_inventory``) drops it first: the dict is its own.
+    """
+
+    __slots__ = ("answer",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer: _Answer | None = None
 
 
 class LiveState:
@@ -514,7 +540,20 @@ class LiveState:
                 # inventories carry our managed-by label: reuse the ConfigMap list
                 bucket = self._bucket(ObjectRef("v1", "ConfigMap", "", ""))
                 cache = self._inventory_cache
-                read: InventoryCache = {}
+                generation = self.generation("v1", "ConfigMap")
+                answer = cache.answer if cache is not None else None
+                if (
+                    answer is not None
+                    and generation is not None
+                    and answer.generation == generation
+                    and answer.cluster == self.cluster
+                    and answer.namespaces == self.expected_namespaces
+                ):
+                    self._inventories = answer.inventories
+                    return answer.inventories
+                if cache is not None:
+                    cache.answer = None  # let the last pass's go before this one's is made
+                read: dict[tuple[ObjectRef, str], Inventory | None] = {}
                 for ref, packed in bucket.items():
                     if not ref.name.startswith(NAME_PREFIX):
                         continue  # an inventory is trusted only under its own name
@@ -524,10 +563,14 @@ class LiveState:
                         read[key] = cache[key]
                     else:
                         read[key] = from_configmap(unpack(packed))
+                found = trusted(read.values(), self.cluster, self.expected_namespaces)
                 if cache is not None:
                     cache.clear()
                     cache.update(read)
-                self._inventories = trusted(read.values(), self.cluster, self.expected_namespaces)
+                    if generation is not None:
+                        namespaces = self.expected_namespaces
+                        cache.answer = _Answer(generation, self.cluster, namespaces, found)
+                self._inventories = found
             return self._inventories
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:
@@ -554,11 +597,17 @@ class LiveState:
         instances (``daemon.memo``, which keeps this pass's result) holds it too.
         """
         with self._lock:
-            self.inventories()[inv.instance] = inv
+            inventories = self.inventories()
+            if self._inventory_cache is not None:
+                self._inventory_cache.answer = None  # ``inventories`` is changed: no answer
+            inventories[inv.instance] = inv
             if self._inventory_cache is not None and resource_version:
                 ref = ObjectRef("v1", "ConfigMap", inv.namespace, inventory_name(inv.instance))
                 self._inventory_cache[(ref, resource_version)] = inv
 
     def drop_inventory(self, instance: str) -> None:
         with self._lock:
-            self.inventories().pop(instance, None)
+            inventories = self.inventories()
+            if self._inventory_cache is not None:
+                self._inventory_cache.answer = None
+            inventories.pop(instance, None)
