@@ -49,8 +49,10 @@ def keep_limits(
     if entry.cluster.declared:
         if entry.cluster.valid:
             source = entry.cluster.origin.file
-            for name, inventory in sorted(inventories.items()):
-                if inventory.limits != source and (owns is None or owns(name)):
+            behind = (n for n, i in inventories.items() if i.limits != source)
+            for name in sorted(behind):  # almost always none: nothing to sort every pass
+                if owns is None or owns(name):
+                    inventory = inventories[name]
                     _remember(client, live, replace(inventory, limits=source), inventory)
         return catalog
     under = sorted({i.limits for i in inventories.values() if i.limits})

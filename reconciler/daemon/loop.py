@@ -38,7 +38,7 @@ from reconciler.kube.inventory import inventory_name
 from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
-from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.changeset import ChangeSet, ObjectRef
 from reconciler.model.errors import ReconcilerError, SourceError
 from reconciler.model.gcpause import gc_paused
 from reconciler.model.rollout import RollingState, noteworthy
@@ -462,10 +462,11 @@ class Daemon:
         The pass's change set is indexed by instance once: looking each instance up
         in it would scan every entry per instance (quadratic in the instances).
         """
-        touched_by = ChangeSet.of(e for e in report.changes.entries if e.changed).by_instance()
+        touched_by = ChangeSet(report.changed_entries).by_instance()
+        untouched = ChangeSet()
         for status in report.statuses:
             # log on change: a Stalled instance must not repeat its warning every pass
-            touched = touched_by.get(status.instance, ChangeSet())
+            touched = touched_by.get(status.instance, untouched)
             if status.instance not in changed and not touched.entries:
                 continue
             objects = touched.summary() if touched.entries else ""
@@ -693,7 +694,7 @@ class Daemon:
         self.metrics.observe_pass(cluster, seconds, ok=ok)
         self.metrics.set_phases(cluster, report.phase_counts())
         self.metrics.set_instances(cluster, report.statuses)
-        counts = {str(action): report.changes.count(action) for action in Action}
+        counts = {str(action): count for action, count in report.action_counts.items()}
         self.metrics.count_actions(cluster, counts)
         self.metrics.set_throttled(cluster, self.client.budget.throttled)
         for event in report.migrations:
@@ -705,7 +706,7 @@ def pass_summary(
     number: int, report: PassReport, committed: set[str], seconds: float
 ) -> str | None:
     """The pass's summary line, or None when it changed nothing (``Daemon._log_summary``)."""
-    changed = committed | {e.instance for e in report.changes.entries if e.changed}
+    changed = committed | {e.instance for e in report.changed_entries}
     changed |= {r.instance for r in report.removed}
     if not changed:
         return None

@@ -28,6 +28,13 @@ our label off (it then leaves the pass's labelled list) is therefore seen as
 changed, and the instance takes the full path: render, compare, apply. The
 reuse never saves a request, only the work on the answers: every kind is still
 listed once per pass, which is what shows the drift.
+
+With the daemon's watch cache, a pass whose view of each kind the entries name is a
+copy of the very store state the last pass's view was (``LiveState.generation``:
+every change of a store, a watch event or our own write, takes a new generation),
+and which neither pass changed itself, holds the very objects every entry was checked
+against in the last pass: no object is compared one by one (the no-op pass of a
+quiet cluster). Any change to one of those kinds compares every object, as before.
 """
 
 from __future__ import annotations
@@ -115,17 +122,23 @@ class PassMemo:
         self._context: tuple[Cluster, object] | None = None
         self.reused: frozenset[str] = frozenset()
         # inventories parsed by the last pass (``LiveState``'s ``inventory_cache``)
-        self.inventories: InventoryCache = {}
+        self.inventories = InventoryCache()
         self._same_versions: dict[tuple[int, int], bool] = {}  # this pass's comparisons
         # this pass's live objects by kind, each looked up in the live view once
         self._kinds: dict[tuple[str, str], Mapping[ObjectRef, Packed]] = {}
         self._kinds_of: LiveState | None = None
+        # the kinds of the entries' objects (a few), and the generation of each in the
+        # view of the pass that last checked every entry, when that pass changed none
+        self._entry_kinds: set[tuple[str, str]] = set()
+        self._checked_at: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._unchanged = False  # this pass's view is the one of ``_checked_at``
 
     def begin(self, cluster: Cluster, settings: object) -> None:
         """Start a pass; different cluster settings or pass settings forget everything."""
         context = (cluster, settings)
         if self._context is not None and self._context != context:
             self._entries.clear()  # tuples compare items by identity first: cheap when same
+            self._checked_at.clear()
         self._context = context
         self.reused = frozenset()
         self._same_versions.clear()
@@ -152,8 +165,9 @@ class PassMemo:
         if self._kinds_of is not live:  # another pass's view: its kinds are not this one's
             self._kinds.clear()
             self._kinds_of = live
+            self._unchanged = self._as_checked(live)
         kinds = self._kinds
-        for ref, seen in zip(entry.refs, entry.seen, strict=True):
+        for ref, seen in () if self._unchanged else zip(entry.refs, entry.seen, strict=True):
             bucket = kinds.get((ref.api_version, ref.kind))
             if bucket is None:
                 try:
@@ -174,6 +188,29 @@ class PassMemo:
                 return None
             self._entries[instance.name] = entry
         return entry.reused
+
+    def _as_checked(self, live: LiveState) -> bool:
+        """Whether ``live`` holds, for every kind of the entries, the very objects the
+        last pass checked each entry against (see the module's doc).
+
+        Every entry was checked by the last pass: reused (each object compared) or
+        kept by it (``remember``, from its view); ``mark_reused`` noted that view's
+        generations. The same generations now, unchanged by this pass so far, are the
+        same objects, so each comparison would find what it found then.
+        """
+        if not self._checked_at:
+            return False
+        for key in self._entry_kinds:
+            then = self._checked_at.get(key)
+            if then is None:
+                return False
+            try:
+                self._kinds[key] = live.kind_of(ObjectRef(key[0], key[1], "", ""))
+            except KubeError:
+                return False
+            if live.generation(*key) != then:
+                return False
+        return True
 
     def _same_plan(self, entry: _Entry, app: AppEntry | None) -> _Entry | None:
         """``entry`` moved to ``app``'s objects when its plan there is the same, else None.
@@ -203,11 +240,28 @@ class PassMemo:
         moved = replace(plan, resolution=resolution, version=version)
         return replace(entry, app=app, reused=replace(entry.reused, plan=moved))
 
-    def mark_reused(self, names: Iterable[str]) -> None:
-        """The pass is over: what it reused, for tests and the bench; its view let go."""
+    def mark_reused(self, names: Iterable[str], live: LiveState | None = None) -> None:
+        """The pass is over: what it reused, for tests and the bench; its view let go.
+
+        ``live`` (the pass's view): the generation of each kind of the entries in it,
+        for the next pass (:meth:`_as_checked`). A kind the pass did not read has no
+        entry any more (each entry's kinds were read to check or keep it): it is
+        dropped. A kind without a generation (listed, or written by the pass) leaves
+        the next pass comparing every object.
+        """
         self.reused = frozenset(names)
         self._kinds.clear()
         self._kinds_of = None
+        self._checked_at.clear()
+        if live is None:
+            return
+        self._entry_kinds &= live.kinds()
+        for key in self._entry_kinds:
+            generation = live.generation(*key)
+            if generation is None:
+                self._checked_at.clear()
+                return
+            self._checked_at[key] = generation
 
     def remember(
         self,
@@ -254,6 +308,7 @@ class PassMemo:
             if packed is None or not version_of(packed):
                 return
             seen.append(packed)
+            self._entry_kinds.add((ref.api_version, ref.kind))
         # what the entry keeps names each object with the inventory's references:
         # one reference and one name string per object, not one per copy the
         # pass made (rendering, health, the change set each made their own)
@@ -300,9 +355,10 @@ class PassMemo:
         for name in [n for n in self._entries if n not in keep]:
             del self._entries[name]
 
-    def reuse_status(self, reused: Reused, commit: str) -> InstanceStatus:
-        """The record as the full path would build it now: only the commit seen differs
-        (a pass at the same commit gets the record itself, not a copy per instance)."""
-        if reused.built.source_commit == commit:
-            return reused.built
-        return replace(reused.built, source_commit=commit)
+
+def reused_status(reused: Reused, commit: str) -> InstanceStatus:
+    """The record as the full path would build it now: only the commit seen differs
+    (a pass at the same commit gets the record itself, not a copy per instance)."""
+    if reused.built.source_commit == commit:
+        return reused.built
+    return replace(reused.built, source_commit=commit)

@@ -214,8 +214,9 @@ class MigrationHooks:
             if p.version is not None
         ) + tuple(
             Component(name, inv.app, inv.version or None, None)
-            for name, inv in sorted(live.inventories().items())
-            if name not in present
+            for name, inv in sorted(
+                (n, i) for n, i in live.inventories().items() if n not in present
+            )
         )
         hooks = cls(
             steps,
@@ -269,7 +270,9 @@ class MigrationHooks:
         """
         for i, (plan, result) in enumerate(zip(plans, results, strict=True)):
             version = plan.version
-            if version is None or not result.ok or plan.instance.suspend or not plan.ok:
+            if version is None or not version.migrations:  # the usual case: none at all
+                continue
+            if not result.ok or plan.instance.suspend or not plan.ok:
                 continue
             due, before = self._post_due(plan, version)
             if not due:
@@ -357,9 +360,12 @@ class MigrationHooks:
         skip = set(held)
         finals: dict[str, InstanceStatus] = {}
         healthy: dict[str, InstanceStatus] = {}
+        ledgers = self.steps.any_recorded_ledger()
         for status in statuses:
             if status.instance not in skip:
-                status = healthy[status.instance] = self._with_ledger(status)
+                if ledgers:
+                    status = self._with_ledger(status)
+                healthy[status.instance] = status
                 if status.instance in self.post_failed:
                     status = _stalled(status, self.post_failed[status.instance])
                 elif status.instance in self.running:

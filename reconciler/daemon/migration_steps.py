@@ -222,14 +222,24 @@ class MigrationSteps:
         """
         if instance in self._ledgers:
             return self._ledgers[instance]
+        if (namespace, NAME_PREFIX + instance) not in self._listed_ledgers():
+            return None  # written this pass, it would be in ``_ledgers``
+        return self.ledger(instance, namespace)
+
+    def any_recorded_ledger(self) -> bool:
+        """False when :meth:`recorded_ledger` is None for every instance: the cluster
+        holds no ledger and the pass wrote none (a catalog without migrations), so the
+        records need no look-up per instance."""
+        return bool(self._ledgers) or bool(self._listed_ledgers())
+
+    def _listed_ledgers(self) -> set[tuple[str, str]]:
+        """(namespace, name) of each ledger ConfigMap in the pass's view: one scan."""
         if self._ledger_names is None:
             configmaps = self.live.kind_of(ObjectRef("v1", "ConfigMap", "", ""))
             self._ledger_names = {
                 (ref.namespace, ref.name) for ref in configmaps if ref.name.startswith(NAME_PREFIX)
             }
-        if (namespace, NAME_PREFIX + instance) not in self._ledger_names:
-            return None  # written this pass, it would be in ``_ledgers``
-        return self.ledger(instance, namespace)
+        return self._ledger_names
 
     def global_ledger(self) -> MigrationLedger:
         """The cluster's ledger, wherever it was first written (raises if broken).

@@ -20,13 +20,16 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
 
 from reconciler.daemon.applying import apply_concurrently, kept_as_is, remove_deleted
 from reconciler.daemon.healthwatch import DEFAULT_HEALTH_GRACE, HEALTH_LOOK, HealthWatch
 from reconciler.daemon.keeplimits import keep_limits
-from reconciler.daemon.memo import PassMemo, Reused
+from reconciler.daemon.memo import PassMemo, Reused, reused_status
 from reconciler.daemon.migrating import DEFAULT_LEDGER_NAMESPACE, MigrationEvent, MigrationHooks
 from reconciler.daemon.plan import InstancePlan, plan_cluster, require_cluster
 from reconciler.daemon.rendered import refs_of
@@ -56,7 +59,7 @@ from reconciler.kube.passreads import PassReads
 from reconciler.kube.watchcache import WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
-from reconciler.model.changeset import Action, ChangeSet, ObjectRef
+from reconciler.model.changeset import CHANGING, Action, ChangeSet, ChangeSetEntry, ObjectRef
 from reconciler.model.rollout import split_release
 from reconciler.model.shards import ShardScope
 from reconciler.model.status import InstanceStatus, Phase
@@ -103,6 +106,25 @@ class PassReport:
         return all(s.phase in (Phase.READY, Phase.REMOVED) for s in self.statuses) and all(
             r.ok for r in self.removed
         )
+
+    @cached_property
+    def action_counts(self) -> Mapping[Action, int]:
+        """How many entries of ``changes`` took each action (every action, 0 or more).
+
+        One scan of the change set (every object of every instance), made once: the
+        metrics, the summary line and the log lines each scanned it, the metrics once
+        per action.
+        """
+        counts = Counter(map(attrgetter("action"), self.changes.entries))
+        return {action: counts[action] for action in Action}
+
+    @cached_property
+    def changed_entries(self) -> tuple[ChangeSetEntry, ...]:
+        """The entries of objects the pass wrote (``ChangeSetEntry.changed``), in order;
+        none, without a scan, when the counts say so (the no-op pass)."""
+        if not any(self.action_counts[action] for action in CHANGING):
+            return ()
+        return tuple(e for e in self.changes.entries if e.changed)
 
     def phase_counts(self) -> dict[str, int]:
         counts = {str(p): 0 for p in Phase}
@@ -182,7 +204,7 @@ def reconcile_checkout(
         catalog,
         settings.cluster,
         deployed,
-        reuse={name: (r.plan, r.keys) for name, r in reused.items()},
+        reuse=reused,
     )
     # a reused plan that the one-owner check refused is no longer the reused one
     reused = {
@@ -301,16 +323,20 @@ def reconcile_checkout(
         skip=set(rolled) | set(reused),
         gated=gated,
     )
+    # before the reused instances' health is put in: each was healthy when it was kept,
+    # which ended its wait then, and no wait has begun since (nothing was applied)
+    waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     healths = [
         reused[plan.name].health if plan.name in reused else health
         for plan, health in zip(plans, healths, strict=True)
     ]
-    waiting = watch_health(watch, plans, healths, deployed, gated, settings)
     hooks.after_health(plans, results, healths)
     # what each instance owns now: names the app and namespace of an unreadable file
     recorded = live.inventories()
     outcomes = [
-        InstanceOutcome(
+        None  # reused: its last record stands (``reused_status``), no outcome to build on
+        if plan.name in reused
+        else InstanceOutcome(
             plan,
             deployed.get(plan.name),
             recorded[plan.name].app if plan.name in recorded else "",
@@ -325,21 +351,19 @@ def reconcile_checkout(
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
     built = tuple(
-        memo.reuse_status(reused[o.plan.name], commit)
-        if memo is not None and o.plan.name in reused
-        else previous[o.plan.name]
-        if o.plan.name in held and o.plan.name in previous
-        else rollout_status(
-            settings.cluster, o.plan, rolled[o.plan.name], commit, o.plan.instance.app
-        )
-        if o.plan.name in rolled
+        reused_status(reused[plan.name], commit)
+        if o is None
+        else previous[plan.name]
+        if plan.name in held and plan.name in previous
+        else rollout_status(settings.cluster, plan, rolled[plan.name], commit, plan.instance.app)
+        if plan.name in rolled
         else after_rollout(
             build_status(settings.cluster, o, commit),
-            previous.get(o.plan.name),
+            previous.get(plan.name),
             quiet=o.result is None or not any(e.changed for e in o.result.changes.entries),
-            over=o.plan.name in handed_back,
+            over=plan.name in handed_back,
         )
-        for o in outcomes
+        for plan, o in zip(plans, outcomes, strict=True)
     )
     statuses = built + tuple(build_removed_status(settings.cluster, r, commit) for r in removed)
     now = time.monotonic()
@@ -351,9 +375,9 @@ def reconcile_checkout(
     statuses = gated_by_waves.stamped(hooks.recorded(statuses, held))
     if memo is not None:
         busy = {*rolled, *held, *gated, *handed_back, *gated_by_waves.held}
-        _remember(memo, catalog, outcomes, built, statuses, live, set(reused), busy)
+        _remember(memo, catalog, plans, outcomes, built, statuses, live, busy)
         memo.forget_except(p.name for p in plans)
-        memo.mark_reused(reused)
+        memo.mark_reused(reused, live)
     changes = ChangeSet.of(e for r in (*results, *removed) for e in r.changes.entries)
     for result in removed:
         if result.ok and not any(e.changed for e in result.changes.entries):
@@ -389,21 +413,21 @@ def reconcile_checkout(
 def _remember(
     memo: PassMemo,
     catalog: Catalog,
-    outcomes: Sequence[InstanceOutcome],
+    plans: Sequence[InstancePlan],
+    outcomes: Sequence[InstanceOutcome | None],
     built: Sequence[InstanceStatus],
     finals: Sequence[InstanceStatus],
     live: LiveState,
-    reused: set[str],
     busy: set[str],
 ) -> None:
     """Keep each plainly applied instance's verdict for the next pass (``PassMemo``).
 
-    Rolled, held, gated and handed-back instances are in the middle of something:
-    they are forgotten (``PassMemo.remember`` also refuses anything not settled).
+    A reused instance (no outcome) keeps its verdict. Rolled, held, gated and
+    handed-back instances are in the middle of something: they are forgotten
+    (``PassMemo.remember`` also refuses anything not settled).
     """
-    for outcome, status, final in zip(outcomes, built, finals, strict=False):
-        plan = outcome.plan
-        if plan.name in reused:
+    for plan, outcome, status, final in zip(plans, outcomes, built, finals, strict=False):
+        if outcome is None:
             memo.still(plan.name, final)
         elif plan.name in busy or outcome.result is None:
             memo.forget(plan.name)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.daemon.rendered import RenderedObjects, keys_of
 from reconciler.migrations import Registry, check_migrations, migration_checksum
@@ -104,20 +104,37 @@ def require_cluster(catalog: Catalog, cluster: str) -> None:
         raise UsageError(f'cluster "{cluster}" is not in the catalog (known: {known})')
 
 
+class Kept(Protocol):
+    """A plan an earlier pass made (the daemon's ``memo.Reused``) and its objects' keys,
+    which the plan no longer carries (made when asked: only the one-owner check needs
+    them)."""
+
+    @property
+    def plan(self) -> InstancePlan: ...
+
+    @property
+    def keys(self) -> tuple[ObjectKey, ...]: ...
+
+
 def plan_cluster(
     catalog: Catalog,
     cluster: str,
     deployed: Mapping[str, str] | None = None,
     *,
     render: bool = True,
-    reuse: Mapping[str, tuple[InstancePlan, tuple[ObjectKey, ...]]] | None = None,
+    reuse: Mapping[str, Kept] | None = None,
 ) -> list[InstancePlan]:
     """Plan every instance of ``cluster``, sorted by name (``render=False``: resolve only).
 
     ``reuse`` maps an instance to a plan made before (the daemon's ``PassMemo``: its
-    inputs did not change) and the keys of its objects, which that plan no longer
-    carries; such an instance is neither resolved nor rendered again, yet still
-    counts in the check that no two instances render the same object.
+    inputs did not change); such an instance is neither resolved nor rendered again,
+    yet still counts in the check that no two instances render the same object.
+
+    The reused plans passed that check together: the memo keeps only instances of
+    the pass before, each of which passed it there, beside all the others (an
+    instance it refused is not kept). When every instance is reused (the no-op
+    pass), no pair is new and the check is skipped: removing instances cannot make
+    two of them clash. Any other plan is checked against all, reused ones included.
     """
     require_cluster(catalog, cluster)
     deployed = deployed or {}
@@ -132,28 +149,30 @@ def plan_cluster(
         ]
     reuse = reuse or {}
     plans = [
-        reuse[name][0]
+        reuse[name].plan
         if name in reuse
         else plan_instance(catalog, instances[name], deployed.get(name), render=render)
         for name in sorted(instances)
     ]
-    return _one_owner_per_object(plans, {name: keys for name, (_, keys) in reuse.items()})
+    if len(reuse) == len(instances) and all(name in reuse for name in instances):
+        return plans  # checked together by the pass that kept them (see above)
+    return _one_owner_per_object(plans, reuse)
 
 
 def _one_owner_per_object(
-    plans: list[InstancePlan], keys: Mapping[str, tuple[ObjectKey, ...]] | None = None
+    plans: list[InstancePlan], reuse: Mapping[str, Kept] | None = None
 ) -> list[InstancePlan]:
     """Refuse instances that render the same object: two owners would fight every pass.
 
     Caught offline (``validate``, ``render``), before apply: each instance involved
     becomes ``CatalogInvalid`` naming the object and the other instance.
     """
-    keys = keys or {}
+    reuse = reuse or {}
     first: dict[ObjectKey, str] = {}  # each object's first owner: no list per object
     shared: dict[ObjectKey, list[str]] = {}  # objects of more than one instance
     for plan in plans:
-        of_plan = keys.get(plan.name)
-        for key in of_plan if of_plan is not None else keys_of(plan.objects):
+        kept = reuse.get(plan.name)
+        for key in kept.keys if kept is not None else keys_of(plan.objects):
             owner = first.setdefault(key, plan.name)
             if owner != plan.name:
                 shared.setdefault(key, [owner]).append(plan.name)

@@ -39,6 +39,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NewType
 
 import orjson
@@ -297,8 +298,35 @@ PACKED_PAGE = 100
 ONE_SHOT_PAGE = 5_000
 
 
-# Inventories read by an earlier pass, by their ConfigMap and its resourceVersion
-InventoryCache = dict[tuple[ObjectRef, str], Inventory | None]
+Generations = tuple[int, ...] | None  # ``LiveState.generation``
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A pass's ``LiveState.inventories`` and what it was made from."""
+
+    generation: tuple[int, ...]  # of the ConfigMaps it read (``LiveState.generation``)
+    cluster: str
+    namespaces: Mapping[str, str]
+    inventories: dict[str, Inventory]
+
+
+class InventoryCache(dict[tuple[ObjectRef, str], Inventory | None]):
+    """Inventories read by an earlier pass, by their ConfigMap and its resourceVersion.
+
+    ``answer``: the last pass's whole answer, with the generation of the ConfigMaps it
+    was read from. A pass whose ConfigMaps are at that generation (the very objects:
+    ``LiveState.generation``), for the same cluster and namespaces, has the same
+    inventories and takes that answer as it is: nothing is looked up or checked per
+    ConfigMap (the no-op pass of a quiet cluster). A pass that changes its inventories
+    (``record_inventory``, ``drop_inventory``) drops it first: the dict is its own.
+    """
+
+    __slots__ = ("answer",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer: _Answer | None = None
 
 
 class LiveState:
@@ -334,6 +362,9 @@ class LiveState:
         self.expected_namespaces: Mapping[str, str] = namespaces or {}
         self.scope = scope
         self._objects: dict[tuple[str, str], dict[ObjectRef, Packed]] = {}
+        # which states of the watch cache's stores each kind's view copies (see
+        # ``generation``); None when it was listed, or the pass changed it since
+        self._generations: dict[tuple[str, str], tuple[int, ...] | None] = {}
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
         self._inventories: dict[str, Inventory] | None = None
@@ -368,23 +399,47 @@ class LiveState:
             with self._lock:
                 bucket = self._objects.get(key)
                 if bucket is None:
-                    bucket = self._read(ref.api_version, ref.kind)
+                    bucket, generations = self._read(ref.api_version, ref.kind)
                     self._seen_namespaces.update(r.namespace for r in bucket)
                     self._objects[key] = bucket
+                    self._generations[key] = generations
         return bucket
 
-    def _read(self, api_version: str, kind: str) -> dict[ObjectRef, Packed]:
+    def generation(self, api_version: str, kind: str) -> tuple[int, ...] | None:
+        """Which states of the watch cache's stores the pass's view of the kind copies
+        (one per namespace of the ``scope``), or None: not read yet, listed rather than
+        copied, or changed by the pass's own writes since (``remember``, ``forget``).
+
+        Two views of a kind with the same generation hold the very same objects:
+        every change of a store takes a new one (``watchcache._GENERATIONS``).
+        """
+        return self._generations.get((api_version, kind))
+
+    def kinds(self) -> frozenset[tuple[str, str]]:
+        """The (apiVersion, kind) of every kind the pass has read."""
+        return frozenset(self._objects)
+
+    def _read(self, api_version: str, kind: str) -> tuple[dict[ObjectRef, Packed], Generations]:
         """The kind, across all namespaces or per namespace of the ``scope``."""
         if self.scope is None or not self.client.resource(api_version, kind).namespaced:
-            return self._read_in(api_version, kind, "")
-        bucket: dict[ObjectRef, Packed] = {}
+            bucket, generation = self._read_in(api_version, kind, "")
+            return bucket, None if generation is None else (generation,)
+        merged: dict[ObjectRef, Packed] = {}
+        generations: list[int] | None = []
         for namespace in self.scope:
-            bucket.update(self._read_in(api_version, kind, namespace))
-        return bucket
+            bucket, generation = self._read_in(api_version, kind, namespace)
+            merged.update(bucket)
+            if generations is not None and generation is not None:
+                generations.append(generation)
+            else:
+                generations = None
+        return merged, None if generations is None else tuple(generations)
 
-    def _read_in(self, api_version: str, kind: str, namespace: str) -> dict[ObjectRef, Packed]:
-        """The kind in ``namespace`` ("" all) from the watch cache when it is synced,
-        else one (paged) list."""
+    def _read_in(
+        self, api_version: str, kind: str, namespace: str
+    ) -> tuple[dict[ObjectRef, Packed], int | None]:
+        """The kind in ``namespace`` ("" all) from the watch cache when it is synced
+        (with the store's generation), else one (paged) list (None)."""
         cache = self.cache
         if cache is None:
             return list_packed(
@@ -394,7 +449,7 @@ class LiveState:
                 MANAGED_SELECTOR,
                 namespace=namespace,
                 page_size=ONE_SHOT_PAGE,
-            )[0]
+            )[0], None
         snapshot = cache.snapshot(api_version, kind, namespace)
         if snapshot is not None:
             return snapshot
@@ -413,7 +468,7 @@ class LiveState:
             )
             del previous
         cache.seed(api_version, kind, bucket, version, namespace)  # watched from this list on
-        return bucket
+        return bucket, None
 
     def current(self, ref: ObjectRef) -> tuple[bool, JsonObject | None]:
         """(whether the watch cache keeps ``ref``'s kind current, the object as it is now).
@@ -434,9 +489,11 @@ class LiveState:
         ref = ObjectRef.of(obj)
         packed = None  # packed once, and only when the view or the watch cache keeps it
         with self._lock:
-            bucket = self._objects.get((ref.api_version, ref.kind))
+            key = (ref.api_version, ref.kind)
+            bucket = self._objects.get(key)
             if bucket is not None:
                 packed = bucket[ref] = pack(obj)
+                self._generations[key] = None  # no longer a copy of a store's state
             if ref.kind == "Namespace" and self._namespaces is not None:
                 self._namespaces.add(ref.name)
         if self.cache is not None:
@@ -444,9 +501,11 @@ class LiveState:
 
     def forget(self, ref: ObjectRef) -> None:
         with self._lock:
-            bucket = self._objects.get((ref.api_version, ref.kind))
+            key = (ref.api_version, ref.kind)
+            bucket = self._objects.get(key)
             if bucket is not None:
                 bucket.pop(ref, None)
+                self._generations[key] = None
         if self.cache is not None:
             self.cache.deleted(ref)
 
@@ -481,7 +540,20 @@ class LiveState:
                 # inventories carry our managed-by label: reuse the ConfigMap list
                 bucket = self._bucket(ObjectRef("v1", "ConfigMap", "", ""))
                 cache = self._inventory_cache
-                read: InventoryCache = {}
+                generation = self.generation("v1", "ConfigMap")
+                answer = cache.answer if cache is not None else None
+                if (
+                    answer is not None
+                    and generation is not None
+                    and answer.generation == generation
+                    and answer.cluster == self.cluster
+                    and answer.namespaces == self.expected_namespaces
+                ):
+                    self._inventories = answer.inventories
+                    return answer.inventories
+                if cache is not None:
+                    cache.answer = None  # let the last pass's go before this one's is made
+                read: dict[tuple[ObjectRef, str], Inventory | None] = {}
                 for ref, packed in bucket.items():
                     if not ref.name.startswith(NAME_PREFIX):
                         continue  # an inventory is trusted only under its own name
@@ -491,10 +563,14 @@ class LiveState:
                         read[key] = cache[key]
                     else:
                         read[key] = from_configmap(unpack(packed))
+                found = trusted(read.values(), self.cluster, self.expected_namespaces)
                 if cache is not None:
                     cache.clear()
                     cache.update(read)
-                self._inventories = trusted(read.values(), self.cluster, self.expected_namespaces)
+                    if generation is not None:
+                        namespaces = self.expected_namespaces
+                        cache.answer = _Answer(generation, self.cluster, namespaces, found)
+                self._inventories = found
             return self._inventories
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:
@@ -521,11 +597,17 @@ class LiveState:
         instances (``daemon.memo``, which keeps this pass's result) holds it too.
         """
         with self._lock:
-            self.inventories()[inv.instance] = inv
+            inventories = self.inventories()
+            if self._inventory_cache is not None:
+                self._inventory_cache.answer = None  # ``inventories`` is changed: no answer
+            inventories[inv.instance] = inv
             if self._inventory_cache is not None and resource_version:
                 ref = ObjectRef("v1", "ConfigMap", inv.namespace, inventory_name(inv.instance))
                 self._inventory_cache[(ref, resource_version)] = inv
 
     def drop_inventory(self, instance: str) -> None:
         with self._lock:
-            self.inventories().pop(instance, None)
+            inventories = self.inventories()
+            if self._inventory_cache is not None:
+                self._inventory_cache.answer = None
+            inventories.pop(instance, None)

@@ -47,6 +47,7 @@ requests from its in-flight limits. ``close`` ends every stream and thread.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -68,6 +69,13 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (apiVersion, kind)
 Scoped = tuple[str, str, str]  # (apiVersion, kind, namespace); "" for all namespaces
 Objects = dict[ObjectRef, Packed]
+Snapshot = tuple[Objects, int]  # a copy of a store, and its generation then
+
+# Every change of any store takes the next number (its generation), unique in the
+# process: two snapshots with the same generation are copies of one state of one
+# store, the very same packed objects (a pass that finds its kinds at the
+# generations the last pass saw knows that nothing of them changed, ``daemon.memo``).
+_GENERATIONS = itertools.count(1)
 
 # How long one watch request lasts before the server ends it and we watch again;
 # client-go's reflectors pick 5-10 minutes for the same reason (a stream that
@@ -104,6 +112,7 @@ class KindWatch:
         self.key = key
         self.namespace = namespace
         self.objects = objects
+        self.generation = next(_GENERATIONS)  # taken again by every change of ``objects``
         self.version = version  # "" (or a 410): list again before watching
         self.synced = bool(version)
         # ref -> the resourceVersion of our write whose event has not arrived yet
@@ -125,9 +134,9 @@ class KindWatch:
 
     # -- read by passes -------------------------------------------------------------
 
-    def snapshot(self) -> Objects | None:
+    def snapshot(self) -> Snapshot | None:
         with self.lock:
-            return dict(self.objects) if self.synced else None
+            return (dict(self.objects), self.generation) if self.synced else None
 
     def stored(self) -> Objects:
         """A copy of the store, synced or not (what a list of the kind may keep of it)."""
@@ -144,6 +153,7 @@ class KindWatch:
             if packed is None:
                 if self.objects.pop(ref, None) is not None:  # else its DELETED came already
                     self.pending[ref] = _OURS_DELETED
+                    self.generation = next(_GENERATIONS)
                 return
             had = self.objects.get(ref)
             version = version_of(packed)
@@ -153,6 +163,7 @@ class KindWatch:
                 return  # its event came, and maybe later ones: the store is newer
             self.objects[ref] = packed
             self.pending[ref] = version
+            self.generation = next(_GENERATIONS)
 
     # -- the thread -------------------------------------------------------------------
 
@@ -203,6 +214,7 @@ class KindWatch:
             del previous
         with self.lock:
             self.objects = fresh
+            self.generation = next(_GENERATIONS)
             self.pending.clear()
             self.recent.clear()
             self.version = version
@@ -302,6 +314,7 @@ class KindWatch:
                 self.objects.pop(ref, None)
             else:
                 self.objects[ref] = packed
+            self.generation = next(_GENERATIONS)
         self.cache.changed(ref)
 
 
@@ -361,9 +374,9 @@ class WatchCache:
         self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
         self.relists = 0
 
-    def snapshot(self, api_version: str, kind: str, namespace: str = "") -> Objects | None:
-        """A copy of the kind's store (in ``namespace``; "" all), or None when it is not
-        watched or not synced."""
+    def snapshot(self, api_version: str, kind: str, namespace: str = "") -> Snapshot | None:
+        """A copy of the kind's store (in ``namespace``; "" all) and its generation, or
+        None when it is not watched or not synced."""
         watch = self._kinds.get((api_version, kind, namespace))
         return watch.snapshot() if watch is not None else None
 

@@ -73,6 +73,10 @@ class ObjectRef:
         )
 
 
+# the actions that wrote to the cluster (``ChangeSetEntry.changed``)
+CHANGING = frozenset({Action.CREATED, Action.CONFIGURED, Action.DELETED})
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeSetEntry:
     """One object's outcome; ``message`` explains skipped and failed entries."""
@@ -97,7 +101,7 @@ class ChangeSetEntry:
 
     @property
     def changed(self) -> bool:
-        return self.action in (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+        return self.action in CHANGING
 
     def __str__(self) -> str:
         text = f"{self.ref} {self.action}"

@@ -123,6 +123,9 @@ class StatusLedger:
         # changes, and a pass that records nothing reads the same one as the pass before
         # (parsing a tree of 10,000 entries was a tenth of a no-op pass)
         self._entries: tuple[str | None, objects.Entries] = (None, {})
+        # the head of the last build that committed nothing: every status it was given
+        # was compared there (``_settled`` holds each, with its record at that head)
+        self._quiet_head: str | None = None
 
     @property
     def display(self) -> str:
@@ -205,7 +208,7 @@ class StatusLedger:
         ``SourceError`` when the branch cannot be fetched or pushed (after retries)
         or when other writers keep winning for ``conflict_attempts`` rounds.
         """
-        wanted = self._validated(statuses, source_commit)
+        wanted, settled = self._validated(statuses, source_commit)
         if not wanted and known is None:
             return []
         with locked(self._lock):
@@ -213,8 +216,17 @@ class StatusLedger:
                 if refresh or attempt > 1:
                     self._store.refresh()
                 base = store.tip(self._store)
+                if (
+                    settled
+                    and self._quiet_head is not None
+                    and base == self._quiet_head
+                    and not self._any_stale(base, wanted, known)
+                ):
+                    return []  # the very statuses compared at this very head: no change
+                self._quiet_head = None  # a build may settle records it does not publish
                 commits, new_head = self._build(base, wanted, now, pass_id, known)
                 if not commits:
+                    self._quiet_head = base
                     return []
                 if self._store.publish(new_head, base):
                     store.housekeep(self._store)
@@ -290,10 +302,13 @@ class StatusLedger:
 
     def _validated(
         self, statuses: Iterable[InstanceStatus], source_commit: str | None
-    ) -> dict[str, list[InstanceStatus]]:
+    ) -> tuple[dict[str, list[InstanceStatus]], bool]:
+        """The statuses to record, by instance, and whether each is the very one that
+        left its record unchanged last time (see ``_quiet_head``)."""
         wanted: dict[str, list[InstanceStatus]] = {}
         secrets = self.access.secrets()
         settled = self._settled
+        all_settled = True
         for status in statuses:
             known = settled.get(status.instance)
             if (
@@ -305,6 +320,7 @@ class StatusLedger:
                 # redacted then (a no-op pass hands back every settled record itself)
                 wanted.setdefault(status.instance, []).append(status)
                 continue
+            all_settled = False
             _checked_name(status.instance)
             if status.cluster != self.cluster:
                 raise SourceError(
@@ -314,7 +330,7 @@ class StatusLedger:
             if source_commit and not status.source_commit:
                 status = replace(status, source_commit=source_commit)
             wanted.setdefault(status.instance, []).append(self._redacted(status, secrets))
-        return wanted
+        return wanted, all_settled
 
     def _redacted(self, status: InstanceStatus, secrets: tuple[str, ...]) -> InstanceStatus:
         """Messages come from errors that may quote a URL: never record a credential."""
@@ -392,6 +408,15 @@ class StatusLedger:
             CommitInfo(sha, name, subject) for sha, (name, subject) in zip(shas, made, strict=True)
         ]
         return commits, shas[-1] if shas else (base or "")
+
+    def _any_stale(
+        self,
+        base: str | None,
+        wanted: dict[str, list[InstanceStatus]],
+        known: Collection[str] | None,
+    ) -> bool:
+        """Whether a build on ``base`` would drop a record (``_stale``)."""
+        return known is not None and bool(self._stale(self._instance_entries(base), wanted, known))
 
     def _stale(
         self,

@@ -273,3 +273,68 @@ def test_a_new_build_pinned_for_a_reused_instance_reaches_it(
     settle(world.daemon)
     obj = world.client.get(WEB_DEPLOYMENT)
     assert obj is not None and obj["spec"]["template"]["spec"]["containers"][0]["image"] == B6
+
+
+# an app whose only object is a Deployment named ``web`` in its instance's namespace:
+# an instance of it in namespace ``web`` renders the very object instance web owns
+CLASHING = {
+    "apps/clash/app.yaml": "apiVersion: reconciler/v1\nkind: App\nname: clash\n",
+    "apps/clash/channels.yaml": (
+        "apiVersion: reconciler/v1\nkind: Channels\napp: clash\nchannels:\n  stable: 1.0.0\n"
+    ),
+    "apps/clash/versions/1.0.0/version.yaml": (
+        "apiVersion: reconciler/v1\nkind: AppVersion\napp: clash\nversion: 1.0.0\n"
+    ),
+    "apps/clash/versions/1.0.0/manifests/deployment.yaml": (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n"
+    ),
+    "clusters/prod/instances/copy.yaml": (
+        "apiVersion: reconciler/v1\nkind: Instance\nname: copy\napp: clash\n"
+        "channel: stable\nnamespace: web\n"
+    ),
+}
+
+
+def test_a_new_instance_rendering_a_reused_instances_object_is_refused(
+    world: World, renders: list[str]
+) -> None:
+    """A no-op pass skips the check that no two instances render the same object (its
+    reused plans passed it together); a new instance is checked against the reused
+    ones, and the reused owner of the object it clashes with is refused as well."""
+    reused_pass(world)
+    assert world.daemon.run_pass().report.reused == {"web", "api"}  # type: ignore[union-attr]
+    for rel, text in CLASHING.items():
+        world.commit(rel, text, f"add {rel}")
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None
+    statuses = {s.instance: s for s in outcome.report.statuses}
+    assert outcome.report.reused == {"api"}
+    assert statuses["web"].reason == statuses["copy"].reason == "CatalogInvalid"
+    assert "Deployment/web/web is also rendered by instance copy" in statuses["web"].message
+    assert "Deployment/web/web is also rendered by instance web" in statuses["copy"].message
+    assert replicas(world, WEB_DEPLOYMENT) == 5  # left as it was: nothing fought over it
+
+
+def test_the_no_op_pass_does_not_check_its_reused_plans_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs when a plan is new (the pass that settles them) and not in a pass
+    in which every instance is reused: no key of their objects is made again."""
+    checks: list[list[str]] = []
+    real = plan_module._one_owner_per_object
+
+    def counting(plans: Any, reuse: Any = None) -> Any:
+        checks.append([p.name for p in plans])
+        return real(plans, reuse)
+
+    monkeypatch.setattr(plan_module, "_one_owner_per_object", counting)
+    reused_pass(world)
+    checks.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.report.reused == {"web", "api"}
+    assert checks == []
+    world.commit("clusters/prod/instances/web.yaml", WEB.replace("3", "4"), "web: 4 replicas")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.report.reused == {"api"}
+    assert checks == [["api", "web"]]

@@ -32,3 +32,29 @@ def test_only_instances_with_a_ledger_get_one(sandbox: Any) -> None:
         # a ledger this pass wrote is the pass's copy, whatever the view listed before
         assert steps.append("cards", "fin", RECORD) == ""
         assert steps.recorded_ledger("cards", "fin") == MigrationLedger("app", "cards", (RECORD,))
+
+
+def test_a_cluster_without_ledgers_needs_no_look_up_per_instance(sandbox: Any) -> None:
+    """``any_recorded_ledger`` is False only while no ledger is listed or written: then
+    every instance's ``recorded_ledger`` is None, and the pass's records skip it."""
+    with KubeClient.connect(sandbox.kubeconfig) as kube:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fin"}})
+        nothing = cast(Any, None)  # no Job runs here
+
+        def steps() -> MigrationSteps:
+            live = LiveState(kube, "prod")  # a pass's view: listed afresh
+            return MigrationSteps(
+                kube, live, "prod", registry=Registry(), job_runner=nothing, limits=Limits()
+            )
+
+        empty = steps()
+        assert empty.any_recorded_ledger() is False
+        assert empty.recorded_ledger("books", "fin") is None
+        # a ledger this pass wrote counts, though the view listed none
+        assert empty.append("cards", "fin", RECORD) == ""
+        assert empty.any_recorded_ledger() is True
+        # and one in the cluster counts for the next pass
+        kube.apply(ledger_configmap(MigrationLedger("app", "books", (RECORD,)), "prod", "fin"))
+        listed = steps()
+        assert listed.any_recorded_ledger() is True
+        assert listed.recorded_ledger("books", "fin") == MigrationLedger("app", "books", (RECORD,))

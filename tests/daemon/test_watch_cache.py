@@ -232,3 +232,55 @@ def test_reconciler_run_watches_while_it_runs_and_not_after(world: World) -> Non
     assert daemon.live_cache is None
     assert not any(t.is_alive() for t in threads)
     assert not [t for t in threading.enumerate() if t.name.startswith("watch-")]
+
+
+def test_a_quiet_cluster_compares_no_object_and_still_sees_each_change(
+    world: World, cache: WatchCache
+) -> None:
+    """When every kind the memo's instances use is at the generation the last pass saw,
+    the memo compares no object one by one (``daemon.memo``); an edit, a deletion and a
+    label taken off, each made between two such passes, still reach the cluster in the
+    next pass."""
+    settled(world)
+    memo = world.daemon.memo
+
+    def quiet_pass() -> None:
+        outcome = world.daemon.run_pass()
+        assert outcome.report is not None and outcome.report.reused == {"web", "api"}
+
+    world.daemon.run_pass()  # every instance checked against one view
+    quiet_pass()
+    assert memo._unchanged  # nothing compared object by object
+
+    edit_like_kubectl(world.client, WEB_DEPLOYMENT, {"spec": {"replicas": 1}})
+    until(seen_by_cache(cache, world, WEB_DEPLOYMENT), "the edit's watch event")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and not memo._unchanged
+    assert outcome.report.reused == {"api"}
+    assert Action.CONFIGURED in {e.action for e in outcome.report.changes.entries}
+    live = world.client.get(WEB_DEPLOYMENT)
+    assert live is not None and live["spec"]["replicas"] == 5
+    world.daemon.run_pass()  # its own write seen by the cache: a view at one generation
+    quiet_pass()
+    assert memo._unchanged
+
+    assert world.client.delete(API_CONFIG)
+    until(seen_by_cache(cache, world, API_CONFIG), "the DELETED event")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and "api" not in outcome.report.reused
+    assert Action.CREATED in {e.action for e in outcome.report.changes.entries}
+    assert world.client.get(API_CONFIG) is not None
+    world.daemon.run_pass()
+    quiet_pass()
+    assert memo._unchanged
+
+    # our label taken off: the object leaves the watch (a DELETED event)
+    edit_like_kubectl(
+        world.client, API_CONFIG, {"metadata": {"labels": {"app.kubernetes.io/managed-by": None}}}
+    )
+    until(lambda: cache.current(API_CONFIG) == (True, None), "the object to leave the watch")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and "api" not in outcome.report.reused
+    obj = world.client.get(API_CONFIG)
+    assert obj is not None
+    assert obj["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "reconciler"

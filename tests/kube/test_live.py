@@ -229,7 +229,7 @@ def test_an_inventory_is_parsed_again_only_when_its_configmap_changed(backend: B
     for name in ("one", "two"):
         inv = Inventory(cluster=backend.cluster, instance=name, namespace=ns, version="1.0.0")
         backend.client.apply(to_configmap(inv))
-    cache: InventoryCache = {}
+    cache = InventoryCache()
     first = LiveState(backend.client, backend.cluster, inventory_cache=cache).inventories()
     assert first["one"].version == first["two"].version == "1.0.0"
     ref = ObjectRef("v1", "ConfigMap", ns, inventory_name("two"))
@@ -253,7 +253,7 @@ def test_the_inventory_a_pass_writes_is_the_one_the_next_pass_reads(backend: Bac
     API server answered: the next pass parses nothing, and the daemon holds one copy."""
     ns = backend.namespace("inv-written")
     backend.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cache: InventoryCache = {}
+    cache = InventoryCache()
     live = LiveState(backend.client, backend.cluster, inventory_cache=cache)
     assert live.inventories() == {}
     inv = Inventory(

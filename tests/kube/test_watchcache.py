@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from reconciler.kube import KubeClient
-from reconciler.kube.inventory import MANAGED_SELECTOR
-from reconciler.kube.live import LiveState, Packed, unpack, version_of
+from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, inventory_name, to_configmap
+from reconciler.kube.live import InventoryCache, LiveState, Packed, unpack, version_of
+from reconciler.kube.prune import write_inventory
 from reconciler.kube.watchcache import KindWatch, WatchCache
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle
@@ -161,3 +162,102 @@ def test_kinds_that_relist_at_once_list_one_after_the_other(
             t.join(timeout=10)
         assert most == [1]
         assert all(w.synced for w in watches)
+
+
+def test_a_views_generation_names_the_store_state_it_copies(client: KubeClient) -> None:
+    """Two passes' views of a kind with the same generation hold the very same objects:
+    a watch event, our own write and a deletion each give the store a new one, and a
+    view the pass wrote to, or listed without the cache, has none (``daemon.memo``
+    compares objects one by one then)."""
+    with WatchCache(client) as cache:
+        first = client.apply(configmap({"a": "1"})).body
+        LiveState(client, "test", cache=cache).get(REF)  # lists ConfigMaps, then watches
+        rv = first["metadata"]["resourceVersion"]
+        until(lambda: version(cache) == rv, "the watch to hold the object")
+
+        def view() -> LiveState:
+            live = LiveState(client, "test", cache=cache)
+            live.get(REF)
+            return live
+
+        quiet = view().generation("v1", "ConfigMap")
+        assert quiet is not None
+        again = view()
+        assert again.generation("v1", "ConfigMap") == quiet  # nothing changed between
+        assert again.generation("apps/v1", "Deployment") is None  # not read by this view
+        assert again.kinds() == {("v1", "ConfigMap")}
+        edit_like_kubectl(client, REF, {"data": {"a": "2"}})  # someone else's write
+        edited = client.get(REF)
+        assert edited is not None
+        rv = edited["metadata"]["resourceVersion"]
+        until(lambda: version(cache) == rv, "the edit's event")
+        after_edit = view().generation("v1", "ConfigMap")
+        assert after_edit not in (None, quiet)
+        # the pass's own write: its view is no longer a copy of any store state, and the
+        # store it wrote to has a new generation for the next view
+        writing = view()
+        writing.remember(client.apply(configmap({"b": "3"})).body)
+        assert writing.generation("v1", "ConfigMap") is None
+        after_write = view().generation("v1", "ConfigMap")
+        assert after_write not in (None, quiet, after_edit)
+        deleting = view()
+        assert client.delete(REF)
+        deleting.forget(REF)
+        assert deleting.generation("v1", "ConfigMap") is None
+        gone = view()
+        assert gone.get(REF) is None
+        assert gone.generation("v1", "ConfigMap") not in (None, quiet, after_edit, after_write)
+    listed = LiveState(client, "test")  # no watch cache: every pass lists
+    listed.get(REF)
+    assert listed.generation("v1", "ConfigMap") is None
+
+
+def test_a_pass_whose_configmaps_did_not_change_takes_the_last_inventories_as_they_are(
+    client: KubeClient,
+) -> None:
+    """The inventories a pass read are the next pass's when its ConfigMaps are the very
+    same (the same generation, cluster and namespaces); an edit of one, the pass's own
+    write and other namespaces each make them read again."""
+    for name in ("one", "two"):
+        inv = Inventory(cluster="test", instance=name, namespace="default", version="1.0.0")
+        client.apply(to_configmap(inv))
+    cache = InventoryCache()
+    with WatchCache(client) as watches:
+
+        def inventories(namespaces: dict[str, str] | None = None) -> dict[str, Inventory]:
+            live = LiveState(client, "test", namespaces, inventory_cache=cache, cache=watches)
+            return live.inventories()
+
+        listed = inventories()  # lists the ConfigMaps (no generation), then watches them
+        first = inventories()
+        assert first == listed and first is not listed
+        assert {n: i.version for n, i in first.items()} == {"one": "1.0.0", "two": "1.0.0"}
+        assert inventories() is first  # nothing changed: the same answer, not made again
+        # the namespaces Git names are part of the answer: another mapping, another one
+        elsewhere = inventories({"one": "other"})
+        assert "one" not in elsewhere and elsewhere is not first
+        assert inventories() == first
+        # someone edits an inventory: read again, the other one as it was parsed before
+        again = inventories()
+        ref = ObjectRef("v1", "ConfigMap", "default", inventory_name("two"))
+        edit_like_kubectl(client, ref, {"data": {"version": "2.0.0"}})
+        edited = client.get(ref)
+        assert edited is not None
+        rv = edited["metadata"]["resourceVersion"]
+
+        def seen() -> bool:
+            _, packed = watches.current(ref)
+            return packed is not None and version_of(packed) == rv
+
+        until(seen, "the edit's event")
+        after = inventories()
+        assert after is not again and after["two"].version == "2.0.0"
+        assert after["one"] is again["one"]
+        # a pass that writes an inventory changes its own answer, which is not kept
+        live = LiveState(client, "test", inventory_cache=cache, cache=watches)
+        answer = live.inventories()
+        three = Inventory(cluster="test", instance="three", namespace="default", version="1.0.0")
+        assert write_inventory(client, live, three, None) is three
+        assert cache.answer is None and answer["three"] is three
+        latest = inventories()
+        assert latest is not answer and set(latest) == {"one", "two", "three"}

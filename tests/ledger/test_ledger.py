@@ -388,3 +388,51 @@ def test_a_status_naming_a_secret_is_redacted_on_every_pass(
         ledger.record([leaky], now=NOW)
     record = ledger.snapshot().statuses["web"]
     assert "hunter2" not in record.message and "example.com" in record.message
+
+
+def test_the_very_statuses_at_the_head_they_were_compared_at_build_no_commit(
+    empty_remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A no-op pass hands the ledger the very statuses that left their records unchanged
+    at the branch's head as it still is: nothing is built for them. A record to drop,
+    another writer's commit, a rewound branch and a new status are each built and
+    committed as before."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST)
+    builds: list[int] = []
+    build = ledger._build
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        builds.append(1)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "_build", counting)
+    web, api = status(), status("api")
+    assert len(ledger.record([web, api], now=NOW)) == 2
+    assert ledger.record([web, api], now=NOW) == []  # compared at this head: settled
+    quiet = git(empty_remote, "rev-parse", "status/prod")
+    builds.clear()
+    assert ledger.record([web, api], now=NOW, known={"web", "api"}) == []
+    assert builds == []
+    # an instance no longer known: its record goes, though every status is settled
+    commits = ledger.record([web], now=NOW, known={"web"})
+    assert [c.subject for c in commits] == ["prod: dropped 1 status record of unknown instances"]
+    assert "instances/api.yaml" not in git(
+        empty_remote, "ls-tree", "-r", "--name-only", "status/prod"
+    )
+    # another writer replaces web's record: the head moved, so web's is compared again
+    assert ledger.record([web], now=NOW) == []
+    other = StatusLedger(empty_remote.as_uri(), "prod", policy=FAST, cache_dir=tmp_path / "other")
+    assert len(other.record([status(version="6.6.0")], now=NOW)) == 1
+    commits = ledger.record([web], now=NOW)
+    assert [c.instance for c in commits] == ["web"]
+    assert ledger.read()["web"].version == "6.5.0"
+    # a change committed, then the branch rewound to a head where all was settled
+    assert ledger.record([web], now=NOW) == []
+    settled = git(empty_remote, "rev-parse", "status/prod")
+    stalled = status(phase=Phase.STALLED, reason="HealthCheckFailed")
+    assert len(ledger.record([stalled], now=NOW)) == 1
+    git(empty_remote, "update-ref", "refs/heads/status/prod", settled)
+    commits = ledger.record([stalled], now=NOW)
+    assert [c.instance for c in commits] == ["web"]
+    assert ledger.read()["web"].phase is Phase.STALLED
+    assert quiet != settled
