@@ -47,6 +47,8 @@ DEFAULT_BOOKMARK_INTERVAL = 60.0
 # kube-apiserver's watch cache sends its last BOOKMARK this long before the timeout
 PRE_TIMEOUT_BOOKMARK = 2.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# at most this many queued events go out in one write of a watch stream
+WRITE_BATCH = 256
 
 # (event type, object) -> one line of the stream
 Encode = Callable[[str, Any], bytes]
@@ -159,8 +161,9 @@ async def serve_watch(
         return response
     response = await _open(request)
     try:
-        for event in backlog:
-            await _send(response, kind, event, labels, fields, encode)
+        for at in range(0, len(backlog), WRITE_BATCH):
+            batch = backlog[at : at + WRITE_BATCH]
+            await _write(response, [_line(kind, e, labels, fields, encode) for e in batch])
         if initial_end is not None:
             await response.write(encode("BOOKMARK", initial_end))
         every = bookmark_interval if bookmarks else None
@@ -180,26 +183,30 @@ async def _open(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _send(
-    response: web.StreamResponse,
-    kind: Kind,
-    event: StoredEvent,
-    labels: Matcher,
-    fields: Matcher,
-    encode: Encode = event_line,
-) -> None:
+async def _write(response: web.StreamResponse, lines: list[bytes]) -> None:
+    """Lines of the stream in one write (none when no line is left: an empty chunk
+    would end a chunked response)."""
+    chunk = b"".join(lines)
+    if chunk:
+        await response.write(chunk)
+
+
+def _line(
+    kind: Kind, event: StoredEvent, labels: Matcher, fields: Matcher, encode: Encode
+) -> bytes:
+    """What ``event`` shows this watch: an object entering its selectors is ADDED, one
+    leaving them DELETED (at the new resourceVersion); nothing when it never matched."""
     matches = labels(event.obj) and fields(event.obj)
     if event.type != "MODIFIED" or event.old is None:
-        if matches:
-            await response.write(encode(event.type, present(kind, event.obj)))
-        return
+        return encode(event.type, present(kind, event.obj)) if matches else b""
     matched = labels(event.old) and fields(event.old)
     if matches:
-        await response.write(encode("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
-    elif matched:
+        return encode("MODIFIED" if matched else "ADDED", present(kind, event.obj))
+    if matched:
         gone = clone(event.old)
         gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
-        await response.write(encode("DELETED", present(kind, gone)))
+        return encode("DELETED", present(kind, gone))
+    return b""
 
 
 async def _follow(
@@ -242,7 +249,17 @@ async def _follow(
             continue
         if event.type == CLOSE:
             return
-        await _send(response, kind, event, labels, fields, encode)
+        # the events already queued behind it go in the same write: one chunk and one
+        # send for a burst (a Deployment's status writes, a namespace's objects)
+        # instead of one each; the bytes the client reads are the same
+        lines = [_line(kind, event, labels, fields, encode)]
+        while len(lines) < WRITE_BATCH and not queue.empty():
+            queued = queue.get_nowait()
+            if queued.type == CLOSE:
+                await _write(response, lines)
+                return
+            lines.append(_line(kind, queued, labels, fields, encode))
+        await _write(response, lines)
 
 
 def _bookmark(kind: Kind, api: SandboxApi) -> dict[str, Any]:

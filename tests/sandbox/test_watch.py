@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.sandbox.api import WriteOptions
+from reconciler.sandbox.kinds import CONFIGMAPS
 from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 
@@ -167,3 +170,62 @@ def test_bookmarks_come_only_when_asked_and_carry_the_version_reached() -> None:
         # (kube-system pods starting) changed meanwhile
         assert list(mark["metadata"]) == ["resourceVersion"]
         assert int(mark["metadata"]["resourceVersion"]) >= int(rv)
+
+
+def _burst(sandbox: SandboxHandle, count: int) -> None:
+    """``count`` ConfigMaps written in one turn of the server's loop (every second one
+    labelled ``x=y``), then ``c00000`` relabelled out of ``x=y``: a watch finds them all
+    queued at once, as it finds a burst of controller writes."""
+
+    def write() -> None:
+        api = sandbox._running.server.api
+        kind = api.kinds.by_resource("", "configmaps")
+        assert kind is not None
+        opts = WriteOptions("test")
+        for i in range(count):
+            labels = {"x": "y"} if i % 2 == 0 else {}
+            api.create(kind, "default", {"metadata": {"name": f"c{i:05d}", "labels": labels}}, opts)
+        old = api.store.view_one(CONFIGMAPS, "default", "c00000")
+        assert old is not None
+        api.commit(kind, old, {**old, "metadata": {**old["metadata"], "labels": {}}}, opts)
+
+    sandbox.call(write)
+
+
+def test_a_burst_of_writes_streams_every_event_in_order(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """A burst queued behind one event goes out in as few writes as the stream likes,
+    but the client reads the same lines: every event, in resourceVersion order, each
+    filtered by the selector (the one leaving it as DELETED)."""
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    count = 600  # more than one write's worth of lines
+    got: list[list[dict]] = []
+    reader = threading.Thread(
+        target=lambda: got.append(
+            raw_watch(sandbox, f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=3")
+        )
+    )
+    reader.start()
+    time.sleep(0.5)  # the watch is open (what it misses it reads from history anyway)
+    _burst(sandbox, count)
+    reader.join()
+    events = got[0]
+    names = [f"c{i:05d}" for i in range(0, count, 2)]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        *[("ADDED", name) for name in names],
+        ("DELETED", "c00000"),
+    ]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+
+
+def test_a_watch_from_now_lists_a_large_namespace_whole(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """Without a resourceVersion, every stored object comes first as ADDED, however
+    many (sent in several writes)."""
+    _burst(sandbox, 600)
+    events = raw_watch(sandbox, "timeoutSeconds=0.5")
+    added = sorted(e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED")
+    assert added == sorted([f"c{i:05d}" for i in range(600)] + [ROOT_CA])
