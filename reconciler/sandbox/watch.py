@@ -191,6 +191,39 @@ async def _write(response: web.StreamResponse, lines: list[bytes]) -> None:
         await response.write(chunk)
 
 
+class SharedLines:
+    """The lines of the latest events, encoded once for every watch that sends them.
+
+    Every watch of a resource gets the same :class:`StoredEvent` (the store queues that
+    one object to each); with several watches of one kind open (informers of the
+    reconciler, kubectl, a test's client) each encoded it again. Keyed by the event's
+    and the kind's identity (both held here, so neither id is reused while cached)
+    and the type shown; at most ``limit`` lines, the oldest forgotten first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lines: dict[tuple[int, str, int], tuple[StoredEvent, Kind, bytes]] = {}
+
+    def line(self, kind: Kind, event: StoredEvent, shown: str) -> bytes:
+        key = (id(event), shown, id(kind))
+        found = self._lines.get(key)
+        if found is not None:
+            return found[2]
+        line = event_line(shown, present(kind, event.obj))
+        self._lines[key] = (event, kind, line)
+        if len(self._lines) > self.limit:
+            del self._lines[next(iter(self._lines))]
+        return line
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+
+# the lines every watch stream of this process shares (the latest events' only)
+SHARED_LINES = SharedLines(4096)
+
+
 def _line(
     kind: Kind, event: StoredEvent, labels: Matcher, fields: Matcher, encode: Encode
 ) -> bytes:
@@ -198,15 +231,23 @@ def _line(
     leaving them DELETED (at the new resourceVersion); nothing when it never matched."""
     matches = labels(event.obj) and fields(event.obj)
     if event.type != "MODIFIED" or event.old is None:
-        return encode(event.type, present(kind, event.obj)) if matches else b""
+        return _shown(kind, event, event.type, encode) if matches else b""
     matched = labels(event.old) and fields(event.old)
     if matches:
-        return encode("MODIFIED" if matched else "ADDED", present(kind, event.obj))
+        return _shown(kind, event, "MODIFIED" if matched else "ADDED", encode)
     if matched:
         gone = clone(event.old)
         gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
         return encode("DELETED", present(kind, gone))
     return b""
+
+
+def _shown(kind: Kind, event: StoredEvent, shown: str, encode: Encode) -> bytes:
+    """``event``'s object as a line of type ``shown``: the shared line for plain JSON
+    (a Table stream's encoder keeps state of its own and encodes each itself)."""
+    if encode is event_line and event.rv:
+        return SHARED_LINES.line(kind, event, shown)
+    return encode(shown, present(kind, event.obj))
 
 
 async def _follow(
