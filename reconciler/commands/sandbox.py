@@ -16,7 +16,7 @@ from typing import Any
 
 from reconciler.model.errors import UsageError
 from reconciler.sandbox.controllers import DEFAULT_DELAY
-from reconciler.sandbox.runner import start_server, write_kubeconfig
+from reconciler.sandbox.runner import start_server, tune_collector, write_kubeconfig
 from reconciler.sandbox.timing import DEFAULT_JOB_BACKOFF, Timing, parse_ready_delay
 
 
@@ -109,6 +109,7 @@ async def _serve(
                 raise UsageError(
                     f"sandbox: cannot write kubeconfig {kubeconfig}: {e.strerror or e}"
                 ) from e
+        tune_collector()
         print(f"sandbox API server listening on {running.url}", flush=True)
         if kubeconfig:
             print(f"try: kubectl --kubeconfig {kubeconfig} get ns", flush=True)

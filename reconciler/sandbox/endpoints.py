@@ -309,8 +309,23 @@ class EndpointsController:
                 found["metadata"].get("labels") != labels
             ):
                 self.plane.update(ENDPOINT_SLICES, found, body)
-        for ports, pods in wanted.items():
-            body = self._slice(service, labels, ports, pods, publish)
+        creates = [
+            self._slice(service, labels, ports, pods, publish) for ports, pods in wanted.items()
+        ]
+        # A slice to create and one to delete make an update of the latter (the
+        # placeholder becomes the first real slice), as the controller's reconciler
+        # does in ``finalize`` ("change the creates to updates of the slices that would
+        # otherwise be deleted"): one MODIFIED event instead of an ADDED and a DELETED.
+        # Only a slice of the same addressType (immutable); ``owned`` gave this
+        # Service's own slices only.
+        for found in list(unused):
+            if not creates or found.get("addressType") != creates[-1]["addressType"]:
+                continue
+            body = creates.pop()
+            body["metadata"] = {**found["metadata"], "labels": labels}
+            self.plane.update(ENDPOINT_SLICES, found, body)
+            unused.remove(found)
+        for body in creates:
             self.plane.create(ENDPOINT_SLICES, namespace, body)
         for found in unused:
             self.plane.delete(ENDPOINT_SLICES, found)

@@ -47,6 +47,8 @@ DEFAULT_BOOKMARK_INTERVAL = 60.0
 # kube-apiserver's watch cache sends its last BOOKMARK this long before the timeout
 PRE_TIMEOUT_BOOKMARK = 2.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# at most this many queued events go out in one write of a watch stream
+WRITE_BATCH = 256
 
 # (event type, object) -> one line of the stream
 Encode = Callable[[str, Any], bytes]
@@ -159,8 +161,9 @@ async def serve_watch(
         return response
     response = await _open(request)
     try:
-        for event in backlog:
-            await _send(response, kind, event, labels, fields, encode)
+        for at in range(0, len(backlog), WRITE_BATCH):
+            batch = backlog[at : at + WRITE_BATCH]
+            await _write(response, [_line(kind, e, labels, fields, encode) for e in batch])
         if initial_end is not None:
             await response.write(encode("BOOKMARK", initial_end))
         every = bookmark_interval if bookmarks else None
@@ -180,26 +183,71 @@ async def _open(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _send(
-    response: web.StreamResponse,
-    kind: Kind,
-    event: StoredEvent,
-    labels: Matcher,
-    fields: Matcher,
-    encode: Encode = event_line,
-) -> None:
+async def _write(response: web.StreamResponse, lines: list[bytes]) -> None:
+    """Lines of the stream in one write (none when no line is left: an empty chunk
+    would end a chunked response)."""
+    chunk = b"".join(lines)
+    if chunk:
+        await response.write(chunk)
+
+
+class SharedLines:
+    """The lines of the latest events, encoded once for every watch that sends them.
+
+    Every watch of a resource gets the same :class:`StoredEvent` (the store queues that
+    one object to each); with several watches of one kind open (informers of the
+    reconciler, kubectl, a test's client) each encoded it again. Keyed by the event's
+    and the kind's identity (both held here, so neither id is reused while cached)
+    and the type shown; at most ``limit`` lines, the oldest forgotten first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lines: dict[tuple[int, str, int], tuple[StoredEvent, Kind, bytes]] = {}
+
+    def line(self, kind: Kind, event: StoredEvent, shown: str) -> bytes:
+        key = (id(event), shown, id(kind))
+        found = self._lines.get(key)
+        if found is not None:
+            return found[2]
+        line = event_line(shown, present(kind, event.obj))
+        self._lines[key] = (event, kind, line)
+        if len(self._lines) > self.limit:
+            del self._lines[next(iter(self._lines))]
+        return line
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+
+# the lines every watch stream of this process shares (the latest events' only)
+SHARED_LINES = SharedLines(4096)
+
+
+def _line(
+    kind: Kind, event: StoredEvent, labels: Matcher, fields: Matcher, encode: Encode
+) -> bytes:
+    """What ``event`` shows this watch: an object entering its selectors is ADDED, one
+    leaving them DELETED (at the new resourceVersion); nothing when it never matched."""
     matches = labels(event.obj) and fields(event.obj)
     if event.type != "MODIFIED" or event.old is None:
-        if matches:
-            await response.write(encode(event.type, present(kind, event.obj)))
-        return
+        return _shown(kind, event, event.type, encode) if matches else b""
     matched = labels(event.old) and fields(event.old)
     if matches:
-        await response.write(encode("MODIFIED" if matched else "ADDED", present(kind, event.obj)))
-    elif matched:
+        return _shown(kind, event, "MODIFIED" if matched else "ADDED", encode)
+    if matched:
         gone = clone(event.old)
         gone["metadata"]["resourceVersion"] = event.obj["metadata"]["resourceVersion"]
-        await response.write(encode("DELETED", present(kind, gone)))
+        return encode("DELETED", present(kind, gone))
+    return b""
+
+
+def _shown(kind: Kind, event: StoredEvent, shown: str, encode: Encode) -> bytes:
+    """``event``'s object as a line of type ``shown``: the shared line for plain JSON
+    (a Table stream's encoder keeps state of its own and encodes each itself)."""
+    if encode is event_line and event.rv:
+        return SHARED_LINES.line(kind, event, shown)
+    return encode(shown, present(kind, event.obj))
 
 
 async def _follow(
@@ -242,7 +290,17 @@ async def _follow(
             continue
         if event.type == CLOSE:
             return
-        await _send(response, kind, event, labels, fields, encode)
+        # the events already queued behind it go in the same write: one chunk and one
+        # send for a burst (a Deployment's status writes, a namespace's objects)
+        # instead of one each; the bytes the client reads are the same
+        lines = [_line(kind, event, labels, fields, encode)]
+        while len(lines) < WRITE_BATCH and not queue.empty():
+            queued = queue.get_nowait()
+            if queued.type == CLOSE:
+                await _write(response, lines)
+                return
+            lines.append(_line(kind, queued, labels, fields, encode))
+        await _write(response, lines)
 
 
 def _bookmark(kind: Kind, api: SandboxApi) -> dict[str, Any]:

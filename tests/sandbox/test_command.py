@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client, config
 
 from reconciler.model.errors import UsageError
+from reconciler.sandbox.runner import COLLECTOR_THRESHOLDS
 
 
 def start(*args: str) -> subprocess.Popen[str]:
@@ -135,3 +136,22 @@ def test_a_bad_timing_option_exits_2_from_the_command() -> None:
     proc = start("--nodes", "0")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "--nodes must be at least 1" in err
+
+
+def test_the_standalone_sandbox_tunes_the_collector_of_its_own_process() -> None:
+    """``tune_collector`` (what ``reconciler sandbox`` calls once it listens) freezes
+    what starting built and raises the young generation's threshold; checked in a
+    process of its own, since the collector's settings are process-wide."""
+    code = (
+        "import gc, json\n"
+        "from reconciler.sandbox.runner import tune_collector\n"
+        "before = gc.get_threshold()\n"
+        "tune_collector()\n"
+        "print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count()]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    before, after, frozen = json.loads(out.stdout)
+    assert tuple(after) == COLLECTOR_THRESHOLDS != tuple(before)
+    assert after[0] > before[0] and frozen > 0

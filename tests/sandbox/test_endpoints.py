@@ -109,6 +109,14 @@ def test_endpoints_follow_the_ready_pods_a_service_selects() -> None:
 
         eps = eventually(lambda: slice_with(2))
         assert len(_slices(dyn, "web")) == 1  # the placeholder made way
+        # ... by becoming the first real slice: the EndpointSlice controller turns a
+        # create and a delete into an update of the slice it would delete (its
+        # reconciler's ``finalize``; the slices it keeps up to date as pods change:
+        # https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/)
+        assert (eps.metadata.name, eps.metadata.uid) == (
+            placeholder.metadata.name,
+            placeholder.metadata.uid,
+        )
         assert eps.addressType == "IPv4"
         assert [(p.name, p.port) for p in eps.ports] == [("http", 8080)]
         assert eps.metadata.labels[MANAGED_BY] == SLICE_CONTROLLER

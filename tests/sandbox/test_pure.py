@@ -18,6 +18,7 @@ from reconciler.sandbox.fieldsets import (
     field_paths,
     from_fields_v1,
     get_path,
+    item_element,
     prune_fields_v1,
     to_fields_v1,
 )
@@ -233,3 +234,22 @@ def test_identity_memo_answers_only_for_the_very_object_and_stays_bounded() -> N
     assert (memo.get(second), memo.get(third)) == ("two", "three")
     assert memo.pop(third) == "three"
     assert memo.get(third) is None
+
+
+_KEY_VALUES = st.one_of(
+    st.text(max_size=8), st.integers(), st.booleans(), st.floats(allow_nan=False), st.none()
+)
+
+
+@given(value=_KEY_VALUES, other=_KEY_VALUES)
+def test_an_item_element_is_its_keys_json_whatever_was_asked_before(value: Any, other: Any) -> None:
+    """``k:`` elements (cached for one string or integer key) are always the key's JSON:
+    ``true`` never answers for ``1`` nor ``1.0`` for ``1``, however the cache was filled."""
+    for v in (other, value):
+        assert item_element({"port": v}, "port") == "k:" + json.dumps(
+            {"port": v}, separators=(",", ":")
+        )
+    both = {"port": value, "protocol": other}
+    assert item_element(both, ("protocol", "port")) == "k:" + json.dumps(
+        {"port": value, "protocol": other}, separators=(",", ":")
+    )

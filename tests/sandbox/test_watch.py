@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.sandbox.api import WriteOptions
+from reconciler.sandbox.kinds import CONFIGMAPS, KindRegistry
 from reconciler.sandbox.namespaces import ROOT_CA
+from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
+from reconciler.sandbox.watch import SharedLines
 
 
 def raw_watch(sandbox: SandboxHandle, query: str) -> list[dict]:
@@ -167,3 +172,124 @@ def test_bookmarks_come_only_when_asked_and_carry_the_version_reached() -> None:
         # (kube-system pods starting) changed meanwhile
         assert list(mark["metadata"]) == ["resourceVersion"]
         assert int(mark["metadata"]["resourceVersion"]) >= int(rv)
+
+
+def _burst(sandbox: SandboxHandle, count: int) -> None:
+    """``count`` ConfigMaps written in one turn of the server's loop (every second one
+    labelled ``x=y``), then ``c00000`` relabelled out of ``x=y``: a watch finds them all
+    queued at once, as it finds a burst of controller writes."""
+
+    def write() -> None:
+        api = sandbox._running.server.api
+        kind = api.kinds.by_resource("", "configmaps")
+        assert kind is not None
+        opts = WriteOptions("test")
+        for i in range(count):
+            labels = {"x": "y"} if i % 2 == 0 else {}
+            api.create(kind, "default", {"metadata": {"name": f"c{i:05d}", "labels": labels}}, opts)
+        old = api.store.view_one(CONFIGMAPS, "default", "c00000")
+        assert old is not None
+        api.commit(kind, old, {**old, "metadata": {**old["metadata"], "labels": {}}}, opts)
+
+    sandbox.call(write)
+
+
+def test_a_burst_of_writes_streams_every_event_in_order(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """A burst queued behind one event goes out in as few writes as the stream likes,
+    but the client reads the same lines: every event, in resourceVersion order, each
+    filtered by the selector (the one leaving it as DELETED)."""
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    count = 600  # more than one write's worth of lines
+    got: list[list[dict]] = []
+    reader = threading.Thread(
+        target=lambda: got.append(
+            raw_watch(sandbox, f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=3")
+        )
+    )
+    reader.start()
+    time.sleep(0.5)  # the watch is open (what it misses it reads from history anyway)
+    _burst(sandbox, count)
+    reader.join()
+    events = got[0]
+    names = [f"c{i:05d}" for i in range(0, count, 2)]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        *[("ADDED", name) for name in names],
+        ("DELETED", "c00000"),
+    ]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+
+
+def test_a_watch_from_now_lists_a_large_namespace_whole(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """Without a resourceVersion, every stored object comes first as ADDED, however
+    many (sent in several writes)."""
+    _burst(sandbox, 600)
+    events = raw_watch(sandbox, "timeoutSeconds=0.5")
+    added = sorted(e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED")
+    assert added == sorted([f"c{i:05d}" for i in range(600)] + [ROOT_CA])
+
+
+def test_two_watches_of_a_kind_read_the_same_events(
+    sandbox: SandboxHandle, core: client.CoreV1Api
+) -> None:
+    """Watches of one kind share each event's encoded line: each still reads every
+    event it selects, as its own selector shows it (here one watch selects ``x=y``)."""
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    got: dict[str, list[dict]] = {}
+    queries = {"all": "", "x=y": "labelSelector=x%3Dy&"}
+    readers = [
+        threading.Thread(
+            target=lambda name=name, q=q: got.__setitem__(
+                name, raw_watch(sandbox, f"{q}resourceVersion={rv}&timeoutSeconds=3")
+            )
+        )
+        for name, q in queries.items()
+    ]
+    for reader in readers:
+        reader.start()
+    time.sleep(0.5)  # both watches are open (what they miss they read from history)
+    _burst(sandbox, 40)
+    for reader in readers:
+        reader.join()
+    shown = {k: [(e["type"], e["object"]["metadata"]["name"]) for e in v] for k, v in got.items()}
+    assert shown["all"] == [("ADDED", f"c{i:05d}") for i in range(40)] + [("MODIFIED", "c00000")]
+    assert shown["x=y"] == [("ADDED", f"c{i:05d}") for i in range(0, 40, 2)] + [
+        ("DELETED", "c00000")
+    ]
+    # the object a line carries is the same whichever watch sent it
+    first = {
+        e["object"]["metadata"]["name"]: e["object"] for e in got["x=y"] if e["type"] == "ADDED"
+    }
+    for event in got["all"]:
+        name = event["object"]["metadata"]["name"]
+        if event["type"] == "ADDED" and name in first:
+            assert event["object"] == first[name]
+
+
+def test_shared_lines_are_bounded_and_encode_each_event_once_per_type() -> None:
+    """The shared lines keep the latest ``limit`` (the oldest go first); an event shown
+    as another type, or at another kind, is a line of its own."""
+    kinds = KindRegistry()
+    kind = kinds.by_resource("", "configmaps")
+    assert kind is not None
+    lines = SharedLines(3)
+    events = [
+        StoredEvent(i + 1, "ADDED", CONFIGMAPS, "default", {"metadata": {"name": f"c{i}"}})
+        for i in range(5)
+    ]
+    first = lines.line(kind, events[0], "ADDED")
+    assert lines.line(kind, events[0], "ADDED") is first
+    assert json.loads(first) == {
+        "type": "ADDED",
+        "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c0"}},
+    }
+    assert json.loads(lines.line(kind, events[0], "MODIFIED"))["type"] == "MODIFIED"
+    for event in events[1:]:
+        lines.line(kind, event, "ADDED")
+    assert len(lines) == 3
+    again = lines.line(kind, events[0], "ADDED")  # forgotten: encoded anew, same bytes
+    assert again == first and again is not first
