@@ -16,9 +16,13 @@ from reconciler.model.errors import UsageError
 from tests.daemon.conftest import World
 from tests.daemon.test_service import eventually, serving, status_log
 
+# The holder must renew within renew_deadline or it steps down (and the second replica
+# rightly takes over): 3 s, not 0.6, so a machine other work keeps busy (load 20 on two
+# cores) cannot make the first replica lose its Lease, which these tests are not about.
+# A second replica waits one lease_duration before it refuses, so the bound stays short.
 TIMINGS: dict[str, Any] = {
-    "lease_duration": 1.0,
-    "renew_deadline": 0.6,
+    "lease_duration": 4.0,
+    "renew_deadline": 3.0,
     "retry_period": 0.1,
     "leader_namespace": "default",
     "lease_name": "reconciler-prod",
