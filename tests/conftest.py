@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,10 +134,15 @@ def _as_list(marks: object) -> list[object]:
     return list(marks) if isinstance(marks, list | tuple) else [marks]
 
 
+@pytest.fixture(scope="session")
+def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where each test's empty home folder is made (one folder per test, under the run's
+    base temporary folder, so pytest removes them with it)."""
+    return tmp_path_factory.mktemp("homes")
+
+
 @pytest.fixture(autouse=True)
-def _pinned_git_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+def _pinned_git_env(monkeypatch: pytest.MonkeyPatch, _homes: Path) -> Iterator[None]:
     """Every test sees the same Git identity and no user/global Git config.
 
     Nor Git's automatic housekeeping: a test's repositories are short-lived, and a
@@ -145,7 +151,10 @@ def _pinned_git_env(
     nothing to do. The cache's own repositories turn it off in their config and gc
     when due (``reconciler.source.runner.housekeep``, tests/source/test_housekeeping.py).
     """
-    home = tmp_path_factory.mktemp("home")
+    # mkdtemp, not tmp_path_factory.mktemp: that numbers a folder by listing the base
+    # folder, which holds every earlier test's folders, a cost that grew with each test
+    # (1.1 ms of CPU a test once it holds 1,500, against 0.03 ms for mkdtemp)
+    home = Path(tempfile.mkdtemp(prefix="home-", dir=_homes))
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HOME", str(home))
