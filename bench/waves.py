@@ -6,8 +6,9 @@ the sandbox (in its own process, so CPU figures are the reconcilers' and the git
 commands they start), each with 50 instances of their own:
 
 * ``waves``: follows ``main``, whose ``waves.yaml`` puts it in the last wave; each
-  pass fetches every ``status/*`` branch and reads the records of the branches whose
-  head moved (``daemon.fleet.reads``);
+  pass lists ``status/*`` in the catalog's ``git ls-remote``, fetches the branches whose
+  head moved (their old heads the negotiation's only common ground) and reads their
+  records and new commits in process (``daemon.fleet.reads``);
 * ``plain``: the same cluster shape on branch ``plain``, which has no ``waves.yaml``.
 
 Before each measured pair of passes, ``--movers`` other clusters record a status
