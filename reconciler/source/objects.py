@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import re
 import struct
 import time
 import uuid
@@ -51,8 +52,33 @@ class Change:
 def read_tree(repo: git.Repo, binsha: bytes | None) -> Entries:
     if binsha is None:
         return {}
-    data = repo.odb.stream(binsha).read()
-    return {name: (bytes(sha), int(mode)) for sha, mode, name in tree_entries_from_data(data)}
+    data = bytes(repo.odb.stream(binsha).read())
+    return _plain_entries(data) or {
+        name: (bytes(sha), int(mode)) for sha, mode, name in tree_entries_from_data(data)
+    }
+
+
+# a tree entry whose mode and name need no check: a file or directory, an ASCII name no
+# file system reads as another (GitPython checks every name against Git's rules for
+# ``.git`` aliases; a status tree of 50 records is all such names)
+_PLAIN_ENTRY = re.compile(rb"(100644|100755|40000) ([A-Za-z0-9_][A-Za-z0-9_.-]*)\0")
+
+
+def _plain_entries(data: bytes) -> Entries | None:
+    """``data``'s entries when every one is plain (``_PLAIN_ENTRY``), read with one
+    pattern; None (GitPython's checked reader decides) as soon as one is not."""
+    entries: Entries = {}
+    offset, end = 0, len(data)
+    while offset < end:
+        found = _PLAIN_ENTRY.match(data, offset)
+        if found is None or found.end() + 20 > end:
+            return None
+        name = found.group(2).decode("ascii")
+        if name.endswith(".") or name.lower().startswith("git"):
+            return None
+        entries[name] = (data[found.end() : found.end() + 20], int(found.group(1), 8))
+        offset = found.end() + 20
+    return entries if entries else None
 
 
 def list_refs(repo: git.Repo, prefix: str) -> dict[str, str]:

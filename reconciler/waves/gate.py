@@ -130,21 +130,24 @@ def gate(
     soak = wave.soak if wave is not None else 0.0
     budget = wave.max_failures if wave is not None else 0
     failed: list[str] = []
-    pending: list[tuple[str, str]] = []  # (who, why), first not proven
+    pending: list[tuple[str, str]] = []  # (who, why), first not proven: the message's
+    waiting = 0  # instances not proven
     soaking: list[tuple[float, str, str]] = []  # (seconds Ready, who, earlier wave)
     for earlier in range(index):
+        earlier_name = waves.name_of(earlier)  # once per wave: the loop runs per instance
         for cluster in waves.clusters_of(earlier):
             for instance in instances.get(cluster, ()):
-                who = f"{cluster}/{instance}"
                 seen = records.get((cluster, instance))
                 verdict = _verdict(seen, version, fresh, cluster, instance)
                 if verdict == "failed":
-                    failed.append(who)
+                    failed.append(f"{cluster}/{instance}")
                 elif verdict == "ready" and seen is not None:
                     ready_for = max(0.0, (now - seen.since).total_seconds())
-                    soaking.append((ready_for, who, waves.name_of(earlier)))
+                    soaking.append((ready_for, f"{cluster}/{instance}", earlier_name))
                 else:
-                    pending.append((f"{waves.name_of(earlier)}: {who}", verdict))
+                    waiting += 1
+                    if not pending:
+                        pending.append((f"{earlier_name}: {cluster}/{instance}", verdict))
     if len(failed) > budget:
         listed = _listed(sorted(failed))
         return Halted(
@@ -156,7 +159,7 @@ def gate(
         )
     if pending:
         where, why = pending[0]
-        more = f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""
+        more = f" (and {waiting - 1} more)" if waiting > 1 else ""
         return Waiting(name, f"waiting for wave {where} {why}{more}")
     unsoaked = [s for s in soaking if s[0] < soak]
     if unsoaked:

@@ -63,6 +63,26 @@ def test_force_pushed_branch_is_followed(catalog_repo: Path, bare_remote: Path) 
     assert (after.path / "b.txt").read_text() == "rewritten\n"
 
 
+def test_a_sync_lists_more_patterns_in_its_ls_remote(
+    catalog_repo: Path, bare_remote: Path, cache_dir: Path
+) -> None:
+    """``sync(also=...)``: the remote's refs the same ``git ls-remote`` listed (the
+    daemon's status branches for the wave gate); a clone lists nothing."""
+    source = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir)
+    assert source.sync(also=["refs/heads/status/*"]).listed is None  # cloned
+    git(catalog_repo, "push", "-q", "origin", "main:refs/heads/status/prod")
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    listed = source.sync(also=["refs/heads/status/*"]).listed
+    assert listed == {"refs/heads/main": head, "refs/heads/status/prod": head}
+    assert source.sync().listed == {"refs/heads/main": head}
+    new = _push_change(catalog_repo, "a.txt", "one\n")
+    moved = source.sync(also=["refs/heads/status/*"])
+    assert moved.changed and moved.listed == {
+        "refs/heads/main": new,
+        "refs/heads/status/prod": head,
+    }
+
+
 def test_a_new_source_object_reuses_the_cached_clone(bare_remote: Path) -> None:
     first = CatalogSource(bare_remote.as_uri()).sync()
     second = CatalogSource(bare_remote.as_uri()).sync()
