@@ -77,8 +77,8 @@ watched kinds are at the generation the last pass checked them at compares no ob
 the ledger builds nothing when the very statuses come back to the head they were compared at;
 reused plans are not checked again when every instance is reused. Median of 7 no-op passes (with
 timers around its steps) at 2,000 instances, machine loaded: 70 ms CPU before, 30 ms after (0.035
--> 0.015 ms per instance); both trees side by side (``--sizes 1000,3000``, load average 12 to 27): at
-1,000 the no-op pass 0.20 s wall, 0.04 s CPU before, 0.07 s and 0.01 s after (0.036 ->
+-> 0.015 ms per instance); both trees side by side (``--sizes 1000,3000``, load average 12
+to 27): at 1,000 the no-op pass 0.20 s wall, 0.04 s CPU before, 0.07 s and 0.01 s after (0.036 ->
 0.014 ms per instance); at 3,000 0.51 s and 0.10 s before, 0.15 s and 0.03 s after (0.033
 -> 0.010); a README commit 0.066 -> 0.040 ms per instance at 3,000; max RSS per instance
 20.1 KiB at 1,000 in both, 14.0 -> 13.7 at 3,000.
