@@ -73,6 +73,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
         ],
         "promotion to batch 3 starting",
     ),
+    "sandbox_cpu.py": (["--instances", "2"], "per 1,000 requests"),
     "scale.py": (["--sizes", "2"], "cost per instance"),
     "waves.py": (
         ["--clusters", "3", "--instances", "2", "--movers", "1", "--rounds", "1"],

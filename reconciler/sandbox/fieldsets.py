@@ -290,8 +290,20 @@ def prune_fields_v1(
 
 
 def drop_prefixes(paths: FieldSet) -> frozenset[Path]:
-    """Every proper prefix of ``paths`` (``()`` included when there are any)."""
-    return frozenset(p[:i] for p in paths for i in range(len(p)))
+    """Every proper prefix of ``paths`` (``()`` included when there are any).
+
+    Longest first, stopping at a prefix already found: the paths of one write share
+    most of their prefixes (a status's conditions), and slicing every prefix of
+    every path again was a tenth of tracking a Deployment's status write.
+    """
+    found: set[Path] = set()
+    for path in paths:
+        for i in range(len(path) - 1, -1, -1):
+            prefix = path[:i]
+            if prefix in found:
+                break
+            found.add(prefix)
+    return frozenset(found)
 
 
 def _existing(tree: Mapping[str, Any], obj: Any, old: Any = ABSENT) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from reconciler.sandbox.fieldsets import (
     add_to_fields_v1,
     changed_paths,
     dotted,
+    drop_prefixes,
     field_paths,
     from_fields_v1,
     get_path,
@@ -253,3 +254,13 @@ def test_an_item_element_is_its_keys_json_whatever_was_asked_before(value: Any, 
     assert item_element(both, ("protocol", "port")) == "k:" + json.dumps(
         {"port": value, "protocol": other}, separators=(",", ":")
     )
+
+
+_ELEMENTS = st.sampled_from(["f:status", "f:conditions", 'k:{"type":"Ready"}', "f:a", "."])
+
+
+@given(paths=st.sets(st.lists(_ELEMENTS, max_size=5).map(tuple), max_size=12))
+def test_drop_prefixes_are_every_proper_prefix(paths: set[tuple[str, ...]]) -> None:
+    """Every proper prefix of every path, ``()`` included (when there is a path with
+    an element), however the paths share their prefixes."""
+    assert drop_prefixes(paths) == {p[:i] for p in paths for i in range(len(p))}
