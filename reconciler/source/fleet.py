@@ -57,6 +57,7 @@ FLEET_PATTERN = f"{_LOCAL_PREFIX}*"  # the remote's refs ``refresh`` lists
 _WALK = 16  # commits of a moved branch walked in process before ``git log`` is asked
 _TRAILER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*: \S[^\r]*")  # ``Key: value``, unfolded
 _COMMITTER = re.compile(rb" (\d+) ([+-])(\d\d)(\d\d)$")  # ``... 1700000000 +0100``
+_NAMED_REFS = 64  # moved heads fetched by name; more (a first fetch): ``status/*`` whole
 _LOOSE_REFS = 32  # loose status refs in the mirror that make ``refresh`` pack them
 _CATALOG_REF = "refs/reconciler/catalog"  # the catalog's history, for ``ReleaseHistory``
 _UNKNOWN = datetime.max.replace(tzinfo=UTC)  # a time not known: no soak has run yet
@@ -124,7 +125,8 @@ class FleetStatus:
         ``git fetch`` of just the moved refs, negotiating from their old heads
         (``--negotiation-tip``): a fetch of the whole ``status/*`` offers the commits of
         all 200 branches as common ground, rounds of them, to bring 5. A branch gone
-        from the remote is pruned by a fetch of the whole ``status/*`` (rare). A head
+        from the remote is pruned by a fetch of the whole ``status/*`` (rare), which also
+        brings more than ``_NAMED_REFS`` moved heads (a new mirror) in one refspec. A head
         that moves again between the listing and the fetch comes at its newest; one
         deleted between them fails the fetch, as any fetch failure fails the refresh.
         ``listed``: that listing, made a moment ago by the same remote's ``git
@@ -146,7 +148,8 @@ class FleetStatus:
                     refspecs.append(f"+{catalog_branch}:{_CATALOG_REF}")
                     tips += [known] if known else []
             options = [f"--negotiation-tip={tip}" for tip in tips]
-            if any(ref not in advertised for ref in local):  # deleted: prune with everything
+            deleted = any(ref not in advertised for ref in local)
+            if deleted or len(moved) > _NAMED_REFS:  # prune with everything; or a first fetch
                 refspecs = [f"+{FLEET_PATTERN}:{_REMOTE_PREFIX}*", *refspecs[len(moved) :]]
                 options = ["--prune"]
             if not refspecs:

@@ -326,3 +326,22 @@ def test_the_mirror_packs_its_refs_and_lets_git_gc_after_fetches(
     heads = objects.list_refs(fleet.repo, "refs/remotes/origin/status/")
     assert len(heads) == 41 and set(heads.values()) == {head}
     assert len(fleet.records()) == 41
+
+
+def test_many_moved_heads_come_in_one_refspec(
+    bare: Path, tmp_path: Path, git_trace: GitTrace
+) -> None:
+    """A new mirror (or a fleet that all moved) fetches ``status/*`` whole, not a
+    command line of a refspec per branch."""
+    writer(bare, tmp_path, "a").record([status("a", "web")])
+    head = git(bare, "rev-parse", "status/a")
+    for n in range(70):
+        git(bare, "update-ref", f"refs/heads/status/c{n:02d}", head)
+    fleet = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader").fleet()
+    git_trace.clear()
+    fleet.refresh()
+    [fetch] = [args for args in git_trace.commands() if "fetch" in args]
+    assert [arg for arg in fetch if arg.startswith("+")] == [
+        "+refs/heads/status/*:refs/remotes/origin/status/*"
+    ]
+    assert len(fleet.records()) == 71
