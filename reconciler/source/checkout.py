@@ -88,7 +88,6 @@ class CatalogSource:
         self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
         self._last: str | None = None
         self._configured = False  # QUIET_HOUSEKEEPING checked in the clone by this process
-        self._listed: dict[str, str] | None = None  # this sync's ``git ls-remote``
 
     @property
     def path(self) -> Path:
@@ -104,9 +103,8 @@ class CatalogSource:
         be read (after retries), and ``SignatureRefused`` when verification is on and
         no commit of this branch has ever been verified.
         """
-        self._listed = None
         with locked(self._slot.with_name(self._slot.name + ".lock")):
-            repo = self._fetch(also)
+            repo, listed = self._fetch(also)
             branch = self._current_branch(repo)
             fetched = f"refs/remotes/origin/{branch}"
             # read in process; a missing ref is Git's error, as it always was
@@ -127,10 +125,12 @@ class CatalogSource:
             previous=previous,
             refused=refused,
             signer=signer,
-            listed=self._listed,
+            listed=listed,
         )
 
-    def _fetch(self, also: Sequence[str]) -> git.Repo:
+    def _fetch(self, also: Sequence[str]) -> tuple[git.Repo, dict[str, str] | None]:
+        """The clone brought to the remote branch, and what the remote listed on the way
+        (None: nothing was listed, a clone or a clone's first fetch)."""
         if (self._slot / ".git").is_dir():
             repo = git.Repo(str(self._slot))
             if not self._configured:  # a clone made before these settings existed
@@ -138,8 +138,9 @@ class CatalogSource:
                 self._configured = True
             branch = self._current_branch(repo)
             what = f"fetch {branch} from {self.access.display}"
-            if self._unmoved(repo, branch, what, also):
-                return repo
+            unmoved, listed = self._unmoved(repo, branch, what, also)
+            if unmoved:
+                return repo, listed
             refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
             run_remote(
                 repo,
@@ -147,11 +148,14 @@ class CatalogSource:
                 self.access,
                 what=what,
             )
-            return repo
-        return self._clone()
+            return repo, listed
+        return self._clone(), None
 
-    def _unmoved(self, repo: git.Repo, branch: str, what: str, also: Sequence[str]) -> bool:
-        """Whether the remote branch is still the commit fetched last time.
+    def _unmoved(
+        self, repo: git.Repo, branch: str, what: str, also: Sequence[str]
+    ) -> tuple[bool, dict[str, str] | None]:
+        """Whether the remote branch is still the commit fetched last time, and the
+        remote's listing of it and of ``also`` (None when nothing was fetched before).
 
         Most polls find the branch where it was. One ``git ls-remote`` (the remote's
         ref advertisement) tells; a shallow ``git fetch`` of an unchanged branch
@@ -161,13 +165,13 @@ class CatalogSource:
         """
         fetched = read_ref(repo, f"refs/remotes/origin/{branch}")
         if fetched is None:
-            return False
+            return False, None
         patterns = [f"refs/heads/{branch}", *also]
         output = run_remote(
             repo, ["ls-remote", "--heads", "origin", *patterns], self.access, what=what
         )
-        self._listed = listed = parse_listing(output)
-        return listed.get(f"refs/heads/{branch}") == fetched
+        listed = parse_listing(output)
+        return listed.get(f"refs/heads/{branch}") == fetched, listed
 
     def _clone(self) -> git.Repo:
         args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
