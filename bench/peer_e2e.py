@@ -208,8 +208,13 @@ def run_suite(
             "HOME": str(workdir),
             "PEER_E2E_TEST_TIMEOUT": str(test_timeout),
         }
+        # -P: ``python -m`` would put the working directory (the checkout) first on the
+        # path, and kubernetes-client/python's checkout holds a ``kubernetes`` package of
+        # its own (generated code of another layout) that would shadow the installed
+        # client the plugin extends; every module then failed at import.
         command = [
             python,
+            "-P",
             "-m",
             "pytest",
             "-p",
@@ -318,6 +323,11 @@ def write_smoke_checkouts(root: Path) -> tuple[Path, Path]:
     a test that hangs until the per-test bound fails it."""
     k8s = root / "kubernetes-python"
     (k8s / "kubernetes" / "e2e_test").mkdir(parents=True)
+    # the real checkout's ``kubernetes`` is a package of its own, which must not shadow
+    # the installed client: the miniature's fails every test that imports it
+    (k8s / "kubernetes" / "__init__.py").write_text(
+        'raise ImportError("the checkout\'s kubernetes package shadowed the installed client")\n'
+    )
     (k8s / "kubernetes" / "e2e_test" / "__init__.py").write_text("")
     (k8s / "kubernetes" / "e2e_test" / "base.py").write_text("")
     (k8s / "kubernetes" / "e2e_test" / "test_smoke.py").write_text(SMOKE_KUBERNETES)
