@@ -142,6 +142,14 @@ class _NotPlain(Exception):
     """A node ``_Loader._build`` leaves to PyYAML's own constructor."""
 
 
+# the implicit tag of a plain scalar, by its text: the regular expressions PyYAML tries
+# depend on the text alone (the loader has no path resolvers), and a catalog repeats
+# the same keys and values in every file; bounded, so hostile input cannot grow it
+_IMPLICIT_TAGS: dict[str, str] = {}
+_IMPLICIT_TAGS_MAX = 50_000
+_IMPLICIT_TEXT_MAX = 64
+
+
 class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     """libyaml parser with duplicate-key detection and no implicit timestamps.
 
@@ -156,6 +164,26 @@ class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
         self.merges = "<<" in stream
         # no merges and no anchors: every node is built once, where it stands
         self.plain = not self.merges and "&" not in stream
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        """The tag of a node without an explicit one, as PyYAML's resolver gives it.
+
+        libyaml calls this for every node it composes, and PyYAML's answer for a
+        plain scalar tries a list of regular expressions each time: a tenth of
+        reading a catalog. A plain scalar's tag depends on its text alone, so short
+        texts are answered from ``_IMPLICIT_TAGS``; a mapping's or a sequence's
+        and a quoted scalar's is the default without asking.
+        """
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR  # quoted, or a block scalar: never an implicit int or bool
+            tag = _IMPLICIT_TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(value) <= _IMPLICIT_TEXT_MAX and len(_IMPLICIT_TAGS) < _IMPLICIT_TAGS_MAX:
+                    _IMPLICIT_TAGS[value] = tag
+            return tag
+        return _MAP if kind is yaml.MappingNode else _SEQ
 
     def construct_document(self, node: yaml.Node) -> Any:
         """The document's value: for plain YAML (the catalog's), by one direct walk.
