@@ -61,6 +61,22 @@ def test_a_file_at_the_bound_is_read(tmp_path: Path) -> None:
     assert len(read_text(path)) == MAX_FILE_BYTES
 
 
+@pytest.mark.parametrize("extra", [-1, 0, 1, 4096])
+def test_a_file_around_the_first_read_is_read_whole(tmp_path: Path, extra: int) -> None:
+    """``read_text`` reads a first chunk, then the rest of a larger file: nothing lost
+    or doubled at the seam, and a bad byte past it is still named by its line."""
+    size = yamlread._FIRST_READ + extra
+    line = "k: v\n"
+    text = (line * (size // len(line) + 1))[:size]
+    path = tmp_path / "seam.yaml"
+    path.write_text(text)
+    assert read_text(path) == text
+    path.write_bytes(text.encode() + b"\n\xff\n")
+    with pytest.raises(YamlReadError, match="not valid UTF-8") as e:
+        read_text(path)
+    assert e.value.line == text.count("\n") + 2
+
+
 def test_a_directory_is_not_readable_as_a_file(tmp_path: Path) -> None:
     with pytest.raises(YamlReadError, match="cannot read file"):
         read_text(tmp_path)
