@@ -90,8 +90,18 @@ class LoadContext:
         return found
 
     def entry(self, path: Path) -> Listed | None:
-        """What ``path`` is, from its parent's listing; None when it does not exist."""
-        return self.listing(path.parent).get(path.name)
+        """What ``path`` is, from its parent's listing; None when it does not exist.
+
+        The parent's listing is found by the text of ``path`` (which a ``Path`` keeps
+        once made): ``path.parent`` would build a new ``Path`` and its text for each of
+        the several questions the loader asks of every file.
+        """
+        text = str(path)
+        head, _, name = text.rpartition("/")
+        found = self._listings.get(head)
+        if found is None:
+            found = self.listing(path.parent)
+        return found.get(name)
 
     def is_dir(self, path: Path) -> bool:
         found = self.entry(path)
@@ -120,7 +130,9 @@ class LoadContext:
         ``base`` must already be verified (the loader walks top-down).
         """
         found = self.entry(path)
-        if (found is None or not found.is_symlink) and ".." not in path.parts:
+        if (found is None or not found.is_symlink) and (
+            ".." not in str(path) or ".." not in path.parts
+        ):
             return True
         if self.inside(path, base):
             return True

@@ -371,16 +371,20 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
         return None
     _check_entries(ctx, version_dir, VERSION_FILES, VERSION_DIRS)
     path = version_dir / "version.yaml"
-    placeholder = AppVersion(
-        app=app, version=dir_version, directory=rel_dir, valid=False, origin=Origin(ctx.rel(path))
-    )
+    rel = ctx.rel(path)
+
+    def placeholder() -> AppVersion:
+        """The version as known without a usable version.yaml (made only then)."""
+        return AppVersion(
+            app=app, version=dir_version, directory=rel_dir, valid=False, origin=Origin(rel)
+        )
+
     if not ctx.is_file(path):
         ctx.error(rel_dir, None, "missing version.yaml")
-        return placeholder
+        return placeholder()
     doc = ctx.read_reconciler_file(path, "AppVersion")
-    rel = ctx.rel(path)
     if doc is None or not ctx.check_name(rel, doc, "app", app, "app directory"):
-        return placeholder
+        return placeholder()
     d: dict[str, Any] = doc.data
     if d["version"] != version_dir.name:
         ctx.error(
@@ -388,7 +392,7 @@ def _load_version(ctx: LoadContext, app: str, version_dir: Path) -> AppVersion |
             doc.line_of(["version"]),
             f'version "{d["version"]}" does not match its directory "{version_dir.name}"',
         )
-        return placeholder
+        return placeholder()
     first = len(ctx.problems)
     images = _check_images(ctx, rel, doc, str(dir_version))
     parameters = {

@@ -40,6 +40,9 @@ MAX_ALIAS_NODES = 10_000  # nodes that aliases may add when expanded, per docume
 MAX_ALIAS_CHARS = MAX_FILE_BYTES
 MAX_DEPTH = 100  # nested collections; a Kubernetes object needs fewer than 30
 MAX_NUMBER_CHARS = 100  # characters of one integer or float scalar
+# the first read of a file (``read_text``): under the C library's threshold for mapping
+# memory, and more than any usual catalog file holds
+_FIRST_READ = 64 * 1024
 # below this many nesting indicators a file cannot be deep enough to endanger libyaml
 _SAFE_INDICATORS = 5_000
 
@@ -142,6 +145,14 @@ class _NotPlain(Exception):
     """A node ``_Loader._build`` leaves to PyYAML's own constructor."""
 
 
+# the implicit tag of a plain scalar, by its text: the regular expressions PyYAML tries
+# depend on the text alone (the loader has no path resolvers), and a catalog repeats
+# the same keys and values in every file; bounded, so hostile input cannot grow it
+_IMPLICIT_TAGS: dict[str, str] = {}
+_IMPLICIT_TAGS_MAX = 50_000
+_IMPLICIT_TEXT_MAX = 64
+
+
 class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     """libyaml parser with duplicate-key detection and no implicit timestamps.
 
@@ -156,6 +167,26 @@ class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
         self.merges = "<<" in stream
         # no merges and no anchors: every node is built once, where it stands
         self.plain = not self.merges and "&" not in stream
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        """The tag of a node without an explicit one, as PyYAML's resolver gives it.
+
+        libyaml calls this for every node it composes, and PyYAML's answer for a
+        plain scalar tries a list of regular expressions each time: a tenth of
+        reading a catalog. A plain scalar's tag depends on its text alone, so short
+        texts are answered from ``_IMPLICIT_TAGS``; a mapping's or a sequence's
+        and a quoted scalar's is the default without asking.
+        """
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR  # quoted, or a block scalar: never an implicit int or bool
+            tag = _IMPLICIT_TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(value) <= _IMPLICIT_TEXT_MAX and len(_IMPLICIT_TAGS) < _IMPLICIT_TAGS_MAX:
+                    _IMPLICIT_TAGS[value] = tag
+            return tag
+        return _MAP if kind is yaml.MappingNode else _SEQ
 
     def construct_document(self, node: yaml.Node) -> Any:
         """The document's value: for plain YAML (the catalog's), by one direct walk.
@@ -253,7 +284,8 @@ def _check_nesting_before_compose(text: str) -> int:
     so a text with few of them is safe and costs five C-level counts. Only a
     larger text is scanned event by event (an iterative parse, no recursion).
     """
-    indicators = sum(text.count(c) for c in "-:?[{")
+    count = text.count
+    indicators = count("-") + count(":") + count("?") + count("[") + count("{")
     if indicators <= _SAFE_INDICATORS:
         return indicators
     depth = 0
@@ -358,13 +390,17 @@ def _chars(node: yaml.Node) -> int:
 def read_text(path: Path) -> str:
     """Read a file as strict UTF-8 with a size bound, naming the line of a bad byte.
 
-    One ``open`` and one bounded ``read``: the size is asked of the file system only
+    One ``open`` and a bounded ``read``: the size is asked of the file system only
     when the read shows the file is too large (a ``stat`` per file was a tenth of a
-    large catalog's load).
+    large catalog's load). The first read asks for ``_FIRST_READ`` bytes, which holds
+    any usual catalog file: a read of the whole bound allocates (and maps) a buffer of
+    that size for every file, which cost more than reading the catalog's 13,000 files.
     """
     try:
         with open(path, "rb") as stream:
-            raw = stream.read(MAX_FILE_BYTES + 1)
+            raw = stream.read(_FIRST_READ)
+            if len(raw) == _FIRST_READ:  # a large file: the rest, up to the bound
+                raw += stream.read(MAX_FILE_BYTES + 1 - _FIRST_READ)
             if len(raw) > MAX_FILE_BYTES:
                 size = os.fstat(stream.fileno()).st_size
                 raise YamlReadError(

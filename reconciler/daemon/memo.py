@@ -356,9 +356,17 @@ class PassMemo:
             del self._entries[name]
 
 
-def reused_status(reused: Reused, commit: str) -> InstanceStatus:
-    """The record as the full path would build it now: only the commit seen differs
-    (a pass at the same commit gets the record itself, not a copy per instance)."""
-    if reused.built.source_commit == commit:
-        return reused.built
-    return replace(reused.built, source_commit=commit)
+def reused_status(reused: Reused) -> InstanceStatus:
+    """The record of a reused instance: the very one the pass that settled it built,
+    whatever commit this pass is at.
+
+    A reused instance is one no file it reads changed in, so its recorded state is
+    the same, and ``sourceCommit`` names the commit at which that state was
+    established (``status.records.prepare_record`` keeps the recorded one when nothing
+    else changed). Handing back the very object, rather than a copy naming the new
+    commit, lets the ledger know it settled by identity: a commit that touches no
+    input of an instance (a README edit) then costs it what a pass at the same commit
+    costs, where a copy per instance had the ledger prepare and compare each record
+    again.
+    """
+    return reused.built

@@ -351,7 +351,7 @@ def reconcile_checkout(
         for plan, result, health in zip(plans, results, healths, strict=True)
     ]
     built = tuple(
-        reused_status(reused[plan.name], commit)
+        reused_status(reused[plan.name])
         if o is None
         else previous[plan.name]
         if plan.name in held and plan.name in previous

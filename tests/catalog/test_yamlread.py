@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from reconciler.catalog import yamlread
 from reconciler.catalog.yamlread import (
     MAX_FILE_BYTES,
     YamlReadError,
@@ -60,6 +61,22 @@ def test_a_file_at_the_bound_is_read(tmp_path: Path) -> None:
     assert len(read_text(path)) == MAX_FILE_BYTES
 
 
+@pytest.mark.parametrize("extra", [-1, 0, 1, 4096])
+def test_a_file_around_the_first_read_is_read_whole(tmp_path: Path, extra: int) -> None:
+    """``read_text`` reads a first chunk, then the rest of a larger file: nothing lost
+    or doubled at the seam, and a bad byte past it is still named by its line."""
+    size = yamlread._FIRST_READ + extra
+    line = "k: v\n"
+    text = (line * (size // len(line) + 1))[:size]
+    path = tmp_path / "seam.yaml"
+    path.write_text(text)
+    assert read_text(path) == text
+    path.write_bytes(text.encode() + b"\n\xff\n")
+    with pytest.raises(YamlReadError, match="not valid UTF-8") as e:
+        read_text(path)
+    assert e.value.line == text.count("\n") + 2
+
+
 def test_a_directory_is_not_readable_as_a_file(tmp_path: Path) -> None:
     with pytest.raises(YamlReadError, match="cannot read file"):
         read_text(tmp_path)
@@ -81,6 +98,34 @@ def test_values_are_those_pyyaml_builds(text: str) -> None:
     [doc] = iter_documents(text)
     assert doc.data == yaml.load(text, Loader=yaml.SafeLoader)
     assert doc.duplicates == []
+
+
+SCALARS = (
+    "a: 1\nb: '1'\nc: \"1\"\nd: 1.0\ne: yes\nf: 'yes'\ng: null\nh: ~\ni: ''\nj:\n"
+    "k: 0x1F\nl: .nan\nm: -.inf\nn: true\no: True\np: 1_000\nq: 0o17\ns: <<x\n"
+    "t: !!str 5\nu: ! 5\nv: [1, '1', yes, 'yes']\nw: {1: 1, '1': '1'}\nx: |\n  7\n"
+)
+
+
+def test_scalars_read_again_keep_the_types_pyyaml_gives() -> None:
+    """The second read of the same texts is answered from the loader's tag memo: every
+    value must keep its type (a memo that mixed up 1 and True, or "1" and 1, would still
+    compare equal as a dict)."""
+    expected = repr(yaml.load(SCALARS, Loader=yaml.SafeLoader))
+    for _ in range(2):
+        [doc] = iter_documents(SCALARS)
+        assert repr(doc.data) == expected
+
+
+def test_the_tag_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Distinct scalars beyond the bound are still read right, and not kept."""
+    monkeypatch.setattr(yamlread, "_IMPLICIT_TAGS", {})
+    monkeypatch.setattr(yamlread, "_IMPLICIT_TAGS_MAX", 10)
+    text = "".join(f"k{i}: {i}\n" for i in range(50)) + f"long: {'9' * 80}\n"
+    [doc] = iter_documents(text)
+    assert doc.data == {**{f"k{i}": i for i in range(50)}, "long": int("9" * 80)}
+    assert len(yamlread._IMPLICIT_TAGS) == 10
+    assert "9" * 80 not in yamlread._IMPLICIT_TAGS
 
 
 def test_a_timestamp_stays_text() -> None:

@@ -13,6 +13,7 @@ which is what makes such an edit visible.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,8 +24,10 @@ from reconciler.daemon.loop import PassOutcome
 from reconciler.kube.live import version_of
 from reconciler.model.changeset import Action, ObjectRef
 from reconciler.model.status import Phase
+from reconciler.source import ledger as ledger_module
 from tests.daemon.conftest import World, settle
 from tests.daemon.test_pass import WEB
+from tests.factories import BASE_FILES
 from tests.kube.conftest import edit_like_kubectl
 
 WEB_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "web", "web")
@@ -338,3 +341,113 @@ def test_the_no_op_pass_does_not_check_its_reused_plans_again(
     outcome = world.daemon.run_pass()
     assert outcome.report is not None and outcome.report.reused == {"api"}
     assert checks == [["api", "web"]]
+
+
+def test_a_commit_no_instance_reads_renders_and_records_nothing(
+    world: World, renders: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A README edit is a new catalog commit that no instance reads: every instance keeps
+    its verdict, and its record stays as it was, naming the commit at which its state was
+    established (a pass that changed nothing makes no status commit, and ``sourceCommit``
+    alone is no change). The ledger does not even prepare the records again: each
+    reused instance hands it back the very record it settled last time."""
+    prepared: list[str] = []
+    real = ledger_module.prepare_record
+
+    def counting(status: Any, previous: Any, now: Any = None) -> Any:
+        prepared.append(status.instance)
+        return real(status, previous, now=now)
+
+    monkeypatch.setattr(ledger_module, "prepare_record", counting)
+    reused_pass(world)
+    world.daemon.run_pass()
+    before = world.daemon.ledger.read()
+    head = world.commit("README.md", "# the catalog\n\nEdited.\n", "docs only")
+    renders.clear()
+    prepared.clear()
+    world.reset_request_log()
+    outcome = world.daemon.run_pass()
+    assert outcome.ok and outcome.report is not None and outcome.commits == []
+    assert outcome.report.commit == head  # the pass is at the new commit
+    assert outcome.report.reused == {"web", "api"}
+    assert renders == [] and prepared == [] and world.writes() == 0
+    assert world.daemon.ledger.read() == before
+    # a later commit that an instance reads still reaches it, and its record names it
+    edited = world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.report.reused == {"api"}
+    assert renders == ["web"] and [c.instance for c in outcome.commits] == ["web"]
+    assert replicas(world, WEB_DEPLOYMENT) == 3
+    after = world.daemon.ledger.read()
+    assert after["web"].source_commit == edited
+    assert after["api"] == before["api"]
+
+
+def _edited(rel: str, old: str, new: str) -> tuple[str, str]:
+    text = textwrap.dedent(BASE_FILES[rel])
+    assert old in text
+    return rel, text.replace(old, new)
+
+
+EXTRA_CONFIG = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${instance.name}-extra\n"
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "affected"),
+    [
+        # the template of the version web runs (6.5.0), and of the one api runs (6.6.0)
+        (
+            *_edited(
+                "apps/podinfo/versions/6.5.0/manifests/deployment.yaml",
+                "name: podinfo\n",
+                "name: podinfo\n          args: [--level=debug]\n",
+            ),
+            {"web"},
+        ),
+        (
+            *_edited("apps/podinfo/versions/6.6.0/manifests/deployment.yaml", "$${HOME}", "hi"),
+            {"api"},
+        ),
+        # a new manifest file the renderer opens
+        ("apps/podinfo/versions/6.5.0/manifests/extra.yaml", EXTRA_CONFIG, {"web"}),
+        # a version's parameters (a default an instance does not override)
+        (
+            *_edited("apps/podinfo/versions/6.6.0/version.yaml", "default: hello", "default: hi"),
+            {"api"},
+        ),
+        # an instance file
+        (
+            *_edited(
+                "clusters/prod/instances/api.yaml",
+                "team-api\n",
+                "team-api\nparameters: {replicas: 1}\n",
+            ),
+            {"api"},
+        ),
+        # a channel pointer that moves web's channel
+        (*_edited("apps/podinfo/channels.yaml", "stable: 6.5.0", "stable: 6.6.0"), {"web"}),
+        # cluster.yaml: every instance is planned again under the new settings
+        (
+            *_edited(
+                "clusters/prod/cluster.yaml", "name: prod\n", "name: prod\nlabels: {tier: gold}\n"
+            ),
+            {"web", "api"},
+        ),
+        # prose in the app's directory: the app's files changed, but nothing it renders
+        ("apps/podinfo/README.md", "# podinfo\n", set()),
+        ("apps/podinfo/versions/6.6.0/NOTES.md", "# notes\n", set()),
+    ],
+)
+def test_each_input_change_reaches_the_instances_that_read_it_and_only_those(
+    world: World, renders: list[str], rel: str, text: str, affected: set[str]
+) -> None:
+    reused_pass(world)
+    assert world.daemon.run_pass().report.reused == {"web", "api"}  # type: ignore[union-attr]
+    world.commit(rel, text, f"edit {rel}")
+    renders.clear()
+    outcome = world.daemon.run_pass()
+    assert outcome.report is not None and outcome.error is None
+    assert set(renders) == affected
+    assert outcome.report.reused == {"web", "api"} - affected
+    changed = {e.instance for e in outcome.report.changes.entries if e.changed}
+    assert changed <= affected
