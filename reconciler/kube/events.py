@@ -32,7 +32,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from reconciler.kube.client import KubeClient
 from reconciler.kube.discovery import segment
-from reconciler.kube.errors import NotFoundError
+from reconciler.kube.errors import ClusterUnreachable, NotFoundError
 from reconciler.model.changeset import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,24 @@ class EventRecorder(_Severities["dict[str, Any] | None"]):
         Never raises: Events are best effort and must not fail a reconcile pass.
         """
         try:
+            return self.send(involved, reason, message, type, annotations=annotations)
+        except ClusterUnreachable as e:
+            log.warning("event %s not recorded: %s", reason, e)
+            return None
+
+    def send(
+        self,
+        involved: Mapping[str, Any] | ObjectRef | Involved,
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> dict[str, Any] | None:
+        """As :meth:`record`, but an API server that cannot be reached raises
+        ``ClusterUnreachable``: the Events queued behind this one would fail the same
+        way, one by one, each after its retries (``EventQueue`` drops them at once)."""
+        try:
             target = Involved.of(involved)
             problem = _invalid(target, reason, type)
             if problem:
@@ -185,6 +203,8 @@ class EventRecorder(_Severities["dict[str, Any] | None"]):
                 return None
             notes = dict(annotations or {})
             return self._record(target, reason[:MAX_REASON], _cut(message), type, notes)
+        except ClusterUnreachable:
+            raise
         except Exception as e:  # best effort by contract: log, never fail the caller
             log.warning("event %s not recorded: %s", reason, e)
             return None
@@ -334,20 +354,34 @@ class EventQueue(_Severities[None]):
     Bounded: at most ``limit`` Events wait; past it a new one is dropped, counted in
     ``dropped`` and logged once per overflow (best effort, as every Event is).
     ``flush`` waits until everything queued has been sent (shutdown, ``run --once``).
+
+    When the API server cannot be reached (its retries used up), the Events waiting
+    behind the one that failed would each fail the same way after retries of their
+    own: they are dropped at once, and one line names the cluster and how many, not a
+    line per Event. The same holds for ``discard`` (a flush that timed out) and
+    ``close`` (the daemon stops; nothing is sent or logged after it).
     """
 
     def __init__(
-        self, recorder: EventRecorder, *, senders: int = SENDERS, limit: int = MAX_PENDING
+        self,
+        recorder: EventRecorder,
+        *,
+        senders: int = SENDERS,
+        limit: int = MAX_PENDING,
+        cluster: str = "",
     ) -> None:
         if senders < 1 or limit < 1:
             raise ValueError("an event queue needs at least one sender and room for one Event")
         self.recorder = recorder
         self.limit = limit
+        self.cluster = cluster or recorder.client.host  # who the log lines are about
         self.dropped = 0
         self._lanes: list[deque[_Queued]] = [deque() for _ in range(senders)]
         self._sending = [False] * senders
         self._pending = 0
         self._overflowing = False
+        self._unreachable = False  # an outage was reported; until an Event goes through
+        self._closed = False
         self._cond = threading.Condition()
 
     @property
@@ -373,6 +407,9 @@ class EventQueue(_Severities[None]):
             return
         item = _Queued(target, reason, message, type, dict(annotations or {}))
         with self._cond:
+            if self._closed:
+                self.dropped += 1
+                return
             if self._pending >= self.limit:
                 self.dropped += 1
                 if not self._overflowing:
@@ -398,6 +435,34 @@ class EventQueue(_Severities[None]):
         with self._cond:
             return self._cond.wait_for(lambda: self._pending == 0, timeout)
 
+    def discard(self, why: str) -> int:
+        """Drop every Event still waiting (not those being sent); one line says how many."""
+        with self._cond:
+            count = self._drop_waiting()
+            closed = self._closed
+        if count and not closed:
+            log.warning("cluster %s: %d Events dropped: %s", self.cluster, count, why)
+        return count
+
+    def close(self, why: str = "the daemon is stopping") -> int:
+        """Drop what waits (one line says how many) and refuse new Events: the daemon
+        stops. An Event being sent may still go; if it fails, nothing is logged."""
+        count = self.discard(why)
+        with self._cond:
+            self._closed = True
+        return count
+
+    def _drop_waiting(self) -> int:
+        """Empty every lane; the caller holds ``_cond``."""
+        count = sum(len(lane) for lane in self._lanes)
+        for lane in self._lanes:
+            lane.clear()
+        self.dropped += count
+        self._pending -= count
+        if self._pending == 0:
+            self._cond.notify_all()
+        return count
+
     def _send(self, lane: int) -> None:
         queue = self._lanes[lane]
         while True:
@@ -406,15 +471,38 @@ class EventQueue(_Severities[None]):
                     self._sending[lane] = False
                     return
                 item = queue.popleft()
-            try:  # record() never raises; this guards the counter against a bug in it
-                self.recorder.record(
+            try:
+                self.recorder.send(
                     item.target, item.reason, item.message, item.type, annotations=item.annotations
                 )
+            except ClusterUnreachable as e:
+                self._lost(e)
+            except Exception as e:  # send() logs its own failures; this guards the counter
+                log.warning("event %s not recorded: %s", item.reason, e)
+            else:
+                with self._cond:
+                    self._unreachable = False
             finally:
                 with self._cond:
                     self._pending -= 1
                     if self._pending == 0:
                         self._cond.notify_all()
+
+    def _lost(self, error: ClusterUnreachable) -> None:
+        """The API server is out of reach: this Event and every one waiting are dropped,
+        in one line per outage (the pass that recorded them reports the outage too)."""
+        with self._cond:
+            count = self._drop_waiting() + 1
+            self.dropped += 1
+            quiet = self._unreachable or self._closed
+            self._unreachable = True
+        if not quiet:
+            log.warning(
+                "cluster %s: %d Events dropped: the API server cannot be reached (%s)",
+                self.cluster,
+                count,
+                self.recorder.client.host,
+            )
 
 
 @dataclass(frozen=True, slots=True)
