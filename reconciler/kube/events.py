@@ -178,31 +178,24 @@ class EventRecorder(_Severities["dict[str, Any] | None"]):
         Never raises: Events are best effort and must not fail a reconcile pass.
         """
         try:
-            return self.send(involved, reason, message, type, annotations=annotations)
-        except ClusterUnreachable as e:
+            target = Involved.of(involved)
+            return self.send(_Queued(target, reason, message, type, dict(annotations or {})))
+        except Exception as e:  # best effort by contract: log, never fail the caller
             log.warning("event %s not recorded: %s", reason, e)
             return None
 
-    def send(
-        self,
-        involved: Mapping[str, Any] | ObjectRef | Involved,
-        reason: str,
-        message: str,
-        type: EventType = "Normal",
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> dict[str, Any] | None:
+    def send(self, event: _Queued) -> dict[str, Any] | None:
         """As :meth:`record`, but an API server that cannot be reached raises
         ``ClusterUnreachable``: the Events queued behind this one would fail the same
         way, one by one, each after its retries (``EventQueue`` drops them at once)."""
+        target, reason, type = event.target, event.reason, event.type
         try:
-            target = Involved.of(involved)
             problem = _invalid(target, reason, type)
             if problem:
                 log.warning("event %s on %s not recorded: %s", reason, target, problem)
                 return None
-            notes = dict(annotations or {})
-            return self._record(target, reason[:MAX_REASON], _cut(message), type, notes)
+            message = _cut(event.message)
+            return self._record(target, reason[:MAX_REASON], message, type, event.annotations)
         except ClusterUnreachable:
             raise
         except Exception as e:  # best effort by contract: log, never fail the caller
@@ -472,9 +465,7 @@ class EventQueue(_Severities[None]):
                     return
                 item = queue.popleft()
             try:
-                self.recorder.send(
-                    item.target, item.reason, item.message, item.type, annotations=item.annotations
-                )
+                self.recorder.send(item)
             except ClusterUnreachable as e:
                 self._lost(e)
             except Exception as e:  # send() logs its own failures; this guards the counter
@@ -507,6 +498,8 @@ class EventQueue(_Severities[None]):
 
 @dataclass(frozen=True, slots=True)
 class _Queued:
+    """An Event to write (``EventRecorder.send``), as recorded or queued."""
+
     target: Involved
     reason: str
     message: str
