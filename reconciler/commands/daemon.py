@@ -122,6 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
                 scan_before_the_pass(settings)
             outcome = daemon.run_pass()
             daemon.flush_events()  # the Events of the one pass are sent before the exit
+            daemon.close_events()
             print_outcome(outcome, settings, args)
             if outcome.reason == UsageError.reason:
                 return EXIT_USAGE  # e.g. a cluster the catalog does not have

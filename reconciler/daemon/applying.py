@@ -17,7 +17,7 @@ come back in plan order, so records and logs are the same as a serial pass's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Protocol
 
 from reconciler.daemon.lanes import run_lanes
@@ -112,18 +112,48 @@ def apply_concurrently(
     ``LiveState`` and writes only its own objects and inventory. A failure stays
     the instance's own (``apply_plan``); only an unreachable cluster stops the
     pass, raised once the instances in progress are done.
+
+    A lane is one after another only until what it shares exists: the first
+    instance of each lane goes in a round of its own (all lanes' firsts at once),
+    then the lanes are worked out again for the rest, whose namespaces now exist,
+    so they go concurrently too (:func:`_rounds`). Run whole, 20 instances per new
+    namespace in 50 lanes on 8 threads took 7 lanes' time where 6.25 was the work,
+    the last two lanes alone on the wire; and every instance of a new cluster whose
+    instances share one namespace went one at a time.
     """
 
     def apply(plan: InstancePlan) -> InstanceResult:
         return apply_plan(client, live, plan, options, source_commit=source_commit)
 
     first = [i for i, plan in enumerate(plans) if creates_first_stage_kinds(plan)]
-    rest = [i for i, plan in enumerate(plans) if not creates_first_stage_kinds(plan)]
     done = {i: apply(plans[i]) for i in first}
-    others = [plans[i] for i in rest]
-    applied = run_lanes(others, _lanes(live, others), apply, client.max_requests_in_flight)
-    done.update(zip(rest, applied, strict=True))
+    for batch in _rounds(live, plans, [i for i in range(len(plans)) if i not in done]):
+        chosen = [plans[i] for i in batch]
+        applied = run_lanes(chosen, _lanes(live, chosen), apply, client.max_requests_in_flight)
+        done.update(zip(batch, applied, strict=True))
     return [done[i] for i in range(len(plans))]
+
+
+def _rounds(
+    live: LiveState, plans: Sequence[InstancePlan], waiting: list[int]
+) -> Iterator[list[int]]:
+    """Indexes of ``plans`` to apply together, round after round, the next worked out
+    once the last was applied: every waiting plan when none shares a lane with
+    another (``_lanes``), else the first plan of each lane (plan order). Each round
+    takes at least one plan of every lane, so a namespace that cannot be created
+    costs at most its lane's length in rounds, the order a lane had."""
+    while waiting:
+        lane_of = _lanes(live, [plans[i] for i in waiting])
+        firsts: dict[Hashable, int] = {}
+        for i in waiting:
+            firsts.setdefault(lane_of(plans[i]), i)
+        if len(firsts) == len(waiting):
+            yield waiting
+            return
+        batch = sorted(firsts.values())
+        yield batch
+        taken = set(batch)
+        waiting = [i for i in waiting if i not in taken]
 
 
 def creates_first_stage_kinds(plan: InstancePlan) -> bool:

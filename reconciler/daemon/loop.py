@@ -226,7 +226,7 @@ class Daemon:
         self._seeded = False  # statuses read from the status branch once
         self._seeded_shards: frozenset[int] = frozenset()  # with --shards: read for these
         # sent in the background (kube.events.EventQueue): a pass never waits on them
-        self.events = EventQueue(EventRecorder(client))
+        self.events = EventQueue(EventRecorder(client), cluster=settings.cluster)
         # health waits across passes (daemon.healthwatch), timed for the metrics
         self.health = HealthWatch(on_end=self._health_wait_ended)
         self.memo = PassMemo()  # settled instances' verdicts, reused while nothing changes
@@ -251,14 +251,16 @@ class Daemon:
         return self.live_cache
 
     def flush_events(self, timeout: float = EVENT_FLUSH_SECONDS) -> None:
-        """Send the Events still queued (the daemon stops, or ``run --once`` ends)."""
+        """Send the Events still queued (the daemon stops, or ``run --once`` ends); those
+        not sent within ``timeout`` are dropped, in one line naming the cluster."""
         if not self.events.flush(timeout):
-            log.warning(
-                "%d Events not sent within %.0f s; giving up on them",
-                self.events.pending,
-                timeout,
-                extra={"cluster": self.settings.cluster},
-            )
+            self.events.discard(f"not sent within {timeout:.0f} s")
+
+    def close_events(self) -> None:
+        """Send no more Events (the daemon stops, after ``flush_events``): what still
+        waits is dropped in one line, and a send still under way logs nothing when it
+        fails, as the API server (a test's sandbox) may be gone by then."""
+        self.events.close()
 
     def stop_watching(self) -> None:
         """End every watch and its thread (the daemon stops)."""

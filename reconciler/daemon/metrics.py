@@ -236,6 +236,7 @@ class DaemonMetrics:
             ["verb", "code"],
             registry=self.registry,
         )
+        self._request_counters: dict[tuple[str, str], Counter] = {}  # (verb, code) -> child
         self.api_retries = Counter(
             "reconciler_api_retries",
             "Kubernetes API requests sent again, by HTTP verb and the code that made the "
@@ -435,8 +436,17 @@ class DaemonMetrics:
         self.instance_info.set(cluster, wanted)
 
     def count_request(self, verb: str, code: str) -> None:
-        """One answer of the API server (``reconciler.kube.observe``)."""
-        self.api_requests.labels(verb, code).inc()
+        """One answer of the API server (``reconciler.kube.observe``).
+
+        The counter of each (verb, code) is looked up once and kept: ``labels`` checks
+        and joins its values under the metric's lock, for every request otherwise.
+        """
+        counter = self._request_counters.get((verb, code))
+        if counter is None:
+            counter = self._request_counters.setdefault(
+                (verb, code), self.api_requests.labels(verb, code)
+            )
+        counter.inc()
 
     def count_retry(self, verb: str, code: str) -> None:
         """One request sent again (``reconciler.kube.observe``)."""

@@ -488,6 +488,7 @@ class Service:
         for server in self.servers:
             server.stop()
         self.daemon.flush_events()  # the last pass's Events, before the Lease goes
+        self.daemon.close_events()
         self._release_lease.set()
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=10.0)  # releases the Lease on the way out

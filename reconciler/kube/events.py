@@ -32,7 +32,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from reconciler.kube.client import KubeClient
 from reconciler.kube.discovery import segment
-from reconciler.kube.errors import NotFoundError
+from reconciler.kube.errors import ClusterUnreachable, NotFoundError
 from reconciler.model.changeset import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -179,12 +179,25 @@ class EventRecorder(_Severities["dict[str, Any] | None"]):
         """
         try:
             target = Involved.of(involved)
+            return self.send(_Queued(target, reason, message, type, dict(annotations or {})))
+        except Exception as e:  # best effort by contract: log, never fail the caller
+            log.warning("event %s not recorded: %s", reason, e)
+            return None
+
+    def send(self, event: _Queued) -> dict[str, Any] | None:
+        """As :meth:`record`, but an API server that cannot be reached raises
+        ``ClusterUnreachable``: the Events queued behind this one would fail the same
+        way, one by one, each after its retries (``EventQueue`` drops them at once)."""
+        target, reason, type = event.target, event.reason, event.type
+        try:
             problem = _invalid(target, reason, type)
             if problem:
                 log.warning("event %s on %s not recorded: %s", reason, target, problem)
                 return None
-            notes = dict(annotations or {})
-            return self._record(target, reason[:MAX_REASON], _cut(message), type, notes)
+            message = _cut(event.message)
+            return self._record(target, reason[:MAX_REASON], message, type, event.annotations)
+        except ClusterUnreachable:
+            raise
         except Exception as e:  # best effort by contract: log, never fail the caller
             log.warning("event %s not recorded: %s", reason, e)
             return None
@@ -334,20 +347,34 @@ class EventQueue(_Severities[None]):
     Bounded: at most ``limit`` Events wait; past it a new one is dropped, counted in
     ``dropped`` and logged once per overflow (best effort, as every Event is).
     ``flush`` waits until everything queued has been sent (shutdown, ``run --once``).
+
+    When the API server cannot be reached (its retries used up), the Events waiting
+    behind the one that failed would each fail the same way after retries of their
+    own: they are dropped at once, and one line names the cluster and how many, not a
+    line per Event. The same holds for ``discard`` (a flush that timed out) and
+    ``close`` (the daemon stops; nothing is sent or logged after it).
     """
 
     def __init__(
-        self, recorder: EventRecorder, *, senders: int = SENDERS, limit: int = MAX_PENDING
+        self,
+        recorder: EventRecorder,
+        *,
+        senders: int = SENDERS,
+        limit: int = MAX_PENDING,
+        cluster: str = "",
     ) -> None:
         if senders < 1 or limit < 1:
             raise ValueError("an event queue needs at least one sender and room for one Event")
         self.recorder = recorder
         self.limit = limit
+        self.cluster = cluster or recorder.client.host  # who the log lines are about
         self.dropped = 0
         self._lanes: list[deque[_Queued]] = [deque() for _ in range(senders)]
         self._sending = [False] * senders
         self._pending = 0
         self._overflowing = False
+        self._unreachable = False  # an outage was reported; until an Event goes through
+        self._closed = False
         self._cond = threading.Condition()
 
     @property
@@ -373,6 +400,9 @@ class EventQueue(_Severities[None]):
             return
         item = _Queued(target, reason, message, type, dict(annotations or {}))
         with self._cond:
+            if self._closed:
+                self.dropped += 1
+                return
             if self._pending >= self.limit:
                 self.dropped += 1
                 if not self._overflowing:
@@ -398,6 +428,34 @@ class EventQueue(_Severities[None]):
         with self._cond:
             return self._cond.wait_for(lambda: self._pending == 0, timeout)
 
+    def discard(self, why: str) -> int:
+        """Drop every Event still waiting (not those being sent); one line says how many."""
+        with self._cond:
+            count = self._drop_waiting()
+            closed = self._closed
+        if count and not closed:
+            log.warning("cluster %s: %d Events dropped: %s", self.cluster, count, why)
+        return count
+
+    def close(self, why: str = "the daemon is stopping") -> int:
+        """Drop what waits (one line says how many) and refuse new Events: the daemon
+        stops. An Event being sent may still go; if it fails, nothing is logged."""
+        count = self.discard(why)
+        with self._cond:
+            self._closed = True
+        return count
+
+    def _drop_waiting(self) -> int:
+        """Empty every lane; the caller holds ``_cond``."""
+        count = sum(len(lane) for lane in self._lanes)
+        for lane in self._lanes:
+            lane.clear()
+        self.dropped += count
+        self._pending -= count
+        if self._pending == 0:
+            self._cond.notify_all()
+        return count
+
     def _send(self, lane: int) -> None:
         queue = self._lanes[lane]
         while True:
@@ -406,19 +464,42 @@ class EventQueue(_Severities[None]):
                     self._sending[lane] = False
                     return
                 item = queue.popleft()
-            try:  # record() never raises; this guards the counter against a bug in it
-                self.recorder.record(
-                    item.target, item.reason, item.message, item.type, annotations=item.annotations
-                )
+            try:
+                self.recorder.send(item)
+            except ClusterUnreachable as e:
+                self._lost(e)
+            except Exception as e:  # send() logs its own failures; this guards the counter
+                log.warning("event %s not recorded: %s", item.reason, e)
+            else:
+                with self._cond:
+                    self._unreachable = False
             finally:
                 with self._cond:
                     self._pending -= 1
                     if self._pending == 0:
                         self._cond.notify_all()
 
+    def _lost(self, error: ClusterUnreachable) -> None:
+        """The API server is out of reach: this Event and every one waiting are dropped,
+        in one line per outage (the pass that recorded them reports the outage too)."""
+        with self._cond:
+            count = self._drop_waiting() + 1
+            self.dropped += 1
+            quiet = self._unreachable or self._closed
+            self._unreachable = True
+        if not quiet:
+            log.warning(
+                "cluster %s: %d Events dropped: the API server cannot be reached (%s)",
+                self.cluster,
+                count,
+                self.recorder.client.host,
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class _Queued:
+    """An Event to write (``EventRecorder.send``), as recorded or queued."""
+
     target: Involved
     reason: str
     message: str

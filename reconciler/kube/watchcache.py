@@ -319,18 +319,27 @@ class KindWatch:
 
 
 def _events(resp: Any) -> Iterator[dict[str, Any]]:
-    """The newline-delimited JSON events of a watch response, as they arrive."""
-    buffer = b""
+    """The newline-delimited JSON events of a watch response, as they arrive.
+
+    A chunk holds many events at an install (every status write of every new
+    Deployment): each line is cut from the chunk where it stands, and only the
+    unfinished last one is kept for the next chunk. Cutting each line off the front
+    of what remains copied the rest of the chunk once per event.
+    """
+    rest = b""
     for chunk in resp.stream(64 * 1024, decode_content=True):
-        buffer += chunk
-        while (end := buffer.find(b"\n")) >= 0:
-            line, buffer = buffer[:end], buffer[end + 1 :]
+        data = rest + chunk if rest else chunk
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            line = data[start:end]
+            start = end + 1
             if line.strip():
                 event = orjson.loads(line)
                 if isinstance(event, dict):
                     yield event
-    if buffer.strip():
-        event = orjson.loads(buffer)
+        rest = data[start:]
+    if rest.strip():
+        event = orjson.loads(rest)
         if isinstance(event, dict):
             yield event
 

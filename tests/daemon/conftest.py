@@ -142,7 +142,12 @@ def sandbox_world(
         KubeClient.connect(str(sandbox.kubeconfig), **(client_options or {})) as client,
     ):
         daemon = Daemon(_settings(repo, tmp_path, **settings), client)
-        yield World(repo, sandbox, client, daemon, tmp_path / "cache")
+        world = World(repo, sandbox, client, daemon, tmp_path / "cache")
+        try:
+            yield world
+        finally:  # before the sandbox stops: no Event is sent to it, or logged, after
+            for each in (daemon, *world.others):
+                each.close_events()
 
 
 @pytest.fixture

@@ -190,3 +190,38 @@ def test_lanes_carry_the_pass_id_into_their_threads() -> None:
     with pass_scope() as pass_id:
         seen = run_lanes(list(range(6)), lambda i: i, lambda _i: current_pass_id(), workers=3)
     assert seen == [pass_id] * 6
+
+
+def test_instances_sharing_a_new_namespace_go_concurrently_once_it_exists(
+    tmp_path: Path,
+) -> None:
+    """A new cluster whose instances all live in one namespace: the first instance
+    (plan order) creates it and says so, alone; the others then find it and are
+    applied concurrently, not one after another as the namespace's lane had it."""
+    with sandbox_world(
+        tmp_path,
+        instances(["team-one"] * 8),
+        sandbox_options={"request_latency": LATENCY},
+        client_options={"max_requests_in_flight": 4},
+        **QUICK,
+    ) as world:
+        outcome = world.daemon.run_pass()
+        assert outcome.report is not None, outcome.error
+        report = outcome.report
+        assert [s.instance for s in report.statuses] == [f"i{i:02d}" for i in range(8)]
+        assert {s.phase for s in report.statuses} == {Phase.READY}
+        made = [
+            (e.instance, e.ref.name)
+            for e in report.changes.entries
+            if e.ref.kind == "Namespace" and e.action is Action.CREATED
+        ]
+        assert made == [("i00", "team-one")]
+        assert world.sandbox is not None
+        writes = [
+            e
+            for e in world.sandbox.request_log()
+            if e.method == "PATCH" and "/namespaces/team-one/configmaps/" in e.path
+        ]
+        assert len(writes) >= 16  # each instance's ConfigMap and its inventory
+        assert max(e.in_flight for e in writes) <= 4
+        assert sum(1 for e in writes if e.in_flight > 1) >= 4  # instances overlapped

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reconciler.kube import KubeClient, RetryPolicy
-from reconciler.kube.client import parse_warnings, throttled_refresh
+from reconciler.kube.client import _encoded, parse_warnings, throttled_refresh
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import UsageError
@@ -247,6 +247,7 @@ def test_the_credential_refresh_hook_runs_at_most_once_a_second(
 
 class _Configuration:
     refresh_api_key_hook: Any = None
+    host = ""
 
 
 def test_a_throttled_refresh_runs_again_once_its_interval_passed() -> None:
@@ -275,3 +276,78 @@ def test_a_throttled_refresh_runs_again_once_its_interval_passed() -> None:
     configuration.refresh_api_key_hook(configuration)
     assert calls == ["h", "h'"]
     assert configuration.refresh_api_key_hook is refresh
+
+
+def test_the_configuration_keeps_the_throttle_while_the_loaders_hook_runs() -> None:
+    """Another thread's request reads the configuration's hook at any moment: it must
+    be the throttle even while the loader's hook runs (it installs a new hook of its
+    own each time). When the loader's hook was left in place for that moment, the
+    threads that read it called the loader's hook for every request from then on."""
+    now = [100.0]
+    configuration = _Configuration()
+    seen: list[Any] = []
+
+    def loader_hook(name: str) -> Any:
+        def hook(target: Any) -> None:
+            target.refresh_api_key_hook = loader_hook(name + "'")
+            target.host = f"https://{name}"
+            seen.append(configuration.refresh_api_key_hook)  # what a request sees now
+
+        return hook
+
+    refresh = throttled_refresh(loader_hook("h"), interval=1.0, clock=lambda: now[0])
+    configuration.refresh_api_key_hook = refresh
+    for _ in range(3):
+        configuration.refresh_api_key_hook(configuration)
+        now[0] += 1.5
+    assert seen == [refresh] * 3
+    assert configuration.refresh_api_key_hook is refresh
+    assert configuration.host == "https://h''"  # the newest loader hook ran each time
+
+
+def test_an_apply_body_is_sent_as_json_bytes_unless_orjson_cannot_encode_it() -> None:
+    """Apply bodies are encoded with orjson (JSON is YAML, the apply content type);
+    what orjson refuses, an integer past 64 bits, goes to the official client as an
+    object, which encodes it with ``json.dumps`` as before."""
+    body = {"metadata": {"name": "é"}, "data": {"k": "☃"}, "spec": {1: "one", "n": 3}}
+    sent = _encoded(body)
+    assert isinstance(sent, bytes)
+    assert json.loads(sent) == {
+        "metadata": {"name": "é"},
+        "data": {"k": "☃"},
+        "spec": {"1": "one", "n": 3},
+    }
+    huge = {"spec": {"n": 2**70}}
+    assert _encoded(huge) is huge
+    assert _encoded(b"{}") == b"{}"
+
+
+def test_requests_keep_their_query_and_text_through_the_client(sandbox: Any) -> None:
+    """The client builds each request's URL and headers itself (``_prepare``), from
+    the official client's host, default headers and credentials: a label selector
+    with ``/``, ``=`` and ``,`` selects what it says, and non-ASCII text in an apply
+    body comes back as sent."""
+    client = KubeClient.connect(sandbox.kubeconfig)
+    for name, tier in (("web", "front"), ("db", "back")):
+        answer = client.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": f"prepared-{name}",
+                    "namespace": "default",
+                    "labels": {"app.kubernetes.io/name": "prepared", "tier": tier},
+                    "annotations": {"note": "café ☃"},
+                },
+                "data": {"text": "naïve"},
+            }
+        )
+        assert answer.body["metadata"]["annotations"]["note"] == "café ☃"
+        assert answer.body["data"]["text"] == "naïve"
+    found = client.list(
+        "v1",
+        "ConfigMap",
+        namespace="default",
+        label_selector="app.kubernetes.io/name=prepared,tier=back",
+    )
+    assert [o["metadata"]["name"] for o in found] == ["prepared-db"]

@@ -268,3 +268,68 @@ def test_a_queue_needs_a_sender_and_room() -> None:
         EventQueue(EventRecorder.__new__(EventRecorder), senders=0)
     with pytest.raises(ValueError):
         EventQueue(EventRecorder.__new__(EventRecorder), limit=0)
+
+
+def _dropped_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "Events dropped" in r.getMessage()]
+
+
+def test_an_unreachable_api_server_drops_the_queue_in_one_line(
+    client: KubeClient, sandbox: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A test's sandbox stops, or the cluster goes away, with Events still queued: one
+    line names the cluster and how many were dropped, with no traceback, instead of a
+    failure per Event, each after its own retries."""
+    queue = EventQueue(EventRecorder(client, host="replica-0"), senders=3, cluster="prod")
+    sandbox.stop()
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        for i in range(12):
+            queue.normal(ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "Reason", "m")
+        assert queue.flush(timeout=60)
+    [line] = _dropped_lines(caplog)
+    assert line.getMessage().startswith("cluster prod: ")
+    assert "cannot be reached" in line.getMessage()
+    assert line.exc_info is None
+    assert not [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert queue.dropped == 12 and queue.pending == 0
+    said = int(line.getMessage().split(": ")[1].split()[0])
+    assert 1 <= said <= 12  # the rest failed in flight, in the same outage: not logged again
+
+
+def test_closing_the_queue_drops_what_waits_in_one_line_and_refuses_new_events(
+    silent_client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The daemon stops: Events still waiting are dropped (one line, with the cluster),
+    and nothing is queued or logged after that."""
+    queue = EventQueue(EventRecorder(silent_client, host="replica-0"), senders=1, cluster="prod")
+    for i in range(5):
+        queue.normal(ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "Reason", "m")
+    assert queue.flush(timeout=0.05) is False  # the sender hangs on the server
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        dropped = queue.close()
+        queue.normal(ObjectRef("v1", "ConfigMap", "default", "late"), "Reason", "m")
+    assert dropped in (4, 5)  # the one being sent, if it was taken already, is not dropped
+    [line] = _dropped_lines(caplog)
+    assert line.getMessage() == f"cluster prod: {dropped} Events dropped: the daemon is stopping"
+    assert queue.dropped == dropped + 1  # the late one, refused
+    assert queue.pending == 5 - dropped
+
+
+def test_a_discard_drops_what_waits_and_the_queue_goes_on(
+    silent_client: KubeClient, client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flush that timed out gives up on what waits (``Daemon.flush_events``); the queue
+    is still open for the next pass."""
+    stuck = EventQueue(EventRecorder(silent_client, host="replica-0"), senders=1, cluster="c1")
+    for i in range(3):
+        stuck.normal(ObjectRef("v1", "ConfigMap", "default", f"inv-{i}"), "Reason", "m")
+    with caplog.at_level(logging.WARNING, logger="reconciler.kube.events"):
+        count = stuck.discard("not sent within 0 s")
+    assert count in (2, 3)
+    [line] = _dropped_lines(caplog)
+    assert line.getMessage() == f"cluster c1: {count} Events dropped: not sent within 0 s"
+    queue = EventQueue(EventRecorder(client, host="replica-0"), senders=1, cluster="c2")
+    assert queue.discard("nothing waits") == 0
+    queue.normal(ObjectRef("v1", "ConfigMap", "default", "after"), "Reason", "m")
+    assert queue.flush(timeout=60)
+    assert [e["involvedObject"]["name"] for e in events(client)] == ["after"]

@@ -7,18 +7,20 @@ versions are compared for equality only, never as numbers.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 from reconciler.kube import KubeClient
 from reconciler.kube.inventory import MANAGED_SELECTOR, Inventory, inventory_name, to_configmap
 from reconciler.kube.live import InventoryCache, LiveState, Packed, unpack, version_of
 from reconciler.kube.prune import write_inventory
-from reconciler.kube.watchcache import KindWatch, WatchCache
+from reconciler.kube.watchcache import KindWatch, WatchCache, _events
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import SandboxHandle
 from tests.kube.conftest import edit_like_kubectl
@@ -261,3 +263,26 @@ def test_a_pass_whose_configmaps_did_not_change_takes_the_last_inventories_as_th
         assert cache.answer is None and answer["three"] is three
         latest = inventories()
         assert latest is not answer and set(latest) == {"one", "two", "three"}
+
+
+class _Chunks:
+    """A watch response's body as the stream hands it over: chunks cut anywhere."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    def stream(self, amt: int, decode_content: bool) -> Iterator[bytes]:
+        yield from self.chunks
+
+
+def test_watch_events_are_read_whole_however_the_chunks_cut_them() -> None:
+    """Many events in one chunk (an install's status writes), one event over three
+    chunks, blank lines between them, and a last event without its newline."""
+    lines = [orjson.dumps({"type": "MODIFIED", "object": {"n": i}}) for i in range(50)]
+    body = b"\n".join(lines[:40]) + b"\n\n" + b"\n".join(lines[40:])
+    cuts = [0, 7, 8, 900, 901, 1500, len(body) - 3, len(body)]
+    assert len(body) > 1503
+    chunks = [body[a:b] for a, b in itertools.pairwise(cuts)]
+    got = [e["object"]["n"] for e in _events(_Chunks(*chunks))]
+    assert got == list(range(50))
+    assert [e["object"]["n"] for e in _events(_Chunks(body + b"\n"))] == list(range(50))
