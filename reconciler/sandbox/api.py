@@ -498,6 +498,39 @@ class SandboxApi:
         # the answer is only read (serialized by the server, or dropped by a controller)
         return present(kind, self.store.put(kind.resource, new, handover=True))
 
+    def bind(self, kind: Kind, old: dict[str, Any], node: str) -> dict[str, Any]:
+        """The ``pods/binding`` subresource: ``spec.nodeName`` and the ``PodScheduled``
+        condition in one write, as the API server's BindingREST stores them
+        (pkg/registry/core/pod/storage: ``setPodHostAndAnnotations``). The binding
+        writes storage directly, past the field manager, so no manager owns either
+        field (kubernetes/kubernetes#127508 shows the PodScheduled condition absent
+        from a pod's managedFields); https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/
+        describes the binding step. 409 when the pod is bound already or being deleted.
+        """
+        meta = old["metadata"]
+        spec = old.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            why = "pod is being deleted, cannot be assigned to a host"
+            raise conflict(kind.group, kind.plural, meta["name"], why)
+        if spec.get("nodeName"):
+            why = f"pod {meta['name']} is already assigned to node {spec['nodeName']!r}"
+            raise conflict(kind.group, kind.plural, meta["name"], why)
+        status = dict(old.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": now(),
+        }
+        status.update(phase="Pending", conditions=[*conditions, scheduled])
+        status.setdefault("qosClass", "BestEffort")
+        # a new object sharing all but what the binding changes with the stored one
+        # (stored objects are never changed in place); its managedFields stay as they are
+        new = {**old, "metadata": dict(meta), "spec": {**spec, "nodeName": node}}
+        new["status"] = status
+        return present(kind, self.store.put(kind.resource, new, handover=True))
+
     def _scope_write(
         self, kind: Kind, old: dict[str, Any], body: dict[str, Any], subresource: str
     ) -> dict[str, Any]:

@@ -144,6 +144,15 @@ class ControlPlane:
             return False
         return True
 
+    def bind(self, pod: dict[str, Any], node: str) -> dict[str, Any] | None:
+        """The scheduler's ``pods/binding`` of ``pod`` to ``node``: the bound pod as
+        stored (only read), or None when the binding was refused."""
+        try:
+            return self.api.bind(self.kind(PODS), pod, node)
+        except ApiError as e:
+            log.debug("sandbox scheduler: binding refused: %s", e.message)
+            return None
+
     def delete(self, resource: Resource, obj: dict[str, Any], *, grace: int | None = None) -> None:
         """Delete ``obj`` (that very object: its uid is a precondition, so a namesake
         created meanwhile is left alone); ``grace`` is the DELETE's gracePeriodSeconds."""

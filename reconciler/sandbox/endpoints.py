@@ -100,6 +100,108 @@ def _labels(service: Mapping[str, Any]) -> dict[str, str]:
     return labels
 
 
+def _serves(pod: Mapping[str, Any] | None) -> bool:
+    """The pod has an address a Service may route to: an IP, and a phase not terminal."""
+    if pod is None:
+        return False
+    status = as_map(pod.get("status"))
+    return bool(status.get("podIP")) and status.get("phase") not in ("Succeeded", "Failed")
+
+
+def endpoint_view(pod: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """Everything of ``pod`` that the Endpoints and EndpointSlices of any Service are
+    made of (:func:`serving_groups`, :func:`subsets`, :func:`slice_endpoints` read
+    nothing else); None when the pod is in none (no IP yet, or finished).
+
+    The real controller syncs a pod's Services only when its labels, readiness,
+    address or deletion changed (``podEndpointsChanged`` in
+    pkg/controller/util/endpoint, per
+    https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/): most
+    pod writes (a container's state, a restart count) change none of those, and
+    syncing its Service after each was a tenth of the sandbox's CPU in an install.
+    """
+    if not _serves(pod):
+        return None
+    assert pod is not None
+    meta, spec = pod["metadata"], as_map(pod.get("spec"))
+    return (
+        as_map(meta.get("labels")),
+        pod["status"]["podIP"],
+        spec.get("nodeName"),
+        spec.get("containers"),
+        is_ready(pod),
+        alive(pod),
+        meta.get("uid"),
+        meta.get("namespace", ""),
+        meta["name"],
+    )
+
+
+def serving_groups(
+    service: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> dict[Ports, list[Mapping[str, Any]]]:
+    """The pods among ``pods`` in the Service's endpoints, by the ports they serve it on."""
+    selector = _selected(service) or {}
+    groups: dict[Ports, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        if _serves(pod) and _matches(selector, pod):
+            groups.setdefault(_ports(service, pod), []).append(pod)
+    return groups
+
+
+def subsets(groups: Mapping[Ports, list[Mapping[str, Any]]], publish: bool) -> list[dict[str, Any]]:
+    """The ``subsets`` of a Service's Endpoints."""
+    found: list[dict[str, Any]] = []
+    for ports, pods in groups.items():
+        ready: list[dict[str, Any]] = []
+        not_ready: list[dict[str, Any]] = []
+        for pod in pods:
+            if not alive(pod) and not publish:
+                continue  # terminating: out of Endpoints
+            address = {
+                "ip": pod["status"]["podIP"],
+                "nodeName": as_map(pod.get("spec")).get("nodeName"),
+                "targetRef": _target_ref(pod),
+            }
+            if not address["nodeName"]:
+                del address["nodeName"]
+            (ready if publish or is_ready(pod) else not_ready).append(address)
+        if not ports or not (ready or not_ready):
+            continue
+        subset: dict[str, Any] = {}
+        if ready:
+            subset["addresses"] = sorted(ready, key=lambda a: a["ip"])
+        if not_ready:
+            subset["notReadyAddresses"] = sorted(not_ready, key=lambda a: a["ip"])
+        subset["ports"] = [
+            {**({"name": n} if n else {}), "port": p, "protocol": proto} for n, p, proto in ports
+        ]
+        found.append(subset)
+    return found
+
+
+def slice_endpoints(pods: Iterable[Mapping[str, Any]], publish: bool) -> list[dict[str, Any]]:
+    """The ``endpoints`` of one EndpointSlice."""
+    endpoints = []
+    for pod in pods:
+        serving = publish or is_ready(pod)
+        terminating = not alive(pod)
+        endpoint: dict[str, Any] = {
+            "addresses": [pod["status"]["podIP"]],
+            "conditions": {
+                "ready": serving and not terminating,
+                "serving": serving,
+                "terminating": terminating,
+            },
+            "targetRef": _target_ref(pod),
+        }
+        node = as_map(pod.get("spec")).get("nodeName")
+        if node:
+            endpoint["nodeName"] = node
+        endpoints.append(endpoint)
+    return endpoints
+
+
 class LabelIndex:
     """Names by ``(namespace, key, value)``: the pods carrying a label, or the Services
     whose selector requires it, kept from store events. Matching every pod event
@@ -175,6 +277,8 @@ class EndpointsController:
             return []
         labels = {} if gone else _labels_of(event.obj)
         old = self._pods.update(namespace, name, labels)
+        if endpoint_view(event.old) == endpoint_view(None if gone else event.obj):
+            return []  # in every Service's endpoints as it was (or, before and after, in none)
         keys: list[Key] = []
         candidates = self._services.having(namespace, old) | self._services.having(
             namespace, labels
@@ -191,21 +295,12 @@ class EndpointsController:
         if selector is None or not alive(service):
             return None
         namespace = service["metadata"].get("namespace", "")
-        pods = []
-        for name in sorted(self._pods.fewest(namespace, selector)):
-            pod = self.plane.api.store.view_one(PODS, namespace, name)
-            status = as_map((pod or {}).get("status"))
-            if (
-                pod is not None
-                and _matches(selector, pod)
-                and status.get("podIP")
-                and status.get("phase") not in ("Succeeded", "Failed")
-            ):
-                pods.append(pod)
+        view_one = self.plane.api.store.view_one
+        candidates = [
+            view_one(PODS, namespace, n) for n in sorted(self._pods.fewest(namespace, selector))
+        ]
+        groups = serving_groups(service, [p for p in candidates if p is not None])
         publish = bool(as_map(service.get("spec")).get("publishNotReadyAddresses"))
-        groups: dict[Ports, list[dict[str, Any]]] = {}
-        for pod in pods:
-            groups.setdefault(_ports(service, pod), []).append(pod)
         self._write_endpoints(service, groups, publish)
         self._write_slices(service, groups, publish)
         return None
@@ -213,35 +308,12 @@ class EndpointsController:
     # --- Endpoints ----------------------------------------------------------------------
 
     def _write_endpoints(
-        self, service: dict[str, Any], groups: Mapping[Ports, list[dict[str, Any]]], publish: bool
+        self,
+        service: dict[str, Any],
+        groups: Mapping[Ports, list[Mapping[str, Any]]],
+        publish: bool,
     ) -> None:
-        subsets: list[dict[str, Any]] = []
-        for ports, pods in groups.items():
-            ready: list[dict[str, Any]] = []
-            not_ready: list[dict[str, Any]] = []
-            for pod in pods:
-                if not alive(pod) and not publish:
-                    continue  # terminating: out of Endpoints
-                address = {
-                    "ip": pod["status"]["podIP"],
-                    "nodeName": as_map(pod.get("spec")).get("nodeName"),
-                    "targetRef": _target_ref(pod),
-                }
-                if not address["nodeName"]:
-                    del address["nodeName"]
-                (ready if publish or is_ready(pod) else not_ready).append(address)
-            if not ports or not (ready or not_ready):
-                continue
-            subset: dict[str, Any] = {}
-            if ready:
-                subset["addresses"] = sorted(ready, key=lambda a: a["ip"])
-            if not_ready:
-                subset["notReadyAddresses"] = sorted(not_ready, key=lambda a: a["ip"])
-            subset["ports"] = [
-                {**({"name": n} if n else {}), "port": p, "protocol": proto}
-                for n, p, proto in ports
-            ]
-            subsets.append(subset)
+        found = subsets(groups, publish)
         meta = service["metadata"]
         namespace = meta.get("namespace", "")
         body: dict[str, Any] = {
@@ -249,8 +321,8 @@ class EndpointsController:
             "kind": "Endpoints",
             "metadata": {"name": meta["name"], "namespace": namespace, "labels": _labels(service)},
         }
-        if subsets:
-            body["subsets"] = subsets
+        if found:
+            body["subsets"] = found
         old = self.plane.api.store.view_one(ENDPOINTS, namespace, meta["name"])
         if old is None:
             self.plane.create(ENDPOINTS, namespace, body)
@@ -262,35 +334,16 @@ class EndpointsController:
 
     # --- EndpointSlices -----------------------------------------------------------------
 
-    def _slice_endpoints(
-        self, pods: Iterable[dict[str, Any]], publish: bool
-    ) -> list[dict[str, Any]]:
-        endpoints = []
-        for pod in pods:
-            serving = publish or is_ready(pod)
-            terminating = not alive(pod)
-            endpoint: dict[str, Any] = {
-                "addresses": [pod["status"]["podIP"]],
-                "conditions": {
-                    "ready": serving and not terminating,
-                    "serving": serving,
-                    "terminating": terminating,
-                },
-                "targetRef": _target_ref(pod),
-            }
-            node = as_map(pod.get("spec")).get("nodeName")
-            if node:
-                endpoint["nodeName"] = node
-            endpoints.append(endpoint)
-        return endpoints
-
     def _write_slices(
-        self, service: dict[str, Any], groups: Mapping[Ports, list[dict[str, Any]]], publish: bool
+        self,
+        service: dict[str, Any],
+        groups: Mapping[Ports, list[Mapping[str, Any]]],
+        publish: bool,
     ) -> None:
         """One slice per set of resolved ports (one placeholder with no endpoints when
         nothing is selected), as the EndpointSlice controller's reconciler groups them."""
         namespace = service["metadata"].get("namespace", "")
-        wanted: dict[Ports, list[dict[str, Any]]] = dict(groups) or {(): []}
+        wanted: dict[Ports, list[Mapping[str, Any]]] = dict(groups) or {(): []}
         existing = list(self.plane.owned(ENDPOINT_SLICES, service))
         labels = {**_labels(service), SERVICE_NAME: service["metadata"]["name"]}
         labels[MANAGED_BY] = SLICE_CONTROLLER
@@ -335,11 +388,11 @@ class EndpointsController:
         service: dict[str, Any],
         labels: dict[str, str],
         ports: Ports,
-        pods: list[dict[str, Any]],
+        pods: list[Mapping[str, Any]],
         publish: bool,
     ) -> dict[str, Any]:
         meta = service["metadata"]
-        endpoints = self._slice_endpoints(pods, publish)
+        endpoints = slice_endpoints(pods, publish)
         return {
             "apiVersion": "discovery.k8s.io/v1",
             "kind": "EndpointSlice",

@@ -12,18 +12,29 @@ turns them into a tree of :class:`Struct`/:class:`ListOf`/:class:`MapOf` nodes
 (built once per model and cached); :func:`crd_schema` does the same for a
 CRD version's ``openAPIV3Schema``. ``fieldvalidation.py`` walks bodies against
 the result.
+
+Importing the client's models (and pydantic with them) took a second of a sandbox
+process's CPU on its first write, a tenth of a 1,000-instance install. So what this
+module reads of them, each model's JSON names and type strings, is kept in
+``builtin_models.json`` beside it for the client version it was taken from
+(``python -c "from reconciler.sandbox.fieldschema import write_snapshot;
+write_snapshot()"`` takes it again); another installed
+version, or a model it lacks, is read from the client as before.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from reconciler.sandbox.kinds import Kind
+from reconciler.sandbox.kinds import Kind, KindRegistry
 
 # Sandboxes in one process (tests) run on their own threads; a model's node is
 # registered before its fields are filled, so building happens under this lock.
@@ -131,6 +142,62 @@ def _models() -> Any:
     return kubernetes.client.models
 
 
+SNAPSHOT = Path(__file__).with_name("builtin_models.json")
+Fields = dict[str, str]  # a model's fields: JSON name -> ``openapi_types`` type string
+
+
+def _client_version() -> str:
+    return importlib.metadata.version("kubernetes")
+
+
+@functools.cache
+def _snapshot() -> dict[str, Fields]:
+    """``builtin_models.json``'s models when it was taken from the installed client."""
+    try:
+        data = json.loads(SNAPSHOT.read_text())
+        if data["kubernetes"] != _client_version():
+            return {}
+        models: dict[str, Fields] = data["models"]
+    except (OSError, ValueError, KeyError, TypeError, importlib.metadata.PackageNotFoundError):
+        return {}
+    return models
+
+
+def client_fields(name: str) -> Fields | None:
+    """A model's fields as the client's class declares them; None when it has no such model."""
+    model = getattr(_models(), name, None)
+    if model is None or not hasattr(model, "openapi_types"):
+        return None
+    return {json_name: model.openapi_types[attr] for attr, json_name in model.attribute_map.items()}
+
+
+def _fields(name: str) -> Fields | None:
+    """``client_fields``, from the snapshot when it holds the model."""
+    known = _snapshot().get(name)
+    return known if known is not None else client_fields(name)
+
+
+def referenced(fields: Fields) -> set[str]:
+    """The names in ``fields``' type strings that may be models (not containers, not scalars)."""
+    names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(fields.values())))
+    return names - _SCALARS - {"list", "List", "dict", "Dict"}
+
+
+def snapshot_models(roots: Iterable[str]) -> dict[str, Fields]:
+    """The client's models reachable from ``roots``, as ``builtin_models.json`` holds them."""
+    found: dict[str, Fields] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        fields = client_fields(name)
+        if fields is not None:
+            found[name] = fields
+            todo.extend(referenced(fields))
+    return dict(sorted(found.items()))
+
+
 # model_schema's answers by name: every write asks, and looking the class up on the
 # client's models package each time was 2% of the sandbox's CPU during an install
 _MODEL_SCHEMAS: dict[str, Struct | None] = {}
@@ -141,7 +208,7 @@ def model_schema(name: str) -> Struct | None:
     if name in _MODEL_SCHEMAS:
         return _MODEL_SCHEMAS[name]
     node: Struct | None = None
-    if getattr(_models(), name, None) is not None:
+    if _fields(name) is not None:
         with _LOCK:
             found = _type_node(name)
         assert isinstance(found, Struct)
@@ -191,10 +258,9 @@ def _type_node(type_name: str, json_name: str = "") -> Node:
         if type_name.startswith(prefix) and type_name.endswith(suffix):
             _key, _, value = type_name[len(prefix) : -len(suffix)].partition(",")
             return MapOf(_type_node(value, json_name))
-    model = getattr(_models(), type_name, None)
     if type_name in _SCALARS:
         return _scalar(type_name, json_name)
-    if model is None or not hasattr(model, "openapi_types"):
+    if _fields(type_name) is None:
         return FREE
     return _model_struct(type_name)
 
@@ -208,9 +274,8 @@ def _model_struct(name: str) -> Struct:
     struct = _STRUCTS.get(name)
     if struct is None:
         struct = _STRUCTS[name] = Struct(name)
-        model = getattr(_models(), name)
-        for attr, json_name in model.attribute_map.items():
-            struct.fields[json_name] = _type_node(model.openapi_types[attr], json_name)
+        for json_name, type_name in (_fields(name) or {}).items():
+            struct.fields[json_name] = _type_node(type_name, json_name)
     return struct
 
 
@@ -298,3 +363,15 @@ def schema_for(kind: Kind, subresource: str, crd: Mapping[str, Any] | None) -> S
                 _CRD_CACHE.clear()
             _CRD_CACHE[key] = crd_schema(crd, kind.version)
         return _CRD_CACHE[key]
+
+
+def snapshot_roots() -> list[str]:
+    """The models a write is decoded with: every built-in kind's, and ``/scale``'s."""
+    kinds = KindRegistry().all()
+    return [*(model_name(k.group, k.version, k.kind) for k in kinds if not k.crd), "V1Scale"]
+
+
+def write_snapshot() -> None:
+    """Take ``builtin_models.json`` again from the installed client."""
+    data = {"kubernetes": _client_version(), "models": snapshot_models(snapshot_roots())}
+    SNAPSHOT.write_text(json.dumps(data, indent=1) + "\n")  # fields in the client's order

@@ -39,7 +39,6 @@ from reconciler.sandbox.pods import (
 )
 from reconciler.sandbox.store import Tally
 
-SCHEDULER = "default-scheduler"
 MIRROR = "kubernetes.io/config.mirror"
 Event = tuple[str, str, str]  # type, reason, message
 KUBELET = "kubelet"
@@ -306,24 +305,6 @@ class Kubelet:
             return  # unschedulable: stays Pending, as on a cluster without nodes
         load = self._load()
         node = min(sorted(nodes), key=load.count)
-        body = {**pod, "spec": {**pod["spec"], "nodeName": node}}
-        if self.plane.update(PODS, pod, body, manager=SCHEDULER):
-            # only read (``write_status`` builds the new body): no copy
-            stored = self.plane.api.store.view_one(
-                PODS, pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
-            )
-            if stored is not None:
-                scheduled = {
-                    "phase": "Pending",
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": now(),
-                        }
-                    ],
-                    "qosClass": "BestEffort",
-                }
-                self.plane.write_status(PODS, stored, scheduled, manager=SCHEDULER)
-                self.plane.events.emit_scheduled(stored, node)
+        bound = self.plane.bind(pod, node)
+        if bound is not None:
+            self.plane.events.emit_scheduled(bound, node)
