@@ -223,6 +223,10 @@ def run_suite(
             "no:cacheprovider",
             "-q",
             "-rfE",
+            # the figures come from the junit report; pytest's own traceback format parses
+            # the whole source file of every frame (kubernetes' core_v1_api.py is 1.7 MB):
+            # 1.7 s of CPU for the smoke's single failing exec test, more per real failure
+            "--tb=native",
             f"--junitxml={junit}",
             suite.tests,
         ]

@@ -15,6 +15,13 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# Young objects a kept block must leave for the move to the oldest generation to be
+# worth it. Below this the next young and middle collections walk them in well under a
+# millisecond, while asking whether objects are frozen (``gc.get_freeze_count``) walks
+# every frozen object: 10 ms under a test runner that froze its heap, paid on each of the
+# thousands of small catalog loads of the test suite. A real catalog leaves millions.
+WORTH_MOVING = 10_000
+
 
 @contextmanager
 def gc_paused(*, keeps: bool = False) -> Iterator[None]:
@@ -30,7 +37,10 @@ def gc_paused(*, keeps: bool = False) -> Iterator[None]:
     unfreezing every tracked object moves them there directly (``gc.unfreeze`` puts
     frozen objects back into the oldest generation; both calls splice lists and
     cost the same whatever the heap). Skipped when objects are frozen already:
-    whoever froze them (a test runner) meant them to stay so.
+    whoever froze them (a test runner) meant them to stay so; and skipped when the
+    block left fewer than ``WORTH_MOVING`` young objects (``gc.get_count()``, which
+    the paused collector leaves counting the block's allocations), a walk not worth
+    saving.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -38,7 +48,9 @@ def gc_paused(*, keeps: bool = False) -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            if keeps and gc.get_freeze_count() == 0:
+            moving = keeps and gc.get_count()[0] >= WORTH_MOVING
+            # the cheap test first: gc.get_freeze_count walks every frozen object
+            if moving and gc.get_freeze_count() == 0:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

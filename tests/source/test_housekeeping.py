@@ -9,11 +9,13 @@ the daemon. The cache's repositories turn both off in their own config, and
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import git as gitpython
 import pytest
 
+from reconciler.model.errors import UsageError
 from reconciler.source import runner
 from reconciler.source.checkout import CatalogSource
 from reconciler.source.ledger import StatusLedger
@@ -25,6 +27,7 @@ from reconciler.source.runner import (
     housekeep,
     read_ref,
 )
+from reconciler.source.store import check_branch_name
 from reconciler.source.workclone import CatalogWorkClone
 from tests.ledger.test_ledger import status
 from tests.source.fixtures import commit_file
@@ -239,3 +242,16 @@ def test_a_ref_store_gitpython_cannot_read_is_asked_of_git(
 
     monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
     assert read_ref(gitpython.Repo(catalog_repo), "HEAD") == head
+
+
+def test_git_checks_a_branch_name_once_and_a_refused_one_each_time(git_trace: GitTrace) -> None:
+    """A name Git accepted is not sent to ``git check-ref-format`` again in the process;
+    a refused one is asked again, and refused again, each time."""
+    name = f"status/checked-{uuid.uuid4().hex}"  # checked by no other test of this worker
+    assert check_branch_name(name) == name
+    assert check_branch_name(name) == name
+    assert git_trace.count("check-ref-format") == 1
+    for _ in range(2):
+        with pytest.raises(UsageError, match="not a valid branch name"):
+            check_branch_name(f"{name}/..bad")
+    assert git_trace.count("check-ref-format") == 3

@@ -80,6 +80,9 @@ def _reconciler_files() -> Iterator[tuple[Path, dict[str, Any]]]:
             yield path, docs[0]
 
 
+# parsed once per process: the parametrizations below are collected by every worker
+RECONCILER_FILES = [p for p, _ in _reconciler_files()]
+
 # The image-builds example (SPEC section 8): one channel and two versions are enough
 # to show the three-tag scheme, so it is not held to the release-state examples' shape.
 BUILDS_APP = "shop"
@@ -133,7 +136,7 @@ def test_template_has_the_expected_files() -> None:
     assert len(_apps()) >= 3
 
 
-@pytest.mark.parametrize("path", [p for p, _ in _reconciler_files()], ids=_rel)
+@pytest.mark.parametrize("path", RECONCILER_FILES, ids=_rel)
 def test_reconciler_file_starts_with_schema_modeline(path: Path) -> None:
     kind = _load(path)["kind"]
     schema = KIND_SCHEMA[kind]
@@ -144,7 +147,7 @@ def test_reconciler_file_starts_with_schema_modeline(path: Path) -> None:
     assert target == (SCHEMA_COPY / f"{schema}.schema.json").resolve()
 
 
-@pytest.mark.parametrize("path", [p for p, _ in _reconciler_files()], ids=_rel)
+@pytest.mark.parametrize("path", RECONCILER_FILES, ids=_rel)
 def test_reconciler_file_matches_its_schema(path: Path) -> None:
     doc = _load(path)
     schema = json.loads((SCHEMA_SOURCE / f"{KIND_SCHEMA[doc['kind']]}.schema.json").read_text())
