@@ -11,6 +11,7 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client, watch
@@ -28,6 +29,21 @@ def raw_watch(sandbox: SandboxHandle, query: str) -> list[dict]:
     url = f"{sandbox.url}/api/v1/namespaces/default/configmaps?watch=true&{query}"
     with urllib.request.urlopen(url, timeout=10) as response:
         return [json.loads(line) for line in response if line.strip()]
+
+
+def watch_until(sandbox: SandboxHandle, query: str, last: Callable[[dict], bool]) -> list[dict]:
+    """The watch's events up to the one ``last`` accepts (the stream's own timeout, in
+    ``query``, is only the bound): a busy machine takes longer than a quiet one to send
+    the same events, and a timeout that closes the stream first would drop the rest."""
+    url = f"{sandbox.url}/api/v1/namespaces/default/configmaps?watch=true&{query}"
+    events: list[dict] = []
+    with urllib.request.urlopen(url, timeout=120) as response:
+        for line in response:
+            if line.strip():
+                events.append(json.loads(line))
+                if last(events[-1]):
+                    break
+    return events
 
 
 def test_watch_without_version_lists_existing_objects(
@@ -205,7 +221,11 @@ def test_a_burst_of_writes_streams_every_event_in_order(
     got: list[list[dict]] = []
     reader = threading.Thread(
         target=lambda: got.append(
-            raw_watch(sandbox, f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=3")
+            watch_until(
+                sandbox,
+                f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=120",
+                lambda event: event["type"] == "DELETED",
+            )
         )
     )
     reader.start()
