@@ -42,6 +42,7 @@ from reconciler.sandbox.fieldsets import (
     dotted,
     drop_prefixes,
     field_paths,
+    fields_v1_of,
     from_fields_v1,
     get_path,
     is_set_list,
@@ -265,6 +266,15 @@ def track_update(
     sent = new["metadata"].get("managedFields")
     same = sent == (old or {}).get("metadata", {}).get("managedFields")
     requested = None if subresource or same else _requested_entries(new)
+    if old is None and requested is None and not subresource:
+        created = created_fields(new, has_status, schema)
+        if created:
+            entry = ManagedEntry(manager, "Update", new.get("apiVersion", ""), subresource)
+            entry.time = now()
+            new["metadata"]["managedFields"] = [{**entry.to_dict(), "fieldsV1": created}]
+        else:
+            new["metadata"].pop("managedFields", None)
+        return
     changed = _scoped(
         _changed_paths(old, new, subresource, has_status, schema), subresource, has_status
     )
@@ -333,6 +343,32 @@ def track_update(
         found.fields |= changed | _item_markers(new, changed)
         found.time = now()
     _store_entries(new, requested)
+
+
+def created_fields(
+    obj: Mapping[str, Any], has_status: bool, schema: Schema | None
+) -> dict[str, Any]:
+    """The FieldsV1 of the manager that creates ``obj``: every field it sets but the
+    server's own (and status, where a status subresource writes it), list items marked.
+
+    What the general path makes of a create (``changed_paths`` from nothing, scoped,
+    with ``_item_markers``, sorted into a tree), in one walk of the object: every
+    pod a ReplicaSet creates went through that path.
+    """
+    tree = fields_v1_of(obj, schema)
+    out = {
+        k: v
+        for k, v in tree.items()
+        if k not in _UNMANAGED_TOP and not (has_status and k == "f:status")
+    }
+    meta = out.get("f:metadata")
+    if meta:  # (an empty one is the leaf of an empty metadata map: kept)
+        kept = {k: v for k, v in meta.items() if k not in _UNMANAGED_META}
+        if kept:
+            out["f:metadata"] = kept
+        else:
+            del out["f:metadata"]
+    return out
 
 
 def _changed_paths(
