@@ -208,6 +208,24 @@ def test_annotations_name_the_last_recorder_and_leave_dedupe_alone(
 # -- EventQueue: Events off the pass's critical path ---------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _closed_queues(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every queue a test makes is closed when the test ends, as a stopping daemon closes
+    its own: a sender still holding an Event when the test's API server goes away would
+    otherwise log the loss after the test, into its closed output ("Logging error")."""
+    made: list[EventQueue] = []
+    init = EventQueue.__init__
+
+    def tracked(queue: EventQueue, *args: Any, **kwargs: Any) -> None:
+        init(queue, *args, **kwargs)
+        made.append(queue)
+
+    monkeypatch.setattr(EventQueue, "__init__", tracked)
+    yield
+    for queue in made:
+        queue.close()
+
+
 @pytest.fixture
 def silent_client(tmp_path: Path) -> Iterator[KubeClient]:
     """A client whose API server accepts connections and never answers (a hung server)."""
