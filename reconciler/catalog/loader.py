@@ -169,18 +169,19 @@ def _check_entries(
     if not ctx.is_dir(directory):
         return strays
     for name, found in sorted(ctx.listing(directory).items()):
+        if name in dirs if found.is_dir else name in files:
+            continue  # the usual case, asked first: a file or directory of the format
         if name.startswith(".") or _is_documentation(name, found):
             continue
         child = directory / name
         if found.is_dir:
-            if name not in dirs:
-                expected = ", ".join(f"{d}/" for d in sorted(dirs)) or "none"
-                ctx.error(
-                    ctx.rel(child),
-                    None,
-                    f"unknown directory {name}/ in {ctx.rel(directory)}/ (expected: {expected})",
-                )
-        elif name not in files:
+            expected = ", ".join(f"{d}/" for d in sorted(dirs)) or "none"
+            ctx.error(
+                ctx.rel(child),
+                None,
+                f"unknown directory {name}/ in {ctx.rel(directory)}/ (expected: {expected})",
+            )
+        else:
             expected = ", ".join(sorted(files)) or "none"
             ctx.error(
                 ctx.rel(child),

@@ -8,6 +8,7 @@ without reading YAML again.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -263,8 +264,27 @@ class AppEntry:
         """The pinned builds of one version's images (empty without builds.yaml)."""
         return self.builds.for_version(version) if self.builds is not None else {}
 
+    # ``sorted_versions``'s last answer, with the versions it sorted (not compared: a cache)
+    _sorted: tuple[tuple[AppVersion, ...], tuple[AppVersion, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     def sorted_versions(self) -> list[AppVersion]:
-        return sorted(self.versions.values(), key=lambda v: v.version)
+        """The versions, lowest first.
+
+        Resolving each instance asks for them several times, and SemVer's comparisons
+        are slow: the order is kept while ``versions`` holds the very same objects (the
+        loader replaces an entry to change it).
+        """
+        now = tuple(self.versions.values())
+        cached = self._sorted
+        if (
+            cached is None
+            or len(cached[0]) != len(now)
+            or not all(map(operator.is_, cached[0], now))
+        ):
+            cached = self._sorted = (now, tuple(sorted(now, key=lambda v: v.version)))
+        return list(cached[1])
 
 
 @dataclass

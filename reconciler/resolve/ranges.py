@@ -39,6 +39,7 @@ Called by ``reconciler.resolve.resolver`` (instance ranges) and
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -170,6 +171,14 @@ def parse_range(text: str) -> Range:
     """Parse a range expression or raise ``RangeSyntaxError`` naming the column at fault."""
     if not isinstance(text, str):
         raise RangeSyntaxError(str(text), 1, "a range must be a string (quote it in YAML)")
+    return _parse_range(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_range(text: str) -> Range:
+    """A range is a frozen value of its text alone, and a catalog writes the same few
+    (every version's ``upgradeFrom: ">=1.0.0"``) thousands of times; each is parsed
+    once, in a bounded memo (an error is not kept: it is raised again when asked)."""
     if not text.strip():
         raise RangeSyntaxError(text, 1, "empty range (write * to allow any version)")
     return Range(text, tuple(_RangeParser(text).alternatives()))

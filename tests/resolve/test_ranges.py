@@ -325,3 +325,17 @@ def test_garbage_is_rejected_with_position(expression: str, column: int, fragmen
 def test_non_string_is_a_syntax_error() -> None:
     with pytest.raises(RangeSyntaxError, match="must be a string"):
         parse_range(6.5)  # type: ignore[arg-type]
+
+
+def test_a_range_read_again_is_the_same_value_and_a_bad_one_fails_again() -> None:
+    """Ranges are parsed once per text (a bounded memo): the second answer is the same
+    frozen value, and an error is raised every time it is asked, never remembered as
+    a range."""
+    first = parse_range(">=1.0.0 <2.0.0")
+    assert parse_range(">=1.0.0 <2.0.0") is first
+    assert first.matches(parse_version("1.5.0")) and not first.matches(parse_version("2.0.0"))
+    for _ in range(2):
+        with pytest.raises(RangeSyntaxError, match="empty range"):
+            parse_range("  ")
+        with pytest.raises(RangeSyntaxError, match="must be a string"):
+            parse_range(["1.0.0"])  # type: ignore[arg-type]
