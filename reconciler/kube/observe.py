@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -41,30 +41,38 @@ def add_listener(listener: RequestListener) -> None:
     """Count every request and retry of this process in ``listener`` from now on."""
     global _listeners
     with _lock:
-        kept = [r for r in _listeners if r() is not None and r() is not listener]
-        _listeners = (*kept, weakref.ref(listener))
+        _listeners = (*_others(listener), weakref.ref(listener))
 
 
 def remove_listener(listener: RequestListener) -> None:
     global _listeners
     with _lock:
-        _listeners = tuple(r for r in _listeners if r() is not None and r() is not listener)
+        _listeners = _others(listener)
 
 
 def record_request(verb: str, code: int | str) -> None:
     """One answer (or ``NO_ANSWER``) of the API server to an HTTP ``verb`` (GET, PATCH...)."""
-    for ref in _listeners:
-        listener = ref()
-        if listener is not None:
-            _call(listener.count_request, verb, code)
+    for listener in _live():
+        _call(listener.count_request, verb, code)
 
 
 def record_retry(verb: str, code: int | str) -> None:
     """A request sent again after ``code`` (429, a 5xx, or ``NO_ANSWER``)."""
+    for listener in _live():
+        _call(listener.count_retry, verb, code)
+
+
+def _live() -> Iterator[RequestListener]:
+    """The listeners still alive, from the tuple as it is now (no lock, no copy)."""
     for ref in _listeners:
         listener = ref()
         if listener is not None:
-            _call(listener.count_retry, verb, code)
+            yield listener
+
+
+def _others(listener: RequestListener) -> tuple[weakref.ref[RequestListener], ...]:
+    """The references of the live listeners but ``listener``; the caller holds ``_lock``."""
+    return tuple(r for r in _listeners if r() is not None and r() is not listener)
 
 
 def _call(method: Callable[[str, str], None], verb: str, code: int | str) -> None:
