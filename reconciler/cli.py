@@ -9,6 +9,8 @@ found problems, 2 usage or environment error.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import importlib
 import logging
 import sys
@@ -1163,9 +1165,31 @@ def _configure_logging(level: str, fmt: str) -> None:
     configure_logging(level=level, fmt=fmt)
 
 
+@functools.cache
+def _shared_parser() -> argparse.ArgumentParser:
+    """The parser :func:`main` uses, built once per process.
+
+    Building it (every command's options) costs milliseconds, paid again by each call of
+    ``main`` in a process that makes many (the test suite makes hundreds). Parsing does
+    not change a parser; what two parses could share is a mutable default (the ``[]``
+    of an ``append`` option), which :func:`parse_args` copies."""
+    return build_parser()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``argv`` parsed by the shared parser: every list, dict or set in the result is its
+    own (argparse hands out an option's default itself when the option is not given,
+    and a command that extended it would leak into the next parse)."""
+    args = _shared_parser().parse_args(argv)
+    for key, value in vars(args).items():
+        if isinstance(value, list | dict | set):
+            setattr(args, key, copy.copy(value))
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser = _shared_parser()
+    args = parse_args(argv)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

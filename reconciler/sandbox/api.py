@@ -145,6 +145,14 @@ def _untimed(entry: Any) -> Any:
     return entry
 
 
+def _held_ips(service: dict[str, Any]) -> list[str]:
+    return service_ips(service.get("spec"))
+
+
+def _held_node_ports(service: dict[str, Any]) -> list[Any]:
+    return service_node_ports(service.get("spec"))
+
+
 class SandboxApi:
     """One sandbox cluster's state and the rules for changing it."""
 
@@ -331,8 +339,8 @@ class SandboxApi:
         """Cluster IPs and node ports held by stored Services (the API server's allocators)."""
         if self._services is None:
             self._services = (
-                self.store.tally(SERVICES, lambda s: service_ips(s.get("spec"))),
-                self.store.tally(SERVICES, lambda s: service_node_ports(s.get("spec"))),
+                self.store.tally(SERVICES, _held_ips),
+                self.store.tally(SERVICES, _held_node_ports),
             )
         return self._services
 

@@ -84,6 +84,14 @@ async def start_server(
         max_requests_in_flight=max_requests_in_flight,
         bookmark_interval=bookmark_interval,
     )
+    return await serve(server, host, port)
+
+
+async def serve(server: SandboxServer, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    """Serve ``server`` on ``host:port`` (0: a free port); raises OSError when it is taken.
+
+    Its controllers first sync what it already stores (``Controllers.resync``)."""
+    server.controllers.resync()
     runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

@@ -185,6 +185,17 @@ class SandboxServer:
         StandardObjects(self.api).create_standard_objects()  # after the nodes exist
         self.requests = RequestLog()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy of a server not yet started carries (``testing.py`` copies one
+        with pickle): everything but its request log, which holds a lock."""
+        state = dict(self.__dict__)
+        del state["requests"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.requests = RequestLog()
+
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self._log_middleware], client_max_size=64 * 1024**2)
         app.router.add_get("/version", self._version)

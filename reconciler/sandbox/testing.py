@@ -3,27 +3,61 @@
 :func:`running_sandbox` starts the server on its own event loop in a daemon thread,
 writes a kubeconfig, and yields a :class:`SandboxHandle`; the ``sandbox`` pytest
 fixture in ``tests/conftest.py`` wraps it. Startup takes milliseconds, so every
-test gets a fresh, empty cluster.
+test gets a fresh, empty cluster: its server is a copy of one built once per process
+(:func:`fresh_server`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import pickle
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from reconciler.sandbox.requestlog import RequestLogEntry
-from reconciler.sandbox.runner import RunningServer, start_server, write_kubeconfig
+from reconciler.sandbox.runner import RunningServer, serve, write_kubeconfig
+from reconciler.sandbox.server import SandboxServer
 from reconciler.sandbox.store import DEFAULT_HISTORY_LIMIT, StoredEvent
 from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.sandbox.watch import DEFAULT_BOOKMARK_INTERVAL
 
 T = TypeVar("T")
+
+# A pickled server per set of options, built the first time a sandbox with them starts.
+_TEMPLATES: dict[tuple[tuple[str, Hashable], ...], bytes] = {}
+
+
+def fresh_server(**options: Any) -> SandboxServer:
+    """A server as ``SandboxServer(**options)`` builds it, copied from one built once per process.
+
+    Building one writes the cluster's standard objects through the API (the system
+    namespaces and what each holds, the nodes and control-plane pods, the default
+    ClusterRoles, PriorityClasses, StorageClass and APIServices): some sixty writes,
+    half of a test sandbox's start, paid again by each of the suite's thousand
+    sandboxes. A copy (pickle, all in C) costs a fifth of that and shares nothing with
+    the template or with other copies, so each sandbox still starts with the standard
+    objects alone and its writes stay its own. The template is never started: it
+    holds no event loop, task or socket, and its controllers' queue is empty (a server
+    built without a running loop simulates nothing yet). The standard objects keep the
+    template's uids and creation times, as a cluster created before the test began.
+    Options that cannot be a key (none of the harness's) build a server anew.
+    """
+    key = tuple(sorted(options.items()))
+    try:
+        data = _TEMPLATES.get(key)
+    except TypeError:  # unhashable option
+        return SandboxServer(**options)
+    if data is None:
+        data = pickle.dumps(SandboxServer(**options), pickle.HIGHEST_PROTOCOL)
+        _TEMPLATES[key] = data
+    server = pickle.loads(data)
+    assert isinstance(server, SandboxServer)
+    return server
 
 
 class SandboxHandle:
@@ -101,28 +135,26 @@ def running_sandbox(
     loop = asyncio.new_event_loop()
     started: Future[RunningServer] = Future()
 
-    def serve() -> None:
+    def run() -> None:
         asyncio.set_event_loop(loop)
         try:
-            running = loop.run_until_complete(
-                start_server(
-                    host=host,
-                    port=port,
+            # built before the loop runs: a server's controllers start with the loop
+            server = fresh_server(
+                controller_delay=controller_delay,
+                fail_images=tuple(fail_images),
+                history_limit=history_limit,
+                # a harness shrinks every wait, the Job back-off and pods' grace too
+                timing=timing
+                or Timing(
                     controller_delay=controller_delay,
-                    fail_images=fail_images,
-                    history_limit=history_limit,
-                    # a harness shrinks every wait, the Job back-off and pods' grace too
-                    timing=timing
-                    or Timing(
-                        controller_delay=controller_delay,
-                        job_backoff=controller_delay,
-                        pod_grace_scale=TEST_GRACE_SCALE,
-                    ),
-                    request_latency=request_latency,
-                    max_requests_in_flight=max_requests_in_flight,
-                    bookmark_interval=bookmark_interval,
-                )
+                    job_backoff=controller_delay,
+                    pod_grace_scale=TEST_GRACE_SCALE,
+                ),
+                request_latency=request_latency,
+                max_requests_in_flight=max_requests_in_flight,
+                bookmark_interval=bookmark_interval,
             )
+            running = loop.run_until_complete(serve(server, host, port))
         except BaseException as e:
             started.set_exception(e)
             loop.close()
@@ -131,7 +163,7 @@ def running_sandbox(
         loop.run_forever()
         loop.close()
 
-    thread = threading.Thread(target=serve, name="reconciler-sandbox", daemon=True)
+    thread = threading.Thread(target=run, name="reconciler-sandbox", daemon=True)
     thread.start()
     running = started.result(timeout=30)
     with tempfile.TemporaryDirectory(prefix="reconciler-sandbox-") as tmp:

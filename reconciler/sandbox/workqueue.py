@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import itertools
 import logging
 import time
 from collections import deque
@@ -60,7 +59,9 @@ class WorkQueue(Generic[E, K]):
         self._events: deque[E] = deque()
         self._due: dict[K, float] = {}  # key -> when it runs (loop time)
         self._heap: list[tuple[float, int, K]] = []  # may hold stale entries: see _due
-        self._order = itertools.count()  # ties run in the order they were added
+        # ties run in the order they were added (a plain number, not itertools.count:
+        # a server is copied with pickle, which 3.12 deprecates for count objects)
+        self._added = 0
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -86,7 +87,8 @@ class WorkQueue(Generic[E, K]):
         if pending is not None and pending <= when:
             return
         self._due[key] = when
-        heapq.heappush(self._heap, (when, next(self._order), key))
+        self._added += 1
+        heapq.heappush(self._heap, (when, self._added, key))
         self._wake.set()
 
     def forget(self, key: K) -> None:
