@@ -70,8 +70,6 @@ def default_cluster(repo: str | None) -> str | None:
 
 
 def _fill_repo(command: str, args: argparse.Namespace) -> None:
-    from reconciler.source import CatalogSource, RemoteAccess
-
     positional = getattr(args, "catalog", None)
     if positional is not None:
         if args.repo is not None and args.repo != positional:
@@ -82,6 +80,8 @@ def _fill_repo(command: str, args: argparse.Namespace) -> None:
     if args.repo is None:
         args.repo = os.environ.get(ENV_REPO, "").strip() or "."
     if command in _NEEDS_CHECKOUT and _local_path(args.repo) is None:
+        from reconciler.source import RemoteAccess
+
         raise UsageError(
             f"--repo {RemoteAccess.parse(args.repo).display}: `{command}` needs a checkout "
             "(git clone the repository and pass its path)"
@@ -89,6 +89,8 @@ def _fill_repo(command: str, args: argparse.Namespace) -> None:
     if hasattr(args, "catalog"):
         args.catalog = args.repo
         if command in _READS_CATALOG and _local_path(args.repo) is None:
+            from reconciler.source import CatalogSource
+
             args.catalog = str(CatalogSource(args.repo).sync().path)
 
 
