@@ -9,7 +9,6 @@ found problems, 2 usage or environment error.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import logging
 import sys
@@ -25,6 +24,7 @@ from reconciler.model.errors import (
     ReconcilerError,
     UsageError,
 )
+from reconciler.model.gcpause import gc_paused
 
 DESCRIPTION = """\
 GitOps for versioned apps: a catalog repository holds app versions and channel
@@ -1154,16 +1154,12 @@ def _handler(name: str) -> Handler:
     that live as long as the process, and the collector walked them again and again
     while they were being built: 12% of ``reconciler run``'s start-up CPU, 7% of
     ``reconciler sandbox``'s. Paused only for the import, and only if it was running
-    (a caller in this process may have its own reasons to have stopped it).
+    (a caller in this process may have its own reasons to have stopped it); what the
+    import built goes straight to the oldest generation (``model.gcpause``).
     """
     module, func = COMMANDS[name].split(":")
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused(keeps=True):
         handler: Handler = getattr(importlib.import_module(f"reconciler.commands.{module}"), func)
-    finally:
-        if paused:
-            gc.enable()
     return handler
 
 
