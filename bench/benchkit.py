@@ -25,11 +25,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import git
-
-from reconciler.kube import KubeClient
+# GitPython and the kubernetes client are imported where they are used: bench/scale.py's
+# parent process, which only starts a child per size, needs neither
+if TYPE_CHECKING:
+    from reconciler.kube import KubeClient
 
 SECRET = "bench-secret"
 # The ``web`` app of the daemon benchmarks: three objects per instance.
@@ -190,6 +191,8 @@ class GitCounter:
     """Counts git commands run through GitPython (the only way the package runs git)."""
 
     def __init__(self) -> None:
+        import git
+
         self.count = 0
         original = git.cmd.Git.execute
 

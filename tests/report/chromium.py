@@ -81,7 +81,10 @@ def png_colours(path: Path) -> set[tuple[int, int, int]]:
     """Every RGB colour of an 8-bit RGB(A), non-interlaced PNG (what Chromium writes).
 
     Enough of the PNG format (RFC 2083) to read a screenshot without an imaging
-    library: concatenate IDAT, inflate, undo each row's filter.
+    library: concatenate IDAT, inflate, undo each row's filter. The rows Chromium
+    writes are mostly filtered ``Up`` or ``Sub`` (a page's flat areas): those are undone
+    a whole row at a time (``_add_rows``); a byte at a time, a 1280x900 screenshot took
+    a second of CPU. ``Average`` and ``Paeth`` rows still go byte by byte.
     """
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
@@ -97,27 +100,61 @@ def png_colours(path: Path) -> set[tuple[int, int, int]]:
     bpp = 4 if colour_type == 6 else 3
     raw, stride = zlib.decompress(idat), width * bpp
     colours: set[tuple[int, int, int]] = set()
-    previous = bytearray(stride)
+    previous = bytes(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind, row = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
-        for i in range(stride):
-            a = row[i - bpp] if i >= bpp else 0
-            b = previous[i]
-            c = previous[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                row[i] = (row[i] + a) & 0xFF
-            elif kind == 2:
-                row[i] = (row[i] + b) & 0xFF
-            elif kind == 3:
-                row[i] = (row[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        colours.update((row[i], row[i + 1], row[i + 2]) for i in range(0, stride, bpp))
+        kind, filtered = raw[start], raw[start + 1 : start + 1 + stride]
+        if kind == 0:
+            row = filtered
+        elif kind == 1:
+            row = _prefix_sums(filtered, bpp)
+        elif kind == 2:
+            row = _add_rows(filtered, previous)
+        else:
+            row = _unfilter_bytewise(kind, filtered, previous, bpp)
+        if row != previous or y == 0:
+            colours.update(zip(row[0::bpp], row[1::bpp], row[2::bpp], strict=True))
         previous = row
     return colours
+
+
+def _add_rows(a: bytes, b: bytes) -> bytes:
+    """``a[i] + b[i]`` modulo 256 for every byte at once, as one big integer: the low
+    seven bits of each byte are added (their carry stays in the byte), the top bit is
+    then the XOR of both top bits and that carry."""
+    n = len(a)
+    x, y = int.from_bytes(a, "big"), int.from_bytes(b, "big")
+    high = int.from_bytes(b"\x80" * n, "big")
+    low = int.from_bytes(b"\x7f" * n, "big")
+    return (((x & low) + (y & low)) ^ ((x ^ y) & high)).to_bytes(n, "big")
+
+
+def _prefix_sums(filtered: bytes, bpp: int) -> bytes:
+    """The ``Sub`` filter undone: each byte plus the one ``bpp`` before it, once that is
+    undone too, i.e. a running sum over every ``bpp``-th byte, taken in doubling steps
+    (a byte ``shift`` places on is added ``shift`` places later, as big-integer shifts)."""
+    row, shift, n = filtered, bpp, len(filtered)
+    while shift < n:
+        row = _add_rows(row, bytes(shift) + row[: n - shift])
+        shift *= 2
+    return row
+
+
+def _unfilter_bytewise(kind: int, filtered: bytes, previous: bytes, bpp: int) -> bytes:
+    """The ``Average`` (3) and ``Paeth`` (4) filters undone, a byte at a time."""
+    assert kind in (3, 4), f"PNG filter type {kind}"
+    row = bytearray(filtered)
+    for i in range(len(row)):
+        a = row[i - bpp] if i >= bpp else 0
+        b = previous[i]
+        if kind == 3:
+            row[i] = (row[i] + (a + b) // 2) & 0xFF
+        else:
+            c = previous[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+    return bytes(row)
 
 
 def rgb(hex_colour: str) -> tuple[int, int, int]:
