@@ -13,6 +13,7 @@ import asyncio
 import pickle
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -58,6 +59,12 @@ def fresh_server(**options: Any) -> SandboxServer:
     server = pickle.loads(data)
     assert isinstance(server, SandboxServer)
     return server
+
+
+# ``SandboxHandle.settled``: work due further away than this is not waited for (a pod's
+# readiness delay of seconds, a CronJob's next minute), and how often it looks
+SETTLE_HORIZON = 0.1
+SETTLE_POLL = 0.005
 
 
 class SandboxHandle:
@@ -107,6 +114,34 @@ class SandboxHandle:
         """End every open watch stream cleanly, as an API server does when a watch's
         time is up or the server restarts; clients resume from their last resourceVersion."""
         self.call(self._running.server.api.store.close_watches)
+
+    def resource_version(self) -> int:
+        """The store's last resourceVersion: it moves with every write."""
+        return self.call(lambda: self._running.server.api.store.resource_version)
+
+    def settled(self, since: int, timeout: float, *, horizon: float = SETTLE_HORIZON) -> bool:
+        """Wait until the cluster has moved past resourceVersion ``since`` and come to
+        rest: no controller has work due within ``horizon`` seconds. False when
+        ``timeout`` passed first (a crash-looping pod never rests; nothing moved).
+
+        A harness that drives the daemon's passes itself waits here instead of a fixed
+        pause: the next pass then sees what the last one's writes led to, where a pass
+        after a short sleep often finds the pods still starting and does nothing.
+        """
+        queue = self._running.server.controllers.queue
+        store = self._running.server.api.store
+
+        def resting() -> bool:
+            due = queue.next_due()
+            return store.resource_version > since and (due is None or due > horizon)
+
+        deadline = time.monotonic() + timeout
+        while not self.call(resting):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(SETTLE_POLL, left))
+        return True
 
     def stop(self) -> None:
         if self._stopped.is_set():

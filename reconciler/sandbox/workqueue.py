@@ -98,6 +98,15 @@ class WorkQueue(Generic[E, K]):
     def pending(self, key: K) -> bool:
         return key in self._due
 
+    def next_due(self) -> float | None:
+        """Seconds until the controllers next have work: 0 while events wait to be taken,
+        None when no key is pending (nothing moves until a write comes)."""
+        if self._events:
+            return 0.0
+        if not self._due or self._loop is None:
+            return None
+        return max(0.0, min(self._due.values()) - self._loop.time())
+
     async def stop(self) -> None:
         """End the worker (server shutdown) and wait for it; later events are dropped."""
         self._stopped = True

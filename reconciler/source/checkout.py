@@ -88,6 +88,7 @@ class CatalogSource:
         self._verified_ref = f"{_VERIFIED_REF}/{verify.fingerprint}" if verify else ""
         self._last: str | None = None
         self._configured = False  # QUIET_HOUSEKEEPING checked in the clone by this process
+        self._tracked: str | None = None  # the branch the clone follows, once read here
 
     @property
     def path(self) -> Path:
@@ -188,21 +189,27 @@ class CatalogSource:
         repo = git.Repo(str(self._slot))
         configure(repo, QUIET_HOUSEKEEPING)
         self._configured = True
+        self._tracked = None  # a new clone: the remote's default branch may be another
         return repo
 
     def _current_branch(self, repo: git.Repo) -> str:
         if self._branch:
             return self._branch
+        if self._tracked is not None:  # read from this clone's config by this process
+            return self._tracked
         # a clone without --branch tracks the remote's default branch; remember it in config
+        # (the clone's own: this process wrote it there, and reads no other file for it)
         try:
-            stored = repo.config_reader().get_value("reconciler", "branch", "")
+            stored = repo.config_reader("repository").get_value("reconciler", "branch", "")
         except Exception:  # gitpython raises several config error types; all mean "unset"
             stored = ""
         if stored:
-            return str(stored)
+            self._tracked = str(stored)
+            return self._tracked
         name = run(repo, ["symbolic-ref", "--short", "HEAD"])
         with repo.config_writer() as cfg:
             cfg.set_value("reconciler", "branch", name)
+        self._tracked = name
         return name
 
     def _choose(self, repo: git.Repo, head: str) -> tuple[str, str | None, str]:

@@ -102,6 +102,11 @@ class World:
         )
 
 
+# sandbox_world's sandboxes by URL (the daemon's ``client.host``): settle() waits on them
+_SANDBOXES: dict[str, SandboxHandle] = {}
+SETTLE_BOUND = 0.5  # seconds settle() waits at most for the sandbox to rest
+
+
 def _settings(
     repo: CatalogRepo, tmp_path: Path, suffix: str = "", **overrides: Any
 ) -> DaemonSettings:
@@ -143,9 +148,11 @@ def sandbox_world(
     ):
         daemon = Daemon(_settings(repo, tmp_path, **settings), client)
         world = World(repo, sandbox, client, daemon, tmp_path / "cache")
+        _SANDBOXES[client.host] = sandbox
         try:
             yield world
         finally:  # before the sandbox stops: no Event is sent to it, or logged, after
+            _SANDBOXES.pop(client.host, None)
             for each in (daemon, *world.others):
                 each.close_events()
 
@@ -196,7 +203,9 @@ def settle(
     outcome as it comes (to check the cluster at a given transition).
     """
     outcomes: list[PassOutcome] = []
+    sandbox = _SANDBOXES.get(daemon.client.host)
     for _ in range(limit):
+        since = sandbox.resource_version() if sandbox is not None else 0
         outcome = daemon.run_pass()
         outcomes.append(outcome)
         if each is not None:
@@ -206,6 +215,34 @@ def settle(
             return outcomes
         if until_waiting and any(s.reason == "WaitingForPromotion" for s in report.statuses):
             return outcomes
-        look = report.next_look
-        time.sleep(min(look if look is not None else 0.05, 0.05))
+        next_look(sandbox, since, report.next_look)
     raise AssertionError(f"still progressing after {limit} passes")
+
+
+def rested(daemon: Daemon) -> Daemon:
+    """``daemon``, once the sandbox it reconciles has come to rest (at most
+    ``SETTLE_BOUND``): for a test's own loop of passes, where a pass right after the
+    last one mostly found the controllers still answering its writes and did nothing."""
+    sandbox = _SANDBOXES.get(daemon.client.host)
+    if sandbox is not None:
+        sandbox.settled(-1, SETTLE_BOUND)
+    return daemon
+
+
+def next_look(sandbox: SandboxHandle | None, since: int, look: float | None) -> None:
+    """The pause before the daemon's next look, after a pass that began at ``since``.
+
+    The service looks again ``next_look`` seconds after such a pass (at most
+    ``--max-look``). On the sandbox the harness looks as soon as the cluster has
+    come to rest after what moved it (the pass's writes and the controllers' answers),
+    at the latest after ``next_look`` (at most ``SETTLE_BOUND``): a pass after a
+    fixed short pause mostly found the pods still starting and did nothing. Without
+    a sandbox, or when the pass named no time (a gate waiting for another cluster or
+    a person), a short pause stands for the look.
+    """
+    if look == 0:
+        return
+    if sandbox is None or look is None:
+        time.sleep(min(look if look is not None else 0.05, 0.05))
+        return
+    sandbox.settled(since, min(look, SETTLE_BOUND))

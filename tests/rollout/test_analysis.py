@@ -26,7 +26,7 @@ from reconciler.rollout import (
     rollout_key,
 )
 from reconciler.sandbox.store import StoredEvent
-from tests.daemon.conftest import World, settle, world
+from tests.daemon.conftest import World, rested, settle, world
 from tests.daemon.test_pass import CHANNELS
 from tests.factories import write_catalog
 from tests.rollout.test_daemon_rollout import WEB, _web
@@ -153,7 +153,7 @@ def test_a_failed_analysis_holds_then_after_a_file_change_rolls_back(world: Worl
     for _ in range(100):  # the rollback's cleanup: the copy goes once 6.5.0 is back
         if _pod_versions(world) == {"6.5.0"}:
             break
-        world.daemon.run_pass()
+        rested(world.daemon).run_pass()
     assert _pod_versions(world) == {"6.5.0"}
     kept = [j["metadata"]["name"] for j in _jobs(world)]
     assert len(kept) == 1 and kept != first and kept[0].startswith("web-analysis-1-")

@@ -22,7 +22,7 @@ from reconciler.kube.rollout_driver import copy_name
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.scaffold import log_oneline
-from tests.daemon.conftest import World, settle, world
+from tests.daemon.conftest import World, rested, settle, world
 from tests.daemon.test_pass import CHANNELS
 from tests.factories import BASE_FILES
 from tests.lanes import MISSING_DIGEST
@@ -183,7 +183,7 @@ def test_a_failing_build_rolls_back_to_the_old_pinned_image(installed: World) ->
     for _ in range(100):  # the copy goes once the Deployment is back on b5.1
         if world.client.get(COPY) is None:
             break
-        world.daemon.run_pass()
+        rested(world.daemon).run_pass()
     assert world.client.get(COPY) is None
     assert _image(world) == B5  # rendered from the record: builds.yaml says b7
     settle(world.daemon)
@@ -209,7 +209,7 @@ def test_reverting_the_builds_commit_during_a_rollout_rolls_back(installed: Worl
     for _ in range(100):
         if world.client.get(COPY) is None:
             break
-        world.daemon.run_pass()
+        rested(world.daemon).run_pass()
     settle(world.daemon)
     assert _image(world) == B5 and set(_pods(world)) == {B5}
 
@@ -221,7 +221,7 @@ def test_a_newer_build_abandons_and_a_restart_continues(installed: World) -> Non
     world.commit("apps/podinfo/builds.yaml", builds("6.5.0-rev1-b6.1", D6), "rebuild b6.1")
     daemon = world.daemon
     for _ in range(50):  # up to batch 1 ready, restarting after every pass
-        web = _web(daemon.run_pass())
+        web = _web(rested(daemon).run_pass())
         daemon = world.new_daemon()
         if web.rollout is not None and web.rollout.batches_done >= 1:
             break

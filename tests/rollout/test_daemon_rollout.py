@@ -32,7 +32,7 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.source.gates import change_gate
 from reconciler.source.scaffold import log_oneline
-from tests.daemon.conftest import World, lane_world, settle
+from tests.daemon.conftest import World, lane_world, rested, settle
 from tests.daemon.test_pass import CHANNELS
 from tests.lanes import MISSING_TAG, Event, watching
 
@@ -264,7 +264,7 @@ def test_a_failing_version_rolls_back_by_itself(world: World) -> None:
     for _ in range(100):
         if world.client.get(_copy(world)) is None:
             break
-        world.daemon.run_pass()
+        rested(world.daemon).run_pass()
     assert world.client.get(_copy(world)) is None
     assert _image(world, _deploy(world)).endswith(":6.5.0")
     again = world.daemon.run_pass()  # same desired version and file: not retried
@@ -285,7 +285,7 @@ def test_reverting_after_a_held_failure_rolls_back_and_cleans_up(world: World) -
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
     statuses = []
     for _ in range(100):
-        outcome = world.daemon.run_pass()
+        outcome = rested(world.daemon).run_pass()
         statuses.append((_web(outcome).phase, _web(outcome).reason))
         if world.client.get(_copy(world)) is None and _web(outcome).phase is Phase.READY:
             break
@@ -318,7 +318,7 @@ def test_a_broken_file_between_rollback_and_cleanup_leaves_no_copy(world: World)
     world.commit("clusters/prod/instances/web.yaml", rollback, "fixed")
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.5.0"), "revert")
     for _ in range(100):
-        web = _web(world.daemon.run_pass())
+        web = _web(rested(world.daemon).run_pass())
         if web.phase is Phase.READY and world.client.get(_copy(world)) is None:
             break
     assert world.client.get(_copy(world)) is None
@@ -352,7 +352,7 @@ def test_a_restarted_daemon_continues_without_duplicating_or_rolling_back(world:
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     first = world.daemon
     for _ in range(200):  # up to the first ready batch, then the daemon "dies"
-        web = _web(first.run_pass())
+        web = _web(rested(first).run_pass())
         if web.rollout is not None and web.rollout.batch >= 1 and "ready" in web.message:
             break
     updated = web.rollout.replicas.updated if web.rollout else 0
@@ -445,7 +445,7 @@ def test_a_restart_before_every_pass_still_finishes_once(world: World) -> None:
     world.commit("apps/podinfo/channels.yaml", CHANNELS.format(stable="6.6.0"), "release")
     updated: list[int] = []
     for _ in range(300):
-        web = _web(world.new_daemon().run_pass())
+        web = _web(rested(world.new_daemon()).run_pass())
         if web.rollout is not None:
             updated.append(web.rollout.replicas.updated)
         if web.phase is not Phase.PROGRESSING:

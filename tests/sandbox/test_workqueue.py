@@ -136,3 +136,30 @@ def test_without_an_event_loop_nothing_is_simulated() -> None:
     queue.submit("a")  # the API used alone: no controller manager runs
     queue.add_after("b", 0.0)
     assert log == [] and not queue.pending("b")
+
+
+def test_next_due_says_when_the_controllers_have_work_next() -> None:
+    log: Log = []
+
+    async def body() -> None:
+        queue = _queue(log)
+        queue.submit("first")  # starts the worker on this loop
+        await _until(lambda: "run first" in log)
+        assert queue.next_due() is None  # nothing pending: only a write moves it
+        queue.add_after("later", 30.0)
+        due = queue.next_due()
+        assert due is not None and 29.0 < due <= 30.0
+        queue.add_after("sooner", 10.0)
+        due = queue.next_due()
+        assert due is not None and 9.0 < due <= 10.0
+        queue.forget("sooner")
+        due = queue.next_due()
+        assert due is not None and 29.0 < due <= 30.0
+        queue.submit("waiting")  # an event not taken yet is work due now
+        assert queue.next_due() == 0.0
+        await _until(lambda: "run waiting" in log)
+        due = queue.next_due()
+        assert due is not None and due > 9.0
+        await queue.stop()
+
+    _within_loop(body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,24 @@ def test_a_new_source_object_reuses_the_cached_clone(bare_remote: Path) -> None:
     second = CatalogSource(bare_remote.as_uri()).sync()
     assert second.path == first.path and second.commit == first.commit
     assert second.changed  # a new process has not seen any commit yet
+
+
+def test_a_clone_made_again_follows_the_remotes_default_branch_of_then(
+    catalog_repo: Path, bare_remote: Path, cache_dir: Path
+) -> None:
+    """The branch a clone follows is read from its config once per source; a clone
+    made again (its directory was removed) follows what the remote's HEAD names then."""
+    source = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir)
+    assert source.sync().branch == "main"
+    assert source.sync().branch == "main"
+    git(catalog_repo, "push", "-q", "origin", "main:release")
+    sha = _push_change(catalog_repo, "a.txt", "main only\n")
+    git(bare_remote, "symbolic-ref", "HEAD", "refs/heads/release")
+    assert source.sync().commit == sha  # still main: the clone follows it
+    shutil.rmtree(source.path)
+    again = source.sync()
+    assert again.branch == "release" and again.commit != sha
+    assert not (again.path / "a.txt").exists()
 
 
 def test_named_branch_and_missing_branch(catalog_repo: Path, bare_remote: Path) -> None:
