@@ -23,10 +23,12 @@ import git
 from reconciler.model.errors import SourceError
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import (
+    NO_TEMPLATE,
     QUIET_HOUSEKEEPING,
     GitFailed,
     MissingRemoteBranch,
     configure,
+    current_branch,
     housekeep,
     locked,
     parse_listing,
@@ -200,7 +202,7 @@ class CatalogSource:
             stored = ""
         if stored:
             return str(stored)
-        name = run(repo, ["symbolic-ref", "--short", "HEAD"])
+        name = current_branch(repo)
         with repo.config_writer() as cfg:
             cfg.set_value("reconciler", "branch", name)
         return name
@@ -233,13 +235,14 @@ class CatalogSource:
 
 def clone_into(slot: Path, access: RemoteAccess, options: list[str]) -> None:
     """Clone ``access``'s repository as ``slot``: into a temp dir next to it, then renamed,
-    so a crash never leaves a half clone where a later run would trust it."""
+    so a crash never leaves a half clone where a later run would trust it. A clone of the
+    cache, without Git's template files (``NO_TEMPLATE``)."""
     slot.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=slot.parent))
     try:
         run_remote(
             tmp.parent,
-            ["clone", "--quiet", *options, access.url, str(tmp)],
+            ["clone", "--quiet", NO_TEMPLATE, *options, access.url, str(tmp)],
             access,
             what=f"clone {access.display}",
         )
