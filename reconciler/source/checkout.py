@@ -106,13 +106,14 @@ class CatalogSource:
         no commit of this branch has ever been verified.
         """
         with locked(self._slot.with_name(self._slot.name + ".lock")):
+            cloned = not (self._slot / ".git").is_dir()
             repo, listed = self._fetch(also)
             branch = self._current_branch(repo)
             fetched = f"refs/remotes/origin/{branch}"
             # read in process; a missing ref is Git's error, as it always was
             head = read_ref(repo, fetched) or run(repo, ["rev-parse", "--verify", fetched])
             commit, refused, signer = self._choose(repo, head)
-            self._checkout(repo, commit)
+            self._checkout(repo, commit, cloned=cloned)
             housekeep(repo)  # what each fetch's own ``git maintenance`` used to do
         previous, self._last = self._last, commit
         if refused:
@@ -222,13 +223,19 @@ class CatalogSource:
             )
         return last, verdict.reason, ""
 
-    def _checkout(self, repo: git.Repo, commit: str) -> None:
+    def _checkout(self, repo: git.Repo, commit: str, *, cloned: bool = False) -> None:
+        """``commit`` checked out, and nothing else in the working tree.
+
+        ``cloned``: the clone was made just now (``--no-checkout``): nothing is in its
+        working tree yet, so there is nothing for ``git clean`` to remove.
+        """
         current = read_ref(repo, "HEAD")
         if current == commit and self._last == commit:
             return  # checked out by this process already; a new process re-checks once
         try:
             run(repo, ["checkout", "--quiet", "--force", "--detach", commit])
-            run(repo, ["clean", "-ffdxq"])
+            if not cloned:
+                run(repo, ["clean", "-ffdxq"])
         except GitFailed as e:
             raise SourceError(f"{self._slot}: cannot check out {commit[:12]}: {e.detail}") from e
 

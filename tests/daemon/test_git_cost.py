@@ -79,3 +79,15 @@ def test_a_status_branch_another_writer_moved_is_fetched_and_built_on(
     first = outcome.commits[0].commit
     assert git(world.repo.remote, "rev-parse", f"{first}~1") == written.commit
     assert other.snapshot().statuses["api"].message == api.message  # the daemon's view
+
+
+def test_a_catalog_edit_is_three_processes_and_returns_the_pushed_commit(
+    world: World, git_trace: GitTrace
+) -> None:
+    """``commit_file`` (the demo's and the tests' edit): add, commit, push; the new
+    commit is read from the ref files (no ``git cat-file`` of its own)."""
+    new = world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+    assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [1, 1, 1, 0]
+    assert git_trace.count("rev-parse") == 0
+    assert git(world.repo.remote, "rev-parse", "refs/heads/main") == new
+    assert git(world.repo.work, "log", "-1", "--format=%s") == "web: 3 replicas"
