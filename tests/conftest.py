@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,6 +150,19 @@ def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("homes")
 
 
+_template_dirs: list[Path] = []
+
+
+def _git_template() -> Path:
+    """An empty ``hooks/`` as every new repository's template (see ``_pinned_git_env``)."""
+    if not _template_dirs:
+        path = Path(tempfile.mkdtemp(prefix="reconciler-test-git-template-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        (path / "hooks").mkdir()
+        _template_dirs.append(path)
+    return _template_dirs[0]
+
+
 @pytest.fixture(autouse=True)
 def _pinned_git_env(monkeypatch: pytest.MonkeyPatch, _homes: Path) -> Iterator[None]:
     """Every test sees the same Git identity and no user/global Git config.
@@ -172,6 +186,7 @@ def _pinned_git_env(monkeypatch: pytest.MonkeyPatch, _homes: Path) -> Iterator[N
         "[maintenance]\n\tauto = false\n"
         "[gc]\n\tauto = 0\n"
         "[receive]\n\tautogc = false\n"
+        f"[init]\n\ttemplateDir = {_git_template()}\n"
     )
     yield
 

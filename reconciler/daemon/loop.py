@@ -204,8 +204,10 @@ class Daemon:
         self._history: ReleaseHistory | None = None  # where releases began, per catalog head
         self._wave_catalog: Catalog | None = None  # the last pass's, when it has waves.yaml
         self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
-        # the remote's refs this pass's catalog sync listed (status/* too, with waves.yaml)
+        # the remote's refs this pass's catalog sync listed (this cluster's status branch
+        # too, and status/* with waves.yaml), and whether the status branch was among them
         self._listed: Mapping[str, str] | None = None
+        self._status_listed = False
         self.source: CatalogSource | None = None
         if not settings.watch:
             self.source = CatalogSource(
@@ -274,15 +276,18 @@ class Daemon:
         """The checkout to reconcile and whether it moved; the last good one if Git is away."""
         started = time.monotonic()
         self._listed = None
+        self._status_listed = False
         try:
             if self.source is None:
                 tree = read_worktree(self.settings.repo)
                 checkout = Checkout(tree.path, tree.commit, tree.dirty)
             else:
-                result = self.source.sync(also=self._fleet_patterns)
+                patterns = self._listing_patterns
+                result = self.source.sync(also=patterns)
                 checkout = Checkout(result.path, result.commit)
                 self._catalog_branch = f"refs/heads/{result.branch}"
                 self._listed = result.listed
+                self._status_listed = bool(patterns) and result.listed is not None
         except SourceError as e:
             self.metrics.observe_fetch(time.monotonic() - started, ok=False)
             if self.last_good is None:
@@ -369,9 +374,11 @@ class Daemon:
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
             return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
         runs = tuple(s for event in report.migrations for s in event.statuses)
-        # one status fetch per pass: a pass that has just read the branch builds on that
+        # at most one status fetch per pass: a pass that has just read the branch builds on
+        # that, and one whose listing shows it unmoved builds on the mirror's copy
+        refresh = not fetched and not self._status_unmoved()
         commits, error = self.record(
-            (*runs, *report.statuses), checkout.commit, refresh=not fetched, known=report.known
+            (*runs, *report.statuses), checkout.commit, refresh=refresh, known=report.known
         )
         self._log_changes(report, {c.instance for c in commits})
         self._log_summary(report, {c.instance for c in commits}, time.monotonic() - started)
@@ -387,13 +394,25 @@ class Daemon:
         return PassOutcome(report, commits, error, moved)
 
     @property
-    def _fleet_patterns(self) -> tuple[str, ...]:
-        """What the catalog's ``git ls-remote`` lists besides its branch: the status
-        branches, when the last pass had waves and both live in the same repository
-        (one listing, one round trip, where the wave gate would make a second)."""
-        if self._wave_catalog is None or self.source is None:
+    def _listing_patterns(self) -> tuple[str, ...]:
+        """What the catalog's ``git ls-remote`` lists besides its branch, when the status
+        branches live in the same repository: this cluster's (whether ``record`` must
+        fetch it), and every cluster's when the last pass had waves (the wave gate's).
+        One listing, one round trip, where a fetch of an unmoved branch is a round trip
+        and half a dozen processes (its upload-pack, its connectivity check)."""
+        if self.source is None or self.source.access.url != self.ledger.access.url:
             return ()
-        return (FLEET_PATTERN,) if self.source.access.url == self.ledger.access.url else ()
+        own = f"refs/heads/{self.ledger.branch}"
+        return (own, FLEET_PATTERN) if self._wave_catalog is not None else (own,)
+
+    def _status_unmoved(self) -> bool:
+        """Whether this pass's listing shows the status branch where the ledger last
+        fetched or pushed it (no branch on either side counts too): ``record`` then builds
+        on that copy without a fetch. A writer that moves it after the listing makes the
+        push fail as a conflict, which fetches and re-applies (``StatusLedger.record``)."""
+        if not self._status_listed or self._listed is None:
+            return False
+        return self._listed.get(f"refs/heads/{self.ledger.branch}") == self.ledger.head()
 
     @property
     def _default_branch(self) -> bool:

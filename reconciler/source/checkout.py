@@ -23,10 +23,12 @@ import git
 from reconciler.model.errors import SourceError
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import (
+    NO_TEMPLATE,
     QUIET_HOUSEKEEPING,
     GitFailed,
     MissingRemoteBranch,
     configure,
+    current_branch,
     housekeep,
     locked,
     parse_listing,
@@ -105,13 +107,14 @@ class CatalogSource:
         no commit of this branch has ever been verified.
         """
         with locked(self._slot.with_name(self._slot.name + ".lock")):
+            cloned = not (self._slot / ".git").is_dir()
             repo, listed = self._fetch(also)
             branch = self._current_branch(repo)
             fetched = f"refs/remotes/origin/{branch}"
             # read in process; a missing ref is Git's error, as it always was
             head = read_ref(repo, fetched) or run(repo, ["rev-parse", "--verify", fetched])
             commit, refused, signer = self._choose(repo, head)
-            self._checkout(repo, commit)
+            self._checkout(repo, commit, cloned=cloned)
             housekeep(repo)  # what each fetch's own ``git maintenance`` used to do
         previous, self._last = self._last, commit
         if refused:
@@ -206,7 +209,7 @@ class CatalogSource:
         if stored:
             self._tracked = str(stored)
             return self._tracked
-        name = run(repo, ["symbolic-ref", "--short", "HEAD"])
+        name = current_branch(repo)
         with repo.config_writer() as cfg:
             cfg.set_value("reconciler", "branch", name)
         self._tracked = name
@@ -227,26 +230,33 @@ class CatalogSource:
             )
         return last, verdict.reason, ""
 
-    def _checkout(self, repo: git.Repo, commit: str) -> None:
+    def _checkout(self, repo: git.Repo, commit: str, *, cloned: bool = False) -> None:
+        """``commit`` checked out, and nothing else in the working tree.
+
+        ``cloned``: the clone was made just now (``--no-checkout``): nothing is in its
+        working tree yet, so there is nothing for ``git clean`` to remove.
+        """
         current = read_ref(repo, "HEAD")
         if current == commit and self._last == commit:
             return  # checked out by this process already; a new process re-checks once
         try:
             run(repo, ["checkout", "--quiet", "--force", "--detach", commit])
-            run(repo, ["clean", "-ffdxq"])
+            if not cloned:
+                run(repo, ["clean", "-ffdxq"])
         except GitFailed as e:
             raise SourceError(f"{self._slot}: cannot check out {commit[:12]}: {e.detail}") from e
 
 
 def clone_into(slot: Path, access: RemoteAccess, options: list[str]) -> None:
     """Clone ``access``'s repository as ``slot``: into a temp dir next to it, then renamed,
-    so a crash never leaves a half clone where a later run would trust it."""
+    so a crash never leaves a half clone where a later run would trust it. A clone of the
+    cache, without Git's template files (``NO_TEMPLATE``)."""
     slot.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=slot.parent))
     try:
         run_remote(
             tmp.parent,
-            ["clone", "--quiet", *options, access.url, str(tmp)],
+            ["clone", "--quiet", NO_TEMPLATE, *options, access.url, str(tmp)],
             access,
             what=f"clone {access.display}",
         )

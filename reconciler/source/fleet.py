@@ -532,12 +532,13 @@ class ReleaseHistory:
 
 
 def _channel_at(repo: git.Repo, commit: str, path: str, channel: str) -> str | None:
-    try:
-        text = run(repo, ["show", f"{commit}:{path}"])
-    except GitFailed:
+    """The version ``channel`` names in ``path`` at ``commit`` (read in process: one
+    ``git show`` per commit looked at was a process each)."""
+    content = objects.file_at(repo, commit, path)
+    if content is None:
         return None  # deleted there: no channel
     try:
-        data = load_bounded(text)  # the bounds of every catalog read
+        data = load_bounded(content.decode("utf-8", "replace"))  # every catalog read's bounds
     except YamlReadError:
         return None
     channels = data.get("channels") if isinstance(data, Mapping) else None

@@ -164,6 +164,31 @@ def root_tree_of(repo: git.Repo, commit: str | None) -> bytes | None:
     return bytes(git.Commit(repo, bytes.fromhex(commit)).tree.binsha)
 
 
+_SUBMODULE_MODE = 0o160000
+
+
+def file_at(repo: git.Repo, commit: str, path: str) -> bytes | None:
+    """The content of file ``path`` (``a/b/c.yaml``) in ``commit``: what ``git show
+    commit:path`` prints for a file (a symbolic link's target too), through the
+    repository's one object reader instead of a process per file. None where Git shows
+    no file: no such commit, no such path, a directory or a submodule there.
+    """
+    *directories, name = path.split("/")
+    try:
+        tree = root_tree_of(repo, commit)
+        for directory in directories:
+            entry = read_tree(repo, tree).get(directory)
+            if entry is None or entry[1] != TREE_MODE:
+                return None
+            tree = entry[0]
+        entry = read_tree(repo, tree).get(name)
+    except ValueError:  # not a commit id, or not in the object store
+        return None
+    if entry is None or entry[1] in (TREE_MODE, _SUBMODULE_MODE):
+        return None
+    return read_blob(repo, entry[0])
+
+
 def blob_id(data: bytes) -> bytes:
     """The binary id Git gives a blob holding ``data``."""
     return _object_id(OBJ_BLOB, data)

@@ -139,18 +139,47 @@ def read_ref(repo: git.Repo, ref: str) -> str | None:
 
     Read in process, from the ref's file or ``packed-refs`` (what ``git rev-parse``
     would read, without its process: the daemon looks at a few refs on every pass).
-    A ref not found there is asked of ``git rev-parse``, so None is always Git's own
-    answer, also for a ref store gitpython cannot read (reftable). The refs read so
+    A ``refs/...`` name found in neither, in a repository whose refs are those files,
+    is no ref: None without a process (a status branch not written yet, the cache's
+    first sync). Anything else is asked of ``git rev-parse``, so None is always Git's
+    own answer, also for a ref store gitpython cannot read (reftable). The refs read so
     are the daemon's own (fetched branches, a checkout's HEAD), which name commits.
     """
     try:
         return git.SymbolicReference.dereference_recursive(repo, ref)
-    except (ValueError, OSError):
+    except ValueError:
+        if ref.startswith("refs/") and files_backend(repo):
+            return None
+    except OSError:
         pass
     try:
         return run(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
     except GitFailed:
         return None
+
+
+def files_backend(repo: git.Repo) -> bool:
+    """Whether ``repo`` keeps its refs as loose files and ``packed-refs`` (not reftable,
+    whose repositories have a ``reftable/`` directory), as gitpython reads them."""
+    return not os.path.isdir(os.path.join(repo.common_dir, "reftable"))
+
+
+def current_branch(repo: git.Repo) -> str:
+    """The branch ``HEAD`` names (``git symbolic-ref --short HEAD``).
+
+    Read from the ``HEAD`` file where it is a plain ``ref: refs/heads/<name>`` (a clone
+    or an init, whose branch need not exist yet); Git is asked otherwise (a reftable
+    repository's placeholder, a detached ``HEAD``, which fails as Git fails).
+    """
+    try:
+        with open(os.path.join(repo.git_dir, "HEAD"), encoding="utf-8") as handle:
+            target = handle.read().strip()
+    except OSError:
+        target = ""
+    name = target.removeprefix("ref: refs/heads/")
+    if name != target and name and name != ".invalid" and files_backend(repo):
+        return name
+    return run(repo, ["symbolic-ref", "--short", "HEAD"])
 
 
 def parse_listing(output: str) -> dict[str, str]:
@@ -254,9 +283,19 @@ def gc_due(git_dir: Path) -> bool:
     return len(packs) > GC_PACKS
 
 
+# For ``git init`` and ``git clone`` of the cache's own repositories: no template. Git's
+# default one (or a person's ``init.templateDir``) is a dozen inert ``hooks/*.sample``
+# scripts, ``info/exclude`` and a ``description``: 18 of the 27 files and directories an
+# init makes, none read by anything in the cache, each a file system inode to create and
+# later remove (inode allocation was the largest share of the test suite's kernel time).
+# Nor does a hook of a person's template run in the cache's clones.
+NO_TEMPLATE = "--template="
+
+
 def init_repo(path: Path, *, bare: bool) -> git.Repo:
+    """A new repository of the cache at ``path``, without Git's template files."""
     path.mkdir(parents=True, exist_ok=True)
-    run(path, ["init", "--quiet", *(["--bare"] if bare else []), str(path)])
+    run(path, ["init", "--quiet", NO_TEMPLATE, *(["--bare"] if bare else []), str(path)])
     return git.Repo(str(path))
 
 

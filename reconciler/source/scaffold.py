@@ -16,6 +16,7 @@ from pathlib import Path
 import git
 
 from reconciler.model.errors import SourceError
+from reconciler.source.runner import read_ref
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "reconciler demo",
@@ -75,7 +76,7 @@ def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
         with git_repo.git.custom_environment(**IDENTITY):
             git_repo.git.commit(m=message, q=True)
         git_repo.git.push(q=True)
-        return git_repo.head.commit.hexsha
+        return _head(git_repo)
     except git.GitCommandError as e:
         raise SourceError(f"cannot commit {rel}: {e}") from e
 
@@ -105,9 +106,18 @@ def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
         with git_repo.git.custom_environment(**IDENTITY):
             git_repo.git.commit(m=message, q=True)
         git_repo.git.push(q=True)
-        return git_repo.head.commit.hexsha
+        return _head(git_repo)
     except git.GitCommandError as e:
         raise SourceError(f"cannot remove {rel}: {e}") from e
+
+
+def _head(repo: git.Repo) -> str:
+    """The commit just made: ``HEAD`` read from its ref files (``head.commit`` started a
+    ``git cat-file`` process of its own in each new ``Repo`` to read the commit object)."""
+    head = read_ref(repo, "HEAD")
+    if head is None:
+        raise SourceError(f"{repo.working_dir}: no commit at HEAD after committing")
+    return head
 
 
 def init_checkout(path: Path) -> bool:

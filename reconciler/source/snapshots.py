@@ -84,12 +84,11 @@ def export_paths(
     in for it, so the loader reports it as too large exactly as it would in a
     checkout. A pull request adding one 400 MB file cost ``preview`` 847 MB.
     """
-    present = existing_paths(repo, commit, paths)
+    opened = _open(repo)
+    present, oversized = _files(opened, commit, paths, max_file_bytes)
     dest.mkdir(parents=True, exist_ok=True)
     if not present:
         return []
-    opened = _open(repo)
-    oversized = _oversized(opened, commit, present, max_file_bytes)
     excluded = [f":(exclude,literal){path}" for path in oversized]
     proc = opened.git.execute(
         ["git", "archive", "--format=tar", commit, "--", *present, *excluded],
@@ -117,19 +116,29 @@ def _text(value: object) -> str:
     return redact_text(text)
 
 
-def _oversized(repo: git.Repo, commit: str, paths: list[str], limit: int | None) -> dict[str, int]:
-    """Files among ``paths`` at ``commit`` larger than ``limit`` (Git reads only their headers)."""
-    if limit is None:
-        return {}
-    out = run(repo, ["ls-tree", "-r", "-l", "-z", commit, "--", *paths], what="ls-tree")
-    found = {}
+def _files(
+    repo: git.Repo, commit: str, paths: Iterable[str], limit: int | None
+) -> tuple[list[str], dict[str, int]]:
+    """Which of ``paths`` hold files at ``commit``, and the files under them larger than
+    ``limit`` (None: no limit), from one ``git ls-tree -r -l`` (Git reads only the files'
+    headers): where ``existing_paths`` and a second listing for the sizes were two."""
+    wanted = sorted({p.strip("/") for p in paths if p.strip("/")})
+    if not wanted:
+        return [], {}
+    out = run(repo, ["ls-tree", "-r", "-l", "-z", commit, "--", *wanted], what="ls-tree")
+    holding: set[str] = set()  # every listed path and each directory above it
+    oversized = {}
     for entry in out.split("\0"):
         info, _, path = entry.partition("\t")
         fields = info.split()
-        is_blob = len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit()
-        if is_blob and int(fields[3]) > limit:
-            found[path] = int(fields[3])
-    return found
+        if not path or len(fields) != 4:
+            continue
+        parts = path.split("/")
+        holding.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+        is_blob = fields[1] == "blob" and fields[3].isdigit()
+        if is_blob and limit is not None and int(fields[3]) > limit:
+            oversized[path] = int(fields[3])
+    return [p for p in wanted if p in holding], oversized
 
 
 def _stand_in(dest: Path, path: str, size: int) -> None:

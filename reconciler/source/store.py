@@ -131,14 +131,21 @@ class RemoteStore:
                 what=f"fetch {self.branch} from {self.display}",
             )
         except MissingRemoteBranch:
-            run(self.repo, ["update-ref", "-d", self.ref])
+            if tip(self) is not None:  # read in process: usually there was none before either
+                run(self.repo, ["update-ref", "-d", self.ref])
 
     def publish(self, new: str, expected: str | None) -> bool:
-        """Fast-forward push (never forced); False when the remote moved meanwhile."""
+        """Fast-forward push (never forced); False when the remote moved meanwhile.
+
+        The push moves ``ref`` too, as Git moves the remote-tracking branch of what it
+        pushed once a fetch refspec maps it (given for this one command): no second
+        process to record the new head. A ref the push left behind is set after it.
+        """
+        tracking = f"remote.origin.fetch=+refs/heads/{self.branch}:{self.ref}"
         try:
             run_remote(
                 self.repo,
-                ["push", "--quiet", "origin", f"{new}:refs/heads/{self.branch}"],
+                ["-c", tracking, "push", "--quiet", "origin", f"{new}:refs/heads/{self.branch}"],
                 self.access,
                 what=f"push {self.branch} to {self.display}",
             )
@@ -146,7 +153,8 @@ class RemoteStore:
             if any(marker in e.detail for marker in _CONFLICT_MARKERS):
                 return False
             raise
-        run(self.repo, ["update-ref", self.ref, new])
+        if tip(self) != new:
+            run(self.repo, ["update-ref", self.ref, new])
         return True
 
 

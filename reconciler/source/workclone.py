@@ -24,6 +24,7 @@ from reconciler.source.runner import (
     QUIET_HOUSEKEEPING,
     GitFailed,
     configure,
+    current_branch,
     housekeep,
     locked,
     run,
@@ -67,7 +68,7 @@ class CatalogWorkClone:
                 **QUIET_HOUSEKEEPING,  # gc when due, by ``housekeep`` below
             }
             configure(repo, settings)
-            branch = self._branch or run(repo, ["symbolic-ref", "--short", "HEAD"])
+            branch = self._branch or current_branch(repo)
             run_remote(
                 repo,
                 [

@@ -24,6 +24,7 @@ from reconciler.catalog.incremental import CatalogCache, FullReloadNeeded, reloa
 from reconciler.model.catalog import Catalog
 from reconciler.source.changes import TreeState, changed_between, changed_since, tree_state
 from tests.factories import write_catalog
+from tests.source.servers import head
 
 APPS = ("podinfo", "redis", "kafka", "web-ui")
 CLUSTERS = ("prod", "stage", "dev")
@@ -43,7 +44,7 @@ def git(root: Path, *args: str) -> str:
 def commit(root: Path) -> str:
     git(root, "add", "-A")
     git(root, "commit", "-q", "--allow-empty", "-m", "edit")
-    return git(root, "rev-parse", "HEAD")
+    return head(root)
 
 
 def write(root: Path, rel: str, text: str) -> None:

@@ -21,6 +21,7 @@ from reconciler.cli import main
 from reconciler.preview import MARKER, load_scope
 from tests.conftest import TEMPLATE
 from tests.factories import write_catalog
+from tests.source.servers import head
 
 EXPECTED = Path(__file__).parent / "expected"
 
@@ -67,7 +68,7 @@ def git(root: Path, *args: str) -> str:
 def commit(root: Path, message: str) -> str:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", message)
-    return git(root, "rev-parse", "HEAD")
+    return head(root)
 
 
 def repo(tmp_path: Path, overrides: dict[str, str | bytes | None] | None = None) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.source.servers import GitDaemon, GitHttpServer, git
+from tests.source.servers import GitDaemon, GitHttpServer, git, head
 
 TOKEN = "s3cr3t-t0ken-value"
 
@@ -57,7 +57,7 @@ def commit_file(repo: Path, rel: str, content: str, message: str) -> str:
     path.write_text(content)
     git(repo, "add", rel)
     git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
+    return head(repo)
 
 
 @pytest.fixture(autouse=True)

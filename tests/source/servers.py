@@ -18,6 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import git as gitpython
+
+from reconciler.source.runner import read_ref
+
 
 def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd`` (tests' pinned environment) and return stdout."""
@@ -25,6 +29,14 @@ def git(cwd: Path, *args: str) -> str:
     if proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
     return proc.stdout.strip()
+
+
+def head(root: Path) -> str:
+    """The commit at ``HEAD`` of the repository at ``root``, read from its ref files as
+    the daemon reads refs (``read_ref``): a test's commit helper needs no ``git rev-parse``."""
+    commit = read_ref(gitpython.Repo(str(root)), "HEAD")
+    assert commit is not None, f"{root}: no commit at HEAD"
+    return commit
 
 
 def free_port() -> int:

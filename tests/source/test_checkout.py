@@ -13,7 +13,10 @@ from reconciler.source.checkout import CatalogSource
 from reconciler.source.remote import Credentials, NetworkPolicy
 from reconciler.source.runner import MissingRemoteBranch
 from tests.source.fixtures import TOKEN, commit_file
+from tests.source.gittrace import GitTrace, git_trace
 from tests.source.servers import GitDaemon, GitHttpServer, SilentServer, free_port, git
+
+__all__ = ["git_trace"]
 
 FAST = NetworkPolicy(timeout=10, attempts=2, backoff=0)
 
@@ -82,6 +85,25 @@ def test_a_sync_lists_more_patterns_in_its_ls_remote(
         "refs/heads/main": new,
         "refs/heads/status/prod": head,
     }
+
+
+def test_a_fresh_clone_is_checked_out_without_a_clean_and_later_syncs_clean(
+    catalog_repo: Path, bare_remote: Path, git_trace: GitTrace
+) -> None:
+    """Nothing is in a ``--no-checkout`` clone's working tree for ``git clean`` to remove;
+    a new commit, and a new process on the cached clone, still clean what does not belong."""
+    source = CatalogSource(bare_remote.as_uri())
+    first = source.sync()
+    assert git_trace.count("checkout") == 1 and git_trace.count("clean") == 0
+    assert (first.path / "apps/podinfo/app.yaml").is_file()
+    (first.path / "stray.txt").write_text("not the catalog's\n")
+    _push_change(catalog_repo, "a.txt", "one\n")
+    source.sync()
+    assert git_trace.count("clean") == 1
+    assert not (first.path / "stray.txt").exists()
+    (first.path / "stray.txt").write_text("not the catalog's\n")
+    CatalogSource(bare_remote.as_uri()).sync()  # a restart: the same commit, checked again
+    assert not (first.path / "stray.txt").exists()
 
 
 def test_a_new_source_object_reuses_the_cached_clone(bare_remote: Path) -> None:

@@ -72,6 +72,46 @@ def test_cache_repositories_turn_off_automatic_maintenance(
     assert local_config(work, "user.name") == "reconciler"
 
 
+@pytest.fixture
+def template_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A user config whose ``init.templateDir`` holds a sample hook and a description, as
+    Git's default template does."""
+    home, template = tmp_path / "template-home", tmp_path / "template"
+    (template / "hooks").mkdir(parents=True)
+    (template / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    (template / "description").write_text("Unnamed repository\n")
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        f"[init]\n\tdefaultBranch = main\n\ttemplateDir = {template}\n"
+        "[maintenance]\n\tauto = false\n[gc]\n\tauto = 0\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    return template
+
+
+def git_dir_files(repo: Path) -> set[str]:
+    git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
+    return {p.relative_to(git_dir).as_posix() for p in git_dir.rglob("*")}
+
+
+def test_cache_repositories_are_made_without_a_template(
+    template_home: Path, bare_remote: Path, empty_remote: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    """No sample hooks or description in the clone, the status mirror and the work clone:
+    files nothing reads, each an inode made and later removed. A plain clone under the same
+    user config gets them (the test can fail)."""
+    clone = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir).sync().path
+    StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir).record([status()])
+    (mirror,) = (cache_dir / "status").glob("*.git")
+    work = CatalogWorkClone(bare_remote.as_uri(), cache_dir=cache_dir).refresh()
+    for repo in (clone, mirror, work):
+        files = git_dir_files(repo)
+        assert not {"hooks", "hooks/pre-commit.sample", "description"} & files, (repo, files)
+    plain = tmp_path / "plain"
+    git(tmp_path, "clone", "-q", bare_remote.as_uri(), str(plain))
+    assert {"hooks/pre-commit.sample", "description"} <= git_dir_files(plain)
+
+
 def test_a_clone_made_before_gets_the_settings_on_its_next_sync(
     bare_remote: Path, cache_dir: Path
 ) -> None:
@@ -224,11 +264,42 @@ def test_refs_are_read_in_process_loose_packed_and_symbolic(
     assert read_ref(repo, "HEAD") == head
 
 
-def test_a_missing_ref_is_gits_own_answer(catalog_repo: Path, git_trace: GitTrace) -> None:
+def test_a_ref_in_neither_the_files_nor_packed_refs_is_none_without_a_process(
+    catalog_repo: Path, git_trace: GitTrace
+) -> None:
+    """The refs are those files: Git would say the same (checked below), and the daemon
+    asks for refs not written yet (the status branch before its first record) often."""
+    git(catalog_repo, "pack-refs", "--all")
+    git(catalog_repo, "update-ref", "refs/remotes/origin/status/loose", "HEAD")
+    head = git(catalog_repo, "rev-parse", "HEAD")
     repo = gitpython.Repo(catalog_repo)
     git_trace.clear()
     assert read_ref(repo, "refs/remotes/origin/status/none") is None
-    assert git_trace.count("rev-parse") == 1  # not found in the files: Git decides
+    assert read_ref(repo, "refs/heads/main") == head  # packed
+    assert read_ref(repo, "refs/remotes/origin/status/loose") == head
+    assert git_trace.commands() == []
+    missing = subprocess.run(
+        ["git", "-C", str(catalog_repo), "rev-parse", "--verify", "--quiet", "refs/x/none"],
+        capture_output=True,
+    )
+    assert missing.returncode != 0
+
+
+def test_a_missing_ref_of_a_reftable_repository_is_gits_own_answer(
+    catalog_repo: Path, git_trace: GitTrace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its refs are not files gitpython reads (a ``reftable/`` directory says so), so a
+    ref not found there is asked of ``git rev-parse``, which finds it."""
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    (catalog_repo / ".git" / "reftable").mkdir()
+
+    def unreadable(repo: object, ref: object) -> str:
+        raise ValueError("Reference at 'refs/heads/main' does not exist")
+
+    monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
+    git_trace.clear()
+    assert read_ref(gitpython.Repo(catalog_repo), "refs/heads/main") == head
+    assert git_trace.count("rev-parse") == 1
 
 
 def test_a_ref_store_gitpython_cannot_read_is_asked_of_git(
@@ -255,3 +326,48 @@ def test_git_checks_a_branch_name_once_and_a_refused_one_each_time(git_trace: Gi
         with pytest.raises(UsageError, match="not a valid branch name"):
             check_branch_name(f"{name}/..bad")
     assert git_trace.count("check-ref-format") == 3
+
+
+def test_a_status_write_is_one_push_that_moves_the_mirrors_ref_too(
+    empty_remote: Path, cache_dir: Path, git_trace: GitTrace
+) -> None:
+    """The push updates the remote-tracking ref of the branch it wrote (no ``git
+    update-ref`` after it), and a branch missing on the remote costs no ref deletion
+    when the mirror had none either."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    git_trace.clear()
+    written = []
+    for objects in (1, 2):
+        (info,) = ledger.record([status(objects=objects)])
+        assert ledger.head() == info.commit  # the mirror's ref, read in process
+        written.append(info.commit)
+    assert git_trace.count("push") == 2
+    assert git_trace.count("update-ref") == 0
+    assert git_trace.count("rev-parse") == 0
+    assert git(empty_remote, "rev-parse", "refs/heads/status/prod") == written[-1]
+    # the branch deleted on the remote: the mirror forgets it, once
+    git(empty_remote, "update-ref", "-d", "refs/heads/status/prod")
+    git_trace.clear()
+    assert ledger.snapshot().commit is None
+    assert git_trace.count("update-ref", "-d") == 1  # the mirror's copy is forgotten
+    assert ledger.snapshot().commit is None
+    assert git_trace.count("update-ref", "-d") == 1  # nothing left to forget
+
+
+def test_the_cache_reads_a_clones_branch_from_its_head_file(
+    bare_remote: Path, cache_dir: Path, git_trace: GitTrace
+) -> None:
+    """``git symbolic-ref --short HEAD`` of the catalog clone and the work clone, in process;
+    a detached ``HEAD`` is still Git's answer (an error)."""
+    source = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir)
+    assert source.sync().branch == "main"
+    work = CatalogWorkClone(bare_remote.as_uri(), cache_dir=cache_dir)
+    work_path = work.refresh()
+    work.refresh()
+    assert git_trace.count("symbolic-ref") == 0
+    assert git(work_path, "symbolic-ref", "--short", "HEAD") == "main"
+    git(work_path, "checkout", "-q", "--detach")
+    git_trace.clear()
+    with pytest.raises(runner.GitFailed):
+        runner.current_branch(gitpython.Repo(work_path))
+    assert git_trace.count("symbolic-ref") == 1

@@ -64,3 +64,30 @@ def test_a_name_git_metadata_could_hide_behind_is_still_refused(repo: git.Repo) 
     binsha = tree(repo, {"web.yaml": "100644", "GIT~1": "100644"})
     with pytest.raises(ValueError, match="aliases Git metadata"):
         objects.read_tree(repo, binsha)
+
+
+def test_a_file_at_a_commit_is_what_git_show_prints(tmp_path: Path) -> None:
+    """``file_at`` against ``git show commit:path`` itself: nested, executable and
+    symbolic-link files give their bytes; a missing path, a directory, an unknown commit
+    and a submodule (where ``git show`` prints no file) give None."""
+    work = tmp_path / "work"
+    run_git(tmp_path, "init", "-q", str(work))
+    (work / "apps" / "podinfo").mkdir(parents=True)
+    (work / "apps" / "podinfo" / "channels.yaml").write_text("channels:\n  stable: 6.5.0\n")
+    (work / "run.sh").write_text("#!/bin/sh\n")
+    (work / "run.sh").chmod(0o755)
+    (work / "link").symlink_to("apps/podinfo/channels.yaml")
+    run_git(work, "add", "-A")
+    sub = run_git(work, "hash-object", "-w", "/dev/null")  # any id: a gitlink is not read
+    run_git(work, "update-index", "--add", "--cacheinfo", f"160000,{sub},vendored")
+    run_git(work, "commit", "-q", "-m", "files")
+    commit = run_git(work, "rev-parse", "HEAD")
+    repo = git.Repo(str(work))
+    for path in ("apps/podinfo/channels.yaml", "run.sh", "link"):
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=work, capture_output=True)
+        assert shown.returncode == 0
+        assert objects.file_at(repo, commit, path) == shown.stdout, path
+    for path in ("apps/podinfo/missing.yaml", "apps/podinfo", "apps/missing/x.yaml", "vendored"):
+        assert objects.file_at(repo, commit, path) is None, path
+    assert objects.file_at(repo, "0" * 40, "run.sh") is None
+    assert objects.file_at(repo, "not-a-commit", "run.sh") is None
