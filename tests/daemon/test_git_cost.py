@@ -1,7 +1,7 @@
-"""What a daemon pass costs in Git processes: one status fetch, refs read in process.
+"""What a daemon pass costs in Git processes: fetches of what moved, refs read in process.
 
-A pass fetches the status branch once, fetches the catalog only when ``git ls-remote``
-says it moved, and reads the refs it needs from the repositories' files (no ``git
+A pass fetches the status branch and the catalog only when ``git ls-remote`` says
+they moved, and reads the refs it needs from the repositories' files (no ``git
 rev-parse``): the daemon polls every few seconds, and each Git process is a fork, a
 start-up and a look at the repository. Counted from Git's own trace
 (``tests/source/gittrace.py``).
@@ -35,19 +35,24 @@ def test_the_first_pass_fetches_the_status_branch_once(world: World, git_trace: 
     assert git_trace.count("push") == 1
 
 
-def test_a_pass_fetches_what_moved_once_and_runs_no_rev_parse(
+def test_a_pass_fetches_only_what_moved_and_runs_no_rev_parse(
     world: World, git_trace: GitTrace
 ) -> None:
+    """The catalog's one ``git ls-remote`` lists this cluster's status branch too: the
+    branch is fetched only when another writer moved it (the pass's own push needs no
+    fetch before it), the catalog only when it moved."""
     world.daemon.run_pass()
-    for moved in (False, True):
-        if moved:
+    for catalog_moved, status_moved in ((False, False), (True, False), (False, True)):
+        if catalog_moved:
             world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+        if status_moved:
+            world.move_status_branch("prod")
         git_trace.clear()
         outcome = world.daemon.run_pass()
         assert outcome.ok, outcome
-        assert status_fetches(git_trace) == 1
-        # the catalog: one ls-remote says whether it moved; fetched only when it did
+        assert status_fetches(git_trace) == int(status_moved)
         assert git_trace.count("ls-remote") == 1
-        assert git_trace.count("fetch") == (2 if moved else 1)
+        assert git_trace.count("fetch") == int(catalog_moved) + int(status_moved)
         assert git_trace.count("rev-parse") == 0
-        assert outcome.source_changed is moved
+        assert outcome.source_changed is catalog_moved
+        assert bool(outcome.commits) is catalog_moved  # web's record, pushed on the listed head
