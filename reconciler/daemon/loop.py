@@ -44,6 +44,7 @@ from reconciler.model.gcpause import gc_paused
 from reconciler.model.rollout import RollingState, noteworthy
 from reconciler.model.shards import ShardScope, shard_of
 from reconciler.model.status import ConditionType, InstanceStatus, Phase
+from reconciler.model.waves import SeenRecord
 from reconciler.source.changes import TreeState, changed_since, tree_state
 from reconciler.source.checkout import CatalogSource
 from reconciler.source.fleet import FLEET_PATTERN, ReleaseHistory
@@ -202,6 +203,9 @@ class Daemon:
         )
         self.fleet = self.ledger.fleet()  # other clusters' status branches (waves.yaml)
         self._history: ReleaseHistory | None = None  # where releases began, per catalog head
+        self._history_read: str | None = None  # the catalog head the status mirror holds
+        self._fleet_fetched: bool | None = None  # this pass's refresh of the fleet: None: none
+        self._fleet_at: float | None = None  # when the fleet was last refreshed (monotonic)
         self._wave_catalog: Catalog | None = None  # the last pass's, when it has waves.yaml
         self._catalog_branch = "HEAD"  # the catalog's branch as the last sync named it
         # the remote's refs this pass's catalog sync listed (this cluster's status branch
@@ -344,6 +348,7 @@ class Daemon:
     def _run_pass(self, scope: ShardScope | None) -> PassOutcome:
         cluster = self.settings.cluster
         started = time.monotonic()
+        self._fleet_fetched = None  # this pass has not fetched the status branches yet
         try:
             checkout, moved = self.sync()
             if moved:
@@ -352,8 +357,6 @@ class Daemon:
             catalog = self.catalog_at(checkout)
             waves = self._wave_view(checkout) if catalog.waves is not None else None
             self._wave_catalog = catalog if catalog.waves is not None else None
-            # the fleet's fetch brought this cluster's branch too: ``record`` builds on it
-            fetched = fetched or (waves is not None and self._default_branch)
             report = reconcile_checkout(
                 catalog,
                 checkout.commit,
@@ -374,8 +377,10 @@ class Daemon:
             log.error("pass failed (%s): %s", e.reason, e, extra={"cluster": cluster})
             return PassOutcome(None, error=f"{e.reason}: {e}", reason=e.reason)
         runs = tuple(s for event in report.migrations for s in event.statuses)
-        # at most one status fetch per pass: a pass that has just read the branch builds on
-        # that, and one whose listing shows it unmoved builds on the mirror's copy
+        # at most one status fetch per pass: a pass that has just read the branch (or whose
+        # wave gate's fetch brought it) builds on that, and one whose listing shows it
+        # unmoved builds on the mirror's copy
+        fetched = fetched or (self._fleet_fetched is True and self._default_branch)
         refresh = not fetched and not self._status_unmoved()
         commits, error = self.record(
             (*runs, *report.statuses), checkout.commit, refresh=refresh, known=report.known
@@ -418,31 +423,65 @@ class Daemon:
     def _default_branch(self) -> bool:
         return self.ledger.branch == f"status/{self.settings.cluster}"
 
-    def _wave_view(self, checkout: Checkout) -> WaveView | None:
-        """The other clusters' records (one fetch of ``status/*``) and the time, for the gate.
+    def _wave_view(self, checkout: Checkout) -> WaveView:
+        """What the wave gate may ask this pass: the other clusters' records, where
+        releases began, and the time.
 
-        None when they cannot be read: the gate then holds every change it would judge
-        (``daemon.waving``), since deciding without them could release to the fleet.
+        Nothing is fetched here: the status branches that moved (and the catalog's
+        history, for a new catalog commit) are fetched on the gate's first question,
+        once (``_refresh_fleet``). A settled pass asks none, so it fetches nothing;
+        where-a-release-began answers are kept per catalog commit. When the branches
+        cannot be read the records are None, and the gate holds every change it would
+        judge (``daemon.waving``), since deciding without them could release to the fleet.
         """
         head = checkout.commit.removesuffix("-dirty")
-        try:
-            self.fleet.refresh(self._catalog_branch, self._listed)
-            records = self.fleet.records(skip=self.settings.cluster)
-        except SourceError as e:
-            log.warning(
-                "cannot read the status branches for the wave gate: %s",
-                e,
-                extra={"cluster": self.settings.cluster},
-            )
-            return None
         if self._history is None or self._history.head != head:
             self._history = ReleaseHistory(self.fleet.repo, head)
+        history = self._history
+
+        def ready() -> bool:
+            # the mirror holds ``head``'s history once a refresh since it moved succeeded
+            return self._history_read == head or self._refresh_fleet()
+
+        def start(app: str, version: str, channel: str | None) -> str | None:
+            return history.start(app, version, channel) if ready() else None
+
+        def contains(app: str, version: str, channel: str | None, commit: str) -> bool:
+            return ready() and history.contains(app, version, channel, commit)
+
+        def read() -> dict[tuple[str, str], SeenRecord] | None:
+            if not self._refresh_fleet():
+                return None
+            try:
+                return self.fleet.records(skip=self.settings.cluster)
+            except SourceError as e:
+                self._fleet_unreadable(e)
+                return None
+
         return WaveView(
-            records,
-            self._history.contains,
-            self.clock(),
-            self._history.start,
-            prometheus_url=self.settings.prometheus_url,
+            read, contains, self.clock(), start, prometheus_url=self.settings.prometheus_url
+        )
+
+    def _refresh_fleet(self) -> bool:
+        """Fetch the status branches that moved, and the catalog's history, once a pass
+        (this pass's listing says which moved); whether the mirror is up to date."""
+        if self._fleet_fetched is None:
+            try:
+                self.fleet.refresh(self._catalog_branch, self._listed)
+            except SourceError as e:
+                self._fleet_unreadable(e)
+                self._fleet_fetched = False
+            else:
+                self._fleet_fetched = True
+                self._fleet_at = time.monotonic()
+                self._history_read = self._history.head if self._history is not None else None
+        return self._fleet_fetched
+
+    def _fleet_unreadable(self, error: SourceError) -> None:
+        log.warning(
+            "cannot read the status branches for the wave gate: %s",
+            error,
+            extra={"cluster": self.settings.cluster},
         )
 
     def _log_summary(self, report: PassReport, committed: set[str], seconds: float) -> None:
@@ -457,11 +496,14 @@ class Daemon:
             log.info("%s", line, extra={"cluster": report.cluster})
 
     def wave_pipelines(self) -> list[Pipeline]:
-        """Each app's release across the waves, for ``/ui``: the gate the passes ask, on the
-        status branches the last pass fetched (this cluster's included) and the time now.
+        """Each app's release across the waves, for ``/ui``: the gate the passes ask, on
+        every cluster's status branch (this one's included) and the time now.
 
-        Empty without a valid ``waves.yaml``; a Git failure is logged and leaves the
-        page without pipelines rather than failing the page.
+        A settled pass fetches no status branch (``_wave_view``), so the page fetches
+        those that moved when the last fetch is older than a poll ``interval``: one
+        ``git ls-remote`` and a fetch of the moved heads per interval at most, however
+        often the page is read. Empty without a valid ``waves.yaml``; a Git failure is
+        logged and leaves the page without pipelines rather than failing the page.
         """
         catalog, history = self._wave_catalog, self._history
         if catalog is None or catalog.waves is None or not catalog.waves.valid or history is None:
@@ -473,6 +515,10 @@ class Daemon:
 
         now = self.clock()
         try:
+            at = self._fleet_at
+            if at is None or time.monotonic() - at >= self.settings.interval:
+                self.fleet.refresh(self._catalog_branch)
+                self._fleet_at = time.monotonic()
             records = self.fleet.records()
         except SourceError as e:
             log.warning("status page: cannot read the status branches: %s", e)

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 
 from reconciler.daemon.plan import CATALOG_INVALID, InstancePlan
 from reconciler.daemon.waveanalysing import WaveAnalyst
@@ -50,14 +51,26 @@ Contains = Callable[[str, str, "str | None", str], bool]
 
 @dataclass(frozen=True)
 class WaveView:
-    """What the gate needs this pass, read once: the other clusters' records and the time."""
+    """What the gate needs this pass: the other clusters' records and the time.
 
-    records: Mapping[tuple[str, str], SeenRecord]
+    The records are read on the gate's first question (``read``, at most once a pass):
+    a pass that starts no version the waves hold (every settled pass) reads no other
+    cluster's branch, so a daemon in a wave-ordered fleet costs a settled pass no more
+    than one without waves. ``read`` gives None when they cannot be read: the gate then
+    holds every change it would judge, since deciding without them could release to
+    the fleet.
+    """
+
+    read: Callable[[], Mapping[tuple[str, str], SeenRecord] | None]
     contains: Contains
     now: datetime
     # (app, version, channel or None) -> the catalog commit where it became desired
     start: Callable[[str, str, str | None], str | None] = lambda app, version, channel: None
     prometheus_url: str = ""  # run --prometheus-url: where a wave's analysis asks
+
+    @cached_property
+    def records(self) -> Mapping[tuple[str, str], SeenRecord] | None:
+        return self.read()
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,8 @@ def hold_for_waves(
             continue
         assert target is not None
         app = plan.instance.app
-        if not waves.valid or view is None:
+        records = view.records if view is not None and waves.valid else None
+        if view is None or records is None:
             step.plans.append(_unjudged(plan, None if waves.valid else waves.error))
             continue
         if app not in apps:
@@ -155,9 +169,9 @@ def hold_for_waves(
         decision = decided.get((app, target))
         if decision is None:
             fresh = _freshness(catalog, app, target, view.contains)
-            decision = gate(waves, index, app, target, apps[app], view.records, fresh, view.now)
+            decision = gate(waves, index, app, target, apps[app], records, fresh, view.now)
             if not isinstance(decision, Halted):  # an earlier wave's analysis may have halted
-                halt = analysis_halt(waves, index, app, target, apps[app], view.records, fresh)
+                halt = analysis_halt(waves, index, app, target, apps[app], records, fresh)
                 decision = halt if halt is not None else decision
             decided[(app, target)] = decision
         assert analyst is not None

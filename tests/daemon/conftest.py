@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -74,6 +76,18 @@ class World:
         """Write, commit and push one file, as a person editing the catalog would."""
         text = suffix_namespaces(rel, content, self.suffix)
         return commit_file(self.repo, self.path(rel), text, message)
+
+    def move_status_branch(self, cluster: str) -> str:
+        """Another writer (a replica, a person) moves ``cluster``'s status branch on the
+        remote: one commit on top that changes no record. Its new head."""
+        work = str(self.repo.work)
+        run = functools.partial(subprocess.run, check=True, capture_output=True, text=True)
+        run(["git", "-C", work, "fetch", "-q", "origin", f"status/{cluster}"])
+        tree = "FETCH_HEAD^{tree}"
+        moved = run(["git", "-C", work, "commit-tree", tree, "-p", "FETCH_HEAD", "-m", "a note"])
+        head = moved.stdout.strip()
+        run(["git", "-C", work, "push", "-q", "origin", f"{head}:refs/heads/status/{cluster}"])
+        return head
 
     def new_daemon(self, **overrides: object) -> Daemon:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]

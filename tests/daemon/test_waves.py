@@ -12,7 +12,7 @@ import json
 import textwrap
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from reconciler.commands.waves import fleet_board
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.ledger import StatusLedger
+from reconciler.status.report import Pipeline
 from tests.daemon.conftest import World, sandbox_world, settle
 from tests.factories import DEPLOYMENT_TEMPLATE
 from tests.source.gittrace import GitTrace, git_trace
@@ -394,10 +395,16 @@ def test_a_broken_waves_file_holds_catalog_changes_only(fleet: Fleet) -> None:
 def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     fleet: Fleet, git_trace: GitTrace
 ) -> None:
-    """One ``git ls-remote`` answers for the catalog branch and every status branch;
-    nothing moved: nothing fetched, no ``git log``; one cluster's record moved: its
-    branch alone is fetched, with the new catalog commit, and read in process."""
+    """One ``git ls-remote`` answers for the catalog branch and every status branch.
+
+    A settled pass asks the gate nothing: it fetches no status branch, not even one
+    that moved, and reads no history. A held pass fetches the moved branches and the
+    catalog's new commit once; held again after one cluster's record moved, it fetches
+    that branch alone and reads its new commits in process, and where the release
+    began is known from before (no ``git log``).
+    """
     fleet.run("prod-us")
+    fleet.world.move_status_branch("prod-eu")
     git_trace.clear()
     quiet = fleet.run("prod-us")
     assert quiet.commits == [] and not quiet.source_changed
@@ -406,10 +413,9 @@ def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     assert git_trace.count("log") == 0
 
     fleet.release("6.6.0")
-    assert web(fleet.settle("staging")).version == "6.6.0"  # status/staging moves
     git_trace.clear()
-    held = fleet.run("prod-us")
-    assert web(held).reason == "WaitingForWave"
+    first = fleet.run("prod-us")
+    assert web(first).reason == "WaitingForWave"
     assert git_trace.count("ls-remote") == 1
     fetches = [args for args in git_trace.commands() if "fetch" in args]
     assert len(fetches) == 2  # the catalog's clone, and the status mirror
@@ -417,7 +423,48 @@ def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     assert refspecs == [
         "+refs/heads/main:refs/reconciler/catalog",
         "+refs/heads/main:refs/remotes/origin/main",
-        "+refs/heads/status/staging:refs/remotes/origin/status/staging",
+        "+refs/heads/status/prod-eu:refs/remotes/origin/status/prod-eu",
     ]
-    # the only history read is the catalog's (where 6.6.0 became desired), none of status/*
-    assert [c[:2] for c in git_trace.commands() if "log" in c] == [["log", "-n50"]]
+
+    assert web(fleet.settle("staging")).version == "6.6.0"  # status/staging moves
+    git_trace.clear()
+    held = fleet.run("prod-us")
+    assert web(held).reason == "WaitingForWave"
+    assert git_trace.count("ls-remote") == 1
+    fetches = [args for args in git_trace.commands() if "fetch" in args]
+    refspecs = sorted(arg for args in fetches for arg in args if arg.startswith("+"))
+    assert refspecs == ["+refs/heads/status/staging:refs/remotes/origin/status/staging"]
+    assert git_trace.count("log") == 0
+
+
+def staging_card(pipelines: list[Pipeline]) -> tuple[str | None, str]:
+    """The version and phase podinfo's pipeline shows for staging's web."""
+    (pipeline,) = [p for p in pipelines if p.app == "podinfo"]
+    (card,) = [c for wave in pipeline.waves for c in wave.cards if c.cluster == "staging"]
+    return card.version, card.phase
+
+
+@pytest.mark.parametrize("interval", [0.0, 3600.0])
+def test_the_status_page_fetches_what_moved_at_most_once_per_poll_interval(
+    fleet: Fleet, git_trace: GitTrace, interval: float
+) -> None:
+    """A pass that asks the gate nothing fetches no status branch, so ``/ui``'s pipelines
+    fetch the moved ones themselves, when the last fetch is older than a poll interval:
+    with ``interval: 0`` the page shows staging's newest record; within the interval it
+    shows what was fetched last and runs no Git process."""
+    base = fleet.daemon("prod-us").settings
+    fleet.daemons["prod-us"] = Daemon(
+        replace(base, interval=interval), fleet.world.client, clock=fleet.clock
+    )
+    fleet.release("6.6.0")
+    assert web(fleet.run("prod-us")).reason == "WaitingForWave"  # fetched every branch
+    assert staging_card(fleet.daemon("prod-us").wave_pipelines())[0] == "6.5.0"
+    assert web(fleet.settle("staging")).version == "6.6.0"  # status/staging moves
+    git_trace.clear()
+    shown = staging_card(fleet.daemon("prod-us").wave_pipelines())
+    if interval:
+        assert shown[0] == "6.5.0"
+        assert git_trace.commands() == []
+    else:
+        assert shown == ("6.6.0", "Ready")
+        assert git_trace.count("ls-remote") == 1
