@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from reconciler.cli import main
 from reconciler.model.errors import UsageError
 from reconciler.sandbox.runner import COLLECTOR_THRESHOLDS
 
@@ -49,26 +50,31 @@ def test_serves_until_signal(tmp_path: Path, sig: signal.Signals) -> None:
         assert proc.wait(timeout=20) == 0
 
 
-def test_port_in_use_is_a_usage_error() -> None:
+# The command's usage errors, in process through ``cli.main`` (what ``python -m
+# reconciler`` runs): a Python start-up each only tested the same wiring again, which
+# test_a_bad_timing_option_exits_2_from_the_command checks once through a real process.
+
+
+def test_port_in_use_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = start("--port", str(port))
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and f"127.0.0.1:{port}" in err
+        code = main(["sandbox", "--port", str(port)])
+    assert code == 2 and f"127.0.0.1:{port}" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_bad_port_and_unwritable_kubeconfig(tmp_path: Path) -> None:
-    proc = start("--port", "70000")
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and "70000" in err
+def test_bad_port_and_unwritable_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sandbox", "--port", "70000"]) == 2
+    assert "70000" in capsys.readouterr().err
     blocker = tmp_path / "file"
     blocker.write_text("")
-    proc = start("--write-kubeconfig", str(blocker / "config"))
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and "kubeconfig" in err
+    assert main(["sandbox", "--write-kubeconfig", str(blocker / "config")]) == 2
+    out, err = capsys.readouterr()
+    assert "kubeconfig" in err
+    assert "listening" not in out  # it never said it was serving
 
 
 def test_timing_options_reach_the_simulated_cluster() -> None:
