@@ -147,21 +147,10 @@ class Controllers:
     def delay(self) -> float:
         return self.timing.controller_delay
 
-    def resync(self) -> None:
-        """Queue every stored object once, as a controller manager's informers hand each
-        existing object to its controllers when it starts (their first list).
-
-        Needed by a server built before its event loop ran (a copy of a template,
-        ``testing.py``): its writes so far queued nothing, so its control-plane pods
-        would never start. One built on a running loop has queued them already; a key
-        queued twice still runs once (the queue keeps one pending run per object).
-        Must run on the server's loop."""
-        store = self.api.store
-        for resource, obj in store.iter_all():
-            meta = obj["metadata"]
-            rv = int(meta.get("resourceVersion") or store.resource_version)
-            namespace = str(meta.get("namespace", ""))
-            self.queue.submit(StoredEvent(rv, "ADDED", resource, namespace, obj))
+    def start(self) -> None:
+        """Run on the running loop: a server built there runs already; one copied from a
+        paused template (``testing.py``) goes on with what its template had pending."""
+        self.queue.start()
 
     async def stop(self) -> None:
         """Stop running controllers (the server shuts down)."""

@@ -90,8 +90,8 @@ async def start_server(
 async def serve(server: SandboxServer, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
     """Serve ``server`` on ``host:port`` (0: a free port); raises OSError when it is taken.
 
-    Its controllers first sync what it already stores (``Controllers.resync``)."""
-    server.controllers.resync()
+    Its controllers run from now on, if they did not already (a copied server's)."""
+    server.controllers.start()
     runner = web.AppRunner(server.build_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

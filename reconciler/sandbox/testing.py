@@ -31,30 +31,35 @@ T = TypeVar("T")
 
 # A pickled server per set of options, built the first time a sandbox with them starts.
 _TEMPLATES: dict[tuple[tuple[str, Hashable], ...], bytes] = {}
+# How long a template's controllers may take to settle (seconds): past it, what is still
+# pending is copied with it and runs in each copy.
+SETTLE_LIMIT = 1.0
 
 
 def fresh_server(**options: Any) -> SandboxServer:
-    """A server as ``SandboxServer(**options)`` builds it, copied from one built once per process.
+    """A server as ``SandboxServer(**options)`` builds it and its controllers settle it,
+    copied from one built once per process.
 
     Building one writes the cluster's standard objects through the API (the system
     namespaces and what each holds, the nodes and control-plane pods, the default
-    ClusterRoles, PriorityClasses, StorageClass and APIServices): some sixty writes,
-    half of a test sandbox's start, paid again by each of the suite's thousand
-    sandboxes. A copy (pickle, all in C) costs a fifth of that and shares nothing with
+    ClusterRoles, PriorityClasses, StorageClass and APIServices), and its controllers
+    then start the control-plane pods (their status and Events): some eighty writes,
+    most of a test sandbox's start, paid again by each of the suite's thousand-odd
+    sandboxes. A copy (pickle, all in C) costs a tenth of that and shares nothing with
     the template or with other copies, so each sandbox still starts with the standard
-    objects alone and its writes stay its own. The template is never started: it
-    holds no event loop, task or socket, and its controllers' queue is empty (a server
-    built without a running loop simulates nothing yet). The standard objects keep the
-    template's uids and creation times, as a cluster created before the test began.
+    objects alone and its writes stay its own. The template's controllers are paused
+    before it is copied (no loop, task or socket is copied) and each copy's start on
+    its own loop; what was still pending then runs in the copy. The standard objects
+    keep the template's uids and times, as a cluster created before the test began.
     Options that cannot be a key (none of the harness's) build a server anew.
     """
     key = tuple(sorted(options.items()))
     try:
         data = _TEMPLATES.get(key)
     except TypeError:  # unhashable option
-        return SandboxServer(**options)
+        return _settled(options)
     if data is None:
-        data = pickle.dumps(SandboxServer(**options), pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(_settled(options), pickle.HIGHEST_PROTOCOL)
         _TEMPLATES[key] = data
     server = pickle.loads(data)
     assert isinstance(server, SandboxServer)
@@ -65,6 +70,26 @@ def fresh_server(**options: Any) -> SandboxServer:
 # readiness delay of seconds, a CronJob's next minute), and how often it looks
 SETTLE_HORIZON = 0.1
 SETTLE_POLL = 0.005
+
+
+def _settled(options: dict[str, Any]) -> SandboxServer:
+    """A server built on a loop of its own, its controllers run until they have nothing
+    left to do (at most SETTLE_LIMIT), then paused; the loop is closed."""
+
+    async def build() -> SandboxServer:
+        server = SandboxServer(**options)  # on the running loop: its controllers start
+        queue = server.controllers.queue
+        deadline = time.monotonic() + SETTLE_LIMIT
+        while not queue.idle and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await queue.pause()
+        return server
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(build())
+    finally:
+        loop.close()
 
 
 class SandboxHandle:
@@ -173,7 +198,7 @@ def running_sandbox(
     def run() -> None:
         asyncio.set_event_loop(loop)
         try:
-            # built before the loop runs: a server's controllers start with the loop
+            # built before the loop runs: its controllers start when it is served
             server = fresh_server(
                 controller_delay=controller_delay,
                 fail_images=tuple(fail_images),

@@ -107,6 +107,28 @@ class WorkQueue(Generic[E, K]):
             return None
         return max(0.0, min(self._due.values()) - self._loop.time())
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to take and nothing due: the controllers have settled."""
+        return not self._events and not self._due
+
+    def start(self) -> None:
+        """Start the worker on the running loop, if it is not running: what was pending
+        when the queue was paused (:meth:`pause`) runs on."""
+        if self._worker is None and self._start():
+            self._wake.set()
+
+    async def pause(self) -> None:
+        """End the worker but keep what is pending, and forget the loop: a paused queue
+        holds nothing bound to a loop, so its server can be copied (``testing.py``) and
+        each copy goes on with :meth:`start` on a loop of its own."""
+        worker, self._worker, self._loop = self._worker, None, None
+        if worker is not None:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+        self._wake = asyncio.Event()  # the old one belongs to the loop it waited on
+
     async def stop(self) -> None:
         """End the worker (server shutdown) and wait for it; later events are dropped."""
         self._stopped = True

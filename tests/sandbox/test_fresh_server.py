@@ -9,12 +9,17 @@ and nothing shared with the template or another copy.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from typing import Any
 
+import pytest
 from kubernetes import client, config
 
-from reconciler.sandbox.kinds import PODS
+from reconciler.sandbox import testing
+from reconciler.sandbox.bootstrap import CONTROL_PLANE
+from reconciler.sandbox.kinds import EVENTS, PODS
 from reconciler.sandbox.server import SandboxServer
 from reconciler.sandbox.store import Store
 from reconciler.sandbox.testing import fresh_server, running_sandbox
@@ -25,38 +30,65 @@ _UID = re.compile(r'"uid":"[^"]*"')
 OPTIONS: dict[str, Any] = {"controller_delay": 0.05, "timing": Timing(controller_delay=0.05)}
 
 
-def _contents(store: Store) -> dict[tuple[Any, str, str], dict[str, Any]]:
-    """Every stored object by its key, without what differs between two builds."""
+# what differs between two builds of the same cluster: identities, addresses and times
+_UNSTABLE = frozenset(
+    {"uid", "creationTimestamp", "resourceVersion", "time", "firstTimestamp", "lastTimestamp"}
+    | {"podIP", "podIPs", "containerID"}
+)
+_TIMED = ("lastHeartbeatTime", "lastTransitionTime", "lastProbeTime", "startTime", "startedAt")
+
+
+def _contents(store: Store) -> dict[tuple[Any, ...], Any]:
+    """Every stored object by its key, without what differs between two builds (an
+    Event's name is its object's and a time: Events are keyed by object and reason)."""
     contents = {}
     for resource, obj in store.iter_all():
         meta = obj["metadata"]
-        rest = {k: v for k, v in meta.items() if k not in ("uid", "creationTimestamp")}
-        shown = {**obj, "metadata": rest}
-        shown.pop("status", None)  # conditions carry the time they changed
-        contents[(resource, str(meta.get("namespace", "")), meta["name"])] = shown
+        if resource == EVENTS:
+            key: tuple[Any, ...] = (resource, obj["involvedObject"]["name"], obj["reason"])
+            obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "name"}}
+        else:
+            key = (resource, str(meta.get("namespace", "")), meta["name"])
+        contents[key] = _stable(obj)
     return contents
 
 
-def _without_times(value: Any) -> Any:
-    """``value`` with each managedFields entry's time and each owner's uid dropped (also
-    from the key of the owner reference a manager owns: ``k:{"uid":"..."}``)."""
+def _stable(value: Any) -> Any:
+    """``value`` without identities and times (also where a managedFields key holds an
+    owner's uid: ``k:{"uid":"..."}``)."""
     if isinstance(value, dict):
         return {
-            (_UID.sub('"uid":""', k) if isinstance(k, str) else k): _without_times(v)
+            _UID.sub('"uid":""', k): _stable(v)
             for k, v in value.items()
-            if k not in ("time", "uid")
+            if k not in _UNSTABLE and k not in _TIMED
         }
     if isinstance(value, list):
-        return [_without_times(v) for v in value]
+        return [_stable(v) for v in value]
     return value
 
 
-def test_a_copy_holds_what_a_built_server_holds() -> None:
-    built = SandboxServer(**OPTIONS)
+def _built_and_settled(**options: Any) -> SandboxServer:
+    """The reference: a server built on a running loop, its controllers left to settle."""
+
+    async def build() -> SandboxServer:
+        server = SandboxServer(**options)
+        deadline = time.monotonic() + 30
+        while not server.controllers.queue.idle and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await server.controllers.stop()
+        return server
+
+    return asyncio.run(build())
+
+
+def test_a_copy_holds_what_a_built_server_holds_once_settled() -> None:
+    built = _built_and_settled(**OPTIONS)
     copy = fresh_server(**OPTIONS)
     assert copy is not built
-    assert copy.api.store.resource_version == built.api.store.resource_version
-    assert _without_times(_contents(copy.api.store)) == _without_times(_contents(built.api.store))
+    assert _contents(copy.api.store) == _contents(built.api.store)
+    pods = copy.api.store.view(PODS, "kube-system")
+    assert len(pods) == len(CONTROL_PLANE)
+    assert {p["status"]["phase"] for p in pods} == {"Running"}
     assert copy.requests.entries() == []
 
 
@@ -76,9 +108,7 @@ def test_copies_share_nothing() -> None:
 def test_an_option_that_cannot_be_a_key_builds_a_server_anew() -> None:
     server = fresh_server(**OPTIONS, fail_images=["*:broken"])
     assert server.controllers.plane.fail_images == ("*:broken",)
-    assert _without_times(_contents(server.api.store)) == _without_times(
-        _contents(fresh_server(**OPTIONS).api.store)
-    )
+    assert _contents(server.api.store) == _contents(_built_and_settled(**OPTIONS).api.store)
 
 
 def _config_maps(kubeconfig: str, namespace: str) -> list[str]:
@@ -106,10 +136,15 @@ def test_a_sandbox_starts_empty_of_what_another_wrote() -> None:
         assert "mine" not in _config_maps(str(third.kubeconfig), "default")
 
 
-def test_a_copys_controllers_run_the_control_plane_pods() -> None:
-    """A copy was built before any event loop ran, so its writes queued nothing: its
-    controllers sync what it holds when it is served, as a controller manager's first
-    list does."""
+def test_what_a_template_left_pending_runs_in_each_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template whose controllers had no time to settle is paused as it is: each copy
+    goes on from there once served (the control-plane pods start in it)."""
+    monkeypatch.setattr(testing, "SETTLE_LIMIT", 0.0)
+    monkeypatch.setattr(testing, "_TEMPLATES", {})
+    unsettled = fresh_server(**OPTIONS)
+    assert not unsettled.controllers.queue.idle
+    phases = {p.get("status", {}).get("phase") for p in unsettled.api.store.view(PODS)}
+    assert "Running" not in phases
     with running_sandbox() as sandbox:
         api = config.new_client_from_config(str(sandbox.kubeconfig))
         try:
@@ -117,7 +152,9 @@ def test_a_copys_controllers_run_the_control_plane_pods() -> None:
 
             def running() -> bool:
                 pods = core.list_namespaced_pod("kube-system").items
-                return bool(pods) and all(p.status.phase == "Running" for p in pods)
+                return len(pods) == len(CONTROL_PLANE) and all(
+                    p.status.phase == "Running" for p in pods
+                )
 
             eventually(running, timeout=30)
         finally:
