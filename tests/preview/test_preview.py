@@ -323,6 +323,7 @@ def test_a_change_outside_the_catalog_changes_nothing(
     [
         (("--base", "no-such-branch"), "--base no-such-branch"),
         (("--base", "HEAD~1", "--head", "deadbeef"), "--head deadbeef"),
+        (("--base", "HEAD~1..HEAD"), "--base HEAD~1..HEAD"),  # a range: no one commit
         (("--base", "HEAD~1", "--cluster", "mars"), 'cluster "mars"'),
     ],
 )
