@@ -35,7 +35,13 @@ from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.errors import SourceError, UsageError
 from reconciler.model.problems import Problem
 from reconciler.model.waves import WAVES_FILE
-from reconciler.source import changed_between, export_paths, list_directory, resolve_commit
+from reconciler.source import (
+    changed_between,
+    export_paths,
+    list_directory,
+    resolve_commit,
+    resolve_commits,
+)
 
 InstanceKey = tuple[str, str]  # (cluster, instance)
 
@@ -129,14 +135,22 @@ def resolve_revision(repo: Path, rev: str, option: str) -> str:
         raise UsageError(f"{option} {rev}: {e} (try a branch, a tag or a commit SHA)") from e
 
 
+def resolve_revisions(repo: Path, base_rev: str, head_rev: str) -> tuple[str, str]:
+    """The commits ``--base`` and ``--head`` name, from one ``git rev-parse`` when both
+    are commits; otherwise each is resolved alone, to name the one at fault."""
+    both = resolve_commits(repo, [base_rev, head_rev])
+    if both is not None:
+        return both[0], both[1]
+    return resolve_revision(repo, base_rev, "--base"), resolve_revision(repo, head_rev, "--head")
+
+
 def load_scope(repo: Path, base_rev: str, head_rev: str, workdir: Path) -> Scope:
     """Load what the change from ``base_rev`` to ``head_rev`` can affect, under ``workdir``."""
     if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
         raise UsageError(
             f"{repo} is not the top directory of a Git checkout (preview reads two of its commits)"
         )
-    base_commit = resolve_revision(repo, base_rev, "--base")
-    head_commit = resolve_revision(repo, head_rev, "--head")
+    base_commit, head_commit = resolve_revisions(repo, base_rev, head_rev)
     changed = frozenset(changed_between(repo, base_commit, head_commit))
     touched = _Touched.of(changed)
     base_dir, head_dir = workdir / "base", workdir / "head"

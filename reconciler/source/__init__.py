@@ -30,7 +30,12 @@ if TYPE_CHECKING:
     from reconciler.source.redact import redact_text, redact_url
     from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
     from reconciler.source.runner import GitFailed, MissingRemoteBranch
-    from reconciler.source.snapshots import export_paths, list_directory, resolve_commit
+    from reconciler.source.snapshots import (
+        export_paths,
+        list_directory,
+        resolve_commit,
+        resolve_commits,
+    )
     from reconciler.source.verify import SignaturePolicy, SignatureRefused, Verdict
     from reconciler.source.workclone import CatalogWorkClone
 
@@ -59,7 +64,13 @@ __getattr__ = lazy_exports(
         "reconciler.source.redact": ("redact_text", "redact_url"),
         "reconciler.source.remote": ("Credentials", "NetworkPolicy", "RemoteAccess", "cache_root"),
         "reconciler.source.runner": ("GitFailed", "MissingRemoteBranch"),
-        "reconciler.source.snapshots": ("export_paths", "list_directory", "resolve_commit"),
+        "reconciler.source.snapshots": (
+            "export_paths",
+            "list_directory",
+            "resolve_commit",
+            "resolve_commits",
+            "resolve_commits",
+        ),
         "reconciler.source.verify": ("SignaturePolicy", "SignatureRefused", "Verdict"),
         "reconciler.source.workclone": ("CatalogWorkClone",),
     },
@@ -98,6 +109,7 @@ __all__ = [
     "redact_url",
     "render_builds",
     "resolve_commit",
+    "resolve_commits",
     "set_channel",
     "status_branch_clusters",
 ]

@@ -178,7 +178,11 @@ class CatalogSource:
         return listed.get(f"refs/heads/{branch}") == fetched, listed
 
     def _clone(self) -> git.Repo:
-        args = ["--depth=1", "--single-branch", "--no-tags", "--no-checkout"]
+        """The clone; it checks out the branch head itself unless signatures are checked
+        (then nothing is written before the head is verified: ``--no-checkout``)."""
+        args = ["--depth=1", "--single-branch", "--no-tags"]
+        if self._verifier is not None:
+            args.append("--no-checkout")
         if self._branch:
             args += ["--branch", self._branch]
         try:
@@ -233,12 +237,15 @@ class CatalogSource:
     def _checkout(self, repo: git.Repo, commit: str, *, cloned: bool = False) -> None:
         """``commit`` checked out, and nothing else in the working tree.
 
-        ``cloned``: the clone was made just now (``--no-checkout``): nothing is in its
-        working tree yet, so there is nothing for ``git clean`` to remove.
+        ``cloned``: the clone was made just now. Without signature checks it checked out
+        its head, which is ``commit`` when ``HEAD`` names it; with them (``--no-checkout``)
+        its working tree is empty, so there is nothing for ``git clean`` to remove.
         """
         current = read_ref(repo, "HEAD")
         if current == commit and self._last == commit:
             return  # checked out by this process already; a new process re-checks once
+        if cloned and self._verifier is None and current == commit:
+            return  # the clone's own checkout of its head
         try:
             run(repo, ["checkout", "--quiet", "--force", "--detach", commit])
             if not cloned:

@@ -283,19 +283,42 @@ def gc_due(git_dir: Path) -> bool:
     return len(packs) > GC_PACKS
 
 
-# For ``git init`` and ``git clone`` of the cache's own repositories: no template. Git's
-# default one (or a person's ``init.templateDir``) is a dozen inert ``hooks/*.sample``
-# scripts, ``info/exclude`` and a ``description``: 18 of the 27 files and directories an
-# init makes, none read by anything in the cache, each a file system inode to create and
+# For ``git clone`` of the cache's own repositories: no template. Git's default one (or
+# a person's ``init.templateDir``) is a dozen inert ``hooks/*.sample`` scripts,
+# ``info/exclude`` and a ``description``: 18 of the 27 files and directories an init
+# makes, none read by anything in the cache, each a file system inode to create and
 # later remove (inode allocation was the largest share of the test suite's kernel time).
 # Nor does a hook of a person's template run in the cache's clones.
 NO_TEMPLATE = "--template="
 
 
-def init_repo(path: Path, *, bare: bool) -> git.Repo:
-    """A new repository of the cache at ``path``, without Git's template files."""
-    path.mkdir(parents=True, exist_ok=True)
-    run(path, ["init", "--quiet", NO_TEMPLATE, *(["--bare"] if bare else []), str(path)])
+def init_bare(path: Path) -> git.Repo:
+    """A new, empty bare repository of the cache at ``path``, written in process.
+
+    What ``git init --bare --template=`` writes (Git's repository layout): ``config``
+    (format version 0, bare, and Git's probes of the file system for ``filemode`` and
+    ``ignorecase``), ``objects/info``, ``objects/pack``, ``refs/heads``, ``refs/tags``
+    and ``HEAD`` naming an unborn ``main``. ``HEAD`` comes last: the cache takes a
+    directory with a ``HEAD`` file for a repository, so a crash before it leaves a
+    directory the next start writes again. A daemon starting on an empty cache (a pod
+    without a volume, each test) made one ``git init`` process for it.
+    """
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    config = path / "config"
+    config.write_text("[core]\n\trepositoryformatversion = 0\n")
+    mode = config.stat().st_mode
+    config.chmod(mode ^ 0o100)  # Git's probe: does the file system keep the x bit?
+    filemode = config.stat().st_mode != mode
+    config.chmod(mode)
+    settings = f"\tfilemode = {str(filemode).lower()}\n\tbare = true\n"
+    if (path / "CoNfIg").exists():  # Git's probe of a case-insensitive file system
+        settings += "\tignorecase = true\n"
+    with open(config, "a", encoding="utf-8") as handle:
+        handle.write(settings)
+    head = path / "HEAD.new"
+    head.write_text("ref: refs/heads/main\n")
+    head.rename(path / "HEAD")
     return git.Repo(str(path))
 
 

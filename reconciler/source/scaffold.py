@@ -72,13 +72,25 @@ def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
     path.write_text(content, encoding="utf-8")
     try:
         git_repo = git.Repo(str(repo.work))
-        git_repo.git.add(rel)
+        tracked = _tracked(git_repo, rel)
+        if not tracked:
+            git_repo.git.add(rel)
         with git_repo.git.custom_environment(**IDENTITY):
-            git_repo.git.commit(m=message, q=True)
+            # a tracked file: ``git commit -- <file>`` takes its content itself (no add)
+            git_repo.git.commit(*(["--", rel] if tracked else []), m=message, q=True)
         git_repo.git.push(q=True)
         return _head(git_repo)
     except git.GitCommandError as e:
         raise SourceError(f"cannot commit {rel}: {e}") from e
+
+
+def _tracked(repo: git.Repo, rel: str) -> bool:
+    """Whether ``rel`` is in the index, read in process (False when gitpython cannot read
+    the index: ``git add`` then stages it, as for a new file)."""
+    try:
+        return (Path(rel).as_posix(), 0) in repo.index.entries
+    except Exception:  # gitpython raises several types for an index it cannot parse
+        return False
 
 
 def log_oneline(repository: Path, ref: str, limit: int = 20) -> list[str]:

@@ -12,8 +12,9 @@ symlink an earlier member created.
 
 from __future__ import annotations
 
+import re
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import git
@@ -46,6 +47,28 @@ def resolve_commit(repo: str | Path, rev: str) -> str:
         ).strip()
     except GitFailed as e:
         raise SourceError(f'"{rev}" names no commit in {repo}') from e
+
+
+def resolve_commits(repo: str | Path, revs: Sequence[str]) -> list[str] | None:
+    """The full commit id of each of ``revs``, from one ``git rev-parse`` (``preview``
+    resolves two); None when that gives anything but one commit id per revision (an
+    error, a range), for ``resolve_commit`` of each to name the revision at fault."""
+    if not revs or any(not rev or rev.startswith("-") for rev in revs):
+        return None
+    try:
+        out = run(
+            _open(repo),
+            ["rev-parse", *(f"{rev}^{{commit}}" for rev in revs)],  # none starts with -
+            what="rev-parse",
+        ).split()
+    except GitFailed:
+        return None
+    if len(out) == len(revs) and all(_COMMIT_ID.fullmatch(line) for line in out):
+        return out
+    return None
+
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def list_directory(repo: str | Path, commit: str, directory: str) -> list[str]:
@@ -152,4 +175,10 @@ def _stand_in(dest: Path, path: str, size: int) -> None:
         f.truncate(size)
 
 
-__all__ = ["existing_paths", "export_paths", "list_directory", "resolve_commit"]
+__all__ = [
+    "existing_paths",
+    "export_paths",
+    "list_directory",
+    "resolve_commit",
+    "resolve_commits",
+]

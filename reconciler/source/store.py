@@ -27,7 +27,7 @@ from reconciler.source.runner import (
     GitFailed,
     MissingRemoteBranch,
     configure,
-    init_repo,
+    init_bare,
     open_repo,
     read_ref,
     run,
@@ -105,7 +105,7 @@ class RemoteStore:
         self.ref = f"refs/remotes/origin/{branch}"
         self.display = access.display
         if not (mirror / "HEAD").is_file():
-            init_repo(mirror, bare=True)
+            init_bare(mirror)
         self.repo = open_repo(mirror)
         settings = {
             "remote.origin.url": access.url,

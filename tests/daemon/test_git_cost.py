@@ -81,13 +81,23 @@ def test_a_status_branch_another_writer_moved_is_fetched_and_built_on(
     assert other.snapshot().statuses["api"].message == api.message  # the daemon's view
 
 
-def test_a_catalog_edit_is_three_processes_and_returns_the_pushed_commit(
+def test_a_catalog_edit_is_two_processes_a_new_file_three(
     world: World, git_trace: GitTrace
 ) -> None:
-    """``commit_file`` (the demo's and the tests' edit): add, commit, push; the new
-    commit is read from the ref files (no ``git cat-file`` of its own)."""
+    """``commit_file`` (the demo's and the tests' edit): a tracked file is committed by
+    ``git commit -- <file>`` and pushed; a new one is added first. The new commit is read
+    from the ref files (no ``git cat-file`` of its own)."""
     new = world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
-    assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [1, 1, 1, 0]
+    assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [0, 1, 1, 0]
     assert git_trace.count("rev-parse") == 0
     assert git(world.repo.remote, "rev-parse", "refs/heads/main") == new
-    assert git(world.repo.work, "log", "-1", "--format=%s") == "web: 3 replicas"
+    assert git(world.repo.work, "show", "--format=%s", "--name-only", new).split("\n") == [
+        "web: 3 replicas",
+        "",
+        "clusters/prod/instances/web.yaml",
+    ]
+    git_trace.clear()
+    added = world.commit("clusters/prod/instances/extra.yaml", WEB.replace("web", "extra"))
+    assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [1, 1, 1, 0]
+    assert git(world.repo.remote, "rev-parse", "refs/heads/main") == added
+    assert git(world.repo.work, "status", "--porcelain") == ""

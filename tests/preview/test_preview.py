@@ -20,7 +20,7 @@ import pytest
 from reconciler.cli import main
 from reconciler.preview import MARKER, load_scope
 from tests.conftest import TEMPLATE
-from tests.factories import write_catalog
+from tests.factories import catalog_repo, write_catalog
 from tests.source.servers import head
 
 EXPECTED = Path(__file__).parent / "expected"
@@ -72,10 +72,10 @@ def commit(root: Path, message: str) -> str:
 
 
 def repo(tmp_path: Path, overrides: dict[str, str | bytes | None] | None = None) -> Path:
-    root = write_catalog(tmp_path / "catalog", overrides)
-    git(root, "init", "-q")
-    commit(root, "base")
-    return root
+    """A checkout of the catalog with ``overrides`` at one commit: a copy of the build
+    ``tests.factories.catalog_repo`` keeps per catalog (its Git processes run once)."""
+    source = write_catalog(tmp_path / "catalog-files", overrides)
+    return catalog_repo(source, tmp_path / "repos").work
 
 
 def edit(root: Path, rel: str, old: str, new: str) -> None:
@@ -323,6 +323,7 @@ def test_a_change_outside_the_catalog_changes_nothing(
     [
         (("--base", "no-such-branch"), "--base no-such-branch"),
         (("--base", "HEAD~1", "--head", "deadbeef"), "--head deadbeef"),
+        (("--base", "HEAD~1..HEAD"), "--base HEAD~1..HEAD"),  # a range: no one commit
         (("--base", "HEAD~1", "--cluster", "mars"), 'cluster "mars"'),
     ],
 )

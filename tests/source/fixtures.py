@@ -6,6 +6,9 @@ Every repository is real: a catalog checkout, a bare remote over file://, a
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,13 +74,9 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def catalog_repo(tmp_path: Path) -> Path:
-    """A catalog checkout on ``main`` with one commit."""
+    """A catalog checkout on ``main`` with one commit (a copy of ``_built()``'s)."""
     root = tmp_path / "catalog"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    write_catalog(root)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial catalog")
+    shutil.copytree(_built() / "catalog", root, symlinks=True)
     return root
 
 
@@ -90,13 +89,62 @@ def remotes(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def bare_remote(remotes: Path, catalog_repo: Path) -> Path:
-    """A bare remote of ``catalog_repo``; the checkout tracks it as origin/main."""
-    bare = remotes / "catalog.git"
-    git(remotes, "clone", "-q", "--bare", str(catalog_repo), str(bare))
-    git(catalog_repo, "remote", "add", "origin", str(bare))
-    git(catalog_repo, "fetch", "-q", "origin")
-    git(catalog_repo, "branch", "-q", "--set-upstream-to=origin/main", "main")
+    """A bare remote of ``catalog_repo``; the checkout tracks it as origin/main.
+
+    Copied from ``_built()`` too while ``catalog_repo`` is still that build's commit (a
+    fixture may have committed to it first: then made with Git, as the build was).
+    """
+    return make_bare_remote(catalog_repo, remotes / "catalog.git")
+
+
+def make_bare_remote(catalog: Path, bare: Path) -> Path:
+    """``bare`` as a bare clone of ``catalog``, which then tracks it as origin/main."""
+    built = _built()
+    if head(catalog) != head(built / "catalog"):
+        _add_bare_remote(catalog, bare)
+        return bare
+    shutil.copytree(built / "catalog.git", bare, symlinks=True)
+    shutil.rmtree(catalog / ".git")
+    shutil.copytree(built / "tracking.git", catalog / ".git", symlinks=True)
+    for config, old, new in (
+        (bare / "config", built / "catalog", catalog),
+        (catalog / ".git" / "config", built / "catalog.git", bare),
+    ):
+        config.write_text(config.read_text().replace(f"= {old}\n", f"= {new}\n"))
     return bare
+
+
+def _add_bare_remote(catalog: Path, bare: Path) -> None:
+    git(bare.parent, "clone", "-q", "--bare", str(catalog), str(bare))
+    git(catalog, "remote", "add", "origin", str(bare))
+    git(catalog, "fetch", "-q", "origin")
+    git(catalog, "branch", "-q", "--set-upstream-to=origin/main", "main")
+
+
+_builds: list[Path] = []
+
+
+def _built() -> Path:
+    """The catalog checkout, its bare remote and the checkout's ``.git`` tracking it
+    (``tracking.git``), made with Git once per test process and copied by the fixtures:
+    seven Git processes a test, where hundreds of tests start from the same commit (the
+    tests' Git identity and dates are pinned, so every build makes the same one)."""
+    if not _builds:
+        path = Path(tempfile.mkdtemp(prefix="reconciler-test-source-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        catalog = path / "catalog"
+        catalog.mkdir()
+        git(catalog, "init", "-q", "-b", "main")
+        write_catalog(catalog)
+        git(catalog, "add", "-A")
+        git(catalog, "commit", "-q", "-m", "initial catalog")
+        tracking = path / "tracking"
+        shutil.copytree(catalog, tracking, symlinks=True)
+        _add_bare_remote(tracking, path / "catalog.git")
+        (tracking / ".git").rename(path / "tracking.git")
+        git(path / "catalog.git", "config", "remote.origin.url", str(catalog))
+        _builds.append(path)
+    return _builds[0]
 
 
 @pytest.fixture

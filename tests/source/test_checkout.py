@@ -90,12 +90,14 @@ def test_a_sync_lists_more_patterns_in_its_ls_remote(
 def test_a_fresh_clone_is_checked_out_without_a_clean_and_later_syncs_clean(
     catalog_repo: Path, bare_remote: Path, git_trace: GitTrace
 ) -> None:
-    """Nothing is in a ``--no-checkout`` clone's working tree for ``git clean`` to remove;
-    a new commit, and a new process on the cached clone, still clean what does not belong."""
+    """The clone checks out its head itself, nothing to check out or clean after it; a
+    new commit, and a new process on the cached clone, still clean what does not belong."""
     source = CatalogSource(bare_remote.as_uri())
     first = source.sync()
-    assert git_trace.count("checkout") == 1 and git_trace.count("clean") == 0
+    assert git_trace.count("checkout") == 0 and git_trace.count("clean") == 0
     assert (first.path / "apps/podinfo/app.yaml").is_file()
+    assert git(first.path, "rev-parse", "HEAD") == first.commit
+    assert git(first.path, "status", "--porcelain", "--ignored") == ""
     (first.path / "stray.txt").write_text("not the catalog's\n")
     _push_change(catalog_repo, "a.txt", "one\n")
     source.sync()

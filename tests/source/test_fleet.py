@@ -36,6 +36,12 @@ def bare(tmp_path: Path) -> Path:
     return path
 
 
+def branch_off(bare: Path, head: str, count: int) -> None:
+    """``status/c00``, ``status/c01``, ... at ``head``: one ``git update-ref --stdin``."""
+    lines = "".join(f"create refs/heads/status/c{n:02d} {head}\n" for n in range(count))
+    subprocess.run(["git", "update-ref", "--stdin"], cwd=bare, input=lines, text=True, check=True)
+
+
 def writer(bare: Path, tmp_path: Path, cluster: str) -> StatusLedger:
     return StatusLedger(bare.as_uri(), cluster, cache_dir=tmp_path / f"writer-{cluster}")
 
@@ -314,8 +320,7 @@ def test_the_mirror_packs_its_refs_and_lets_git_gc_after_fetches(
     fleet = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader").fleet()
     fleet.refresh()
     head = git(bare, "rev-parse", "status/a")
-    for n in range(40):
-        git(bare, "update-ref", f"refs/heads/status/c{n:02d}", head)
+    branch_off(bare, head, 40)
     packs = Path(fleet.repo.git_dir) / "objects" / "pack"
     for n in range(GC_PACKS + 1):  # what a pack per fetch comes to (no index: Git skips them)
         (packs / f"pack-{n:040x}.pack").write_bytes(b"")
@@ -335,8 +340,7 @@ def test_many_moved_heads_come_in_one_refspec(
     command line of a refspec per branch."""
     writer(bare, tmp_path, "a").record([status("a", "web")])
     head = git(bare, "rev-parse", "status/a")
-    for n in range(70):
-        git(bare, "update-ref", f"refs/heads/status/c{n:02d}", head)
+    branch_off(bare, head, 70)
     fleet = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader").fleet()
     git_trace.clear()
     fleet.refresh()

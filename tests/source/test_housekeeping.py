@@ -371,3 +371,37 @@ def test_the_cache_reads_a_clones_branch_from_its_head_file(
     with pytest.raises(runner.GitFailed):
         runner.current_branch(gitpython.Repo(work_path))
     assert git_trace.count("symbolic-ref") == 1
+
+
+def test_the_status_mirror_is_written_as_git_init_writes_it(
+    empty_remote: Path, cache_dir: Path, tmp_path: Path, git_trace: GitTrace
+) -> None:
+    """No ``git init`` process: the same files and directories, the same settings, a
+    repository Git reads (fsck, a fetch and a push through it by the ledger)."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    (mirror,) = (cache_dir / "status").glob("*.git")
+    assert git_trace.count("init") == 0
+    made = tmp_path / "made-by-git.git"
+    subprocess.run(["git", "init", "-q", "--bare", "--template=", str(made)], check=True)
+    assert git_dir_files(made) == git_dir_files(mirror)
+    for name in ("core.repositoryformatversion", "core.filemode", "core.bare"):
+        assert local_config(mirror, name) == local_config(made, name), name
+    assert git(mirror, "rev-parse", "--is-bare-repository") == "true"
+    git(mirror, "fsck", "--strict")
+    (info,) = ledger.record([status()])
+    assert ledger.snapshot().commit == info.commit
+
+
+def test_a_mirror_directory_without_head_is_written_again(
+    empty_remote: Path, cache_dir: Path
+) -> None:
+    """What a crash during the write leaves (``HEAD`` comes last) is not taken for a
+    repository: the next ledger writes it whole."""
+    StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    (mirror,) = (cache_dir / "status").glob("*.git")
+    (mirror / "HEAD").unlink()
+    (mirror / "config").write_text("")
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=cache_dir)
+    assert local_config(mirror, "core.bare") == "true"
+    (info,) = ledger.record([status()])
+    assert git(empty_remote, "rev-parse", "refs/heads/status/prod") == info.commit

@@ -118,6 +118,8 @@ def test_first_head_refused_means_no_catalog(catalog_repo: Path, tmp_path: Path)
     source = CatalogSource(str(catalog_repo), verify=SignaturePolicy.from_files([f"{key}.pub"]))
     with pytest.raises(SignatureRefused, match="is not signed; no verified commit"):
         source.sync()
+    # the clone wrote none of the refused commit's files (its checkout waits for the check)
+    assert [p.name for p in source.path.iterdir()] == [".git"]
 
 
 def test_last_verified_commit_survives_a_restart(catalog_repo: Path, tmp_path: Path) -> None:
