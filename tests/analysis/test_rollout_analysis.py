@@ -21,7 +21,7 @@ from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.model.analysis import FAILED, INCONCLUSIVE, PASSED
 from reconciler.model.status import Phase
 from tests.analysis.conftest import wait_for_value
-from tests.daemon.conftest import World, world
+from tests.daemon.conftest import World, next_look, sandbox_of, world
 from tests.daemon.test_pass import CHANNELS
 from tests.rollout.test_daemon_rollout import WEB, _web
 
@@ -58,19 +58,21 @@ def _release(world: World, instance: str) -> None:
 def _roll(
     daemon: Daemon, each: Callable[[PassOutcome], None] | None = None, limit: float = 120.0
 ) -> list[PassOutcome]:
-    """Passes as the service schedules them (the next look, at most 0.2 s here) until web
-    is no longer Progressing, within a generous bound."""
+    """Passes as the service schedules them (at the next look, or once the sandbox has
+    come to rest: ``next_look``) until web is no longer Progressing, within a generous
+    bound."""
     outcomes: list[PassOutcome] = []
     deadline = time.monotonic() + limit
+    sandbox = sandbox_of(daemon)
     while time.monotonic() < deadline:
+        since = sandbox.resource_version() if sandbox is not None else 0
         outcome = daemon.run_pass()
         outcomes.append(outcome)
         if each is not None:
             each(outcome)
         if _web(outcome).phase is not Phase.PROGRESSING:
             return outcomes
-        look = outcome.report.next_look if outcome.report is not None else None
-        time.sleep(min(look if look is not None else 0.05, 0.2))
+        next_look(sandbox, since, outcome.report.next_look if outcome.report else None)
     raise AssertionError(f"web still progressing after {limit}s")
 
 

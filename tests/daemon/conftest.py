@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 
 from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
+from reconciler.migrations.registry import Registry
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
@@ -91,7 +93,7 @@ class World:
 
     def new_daemon(self, **overrides: object) -> Daemon:
         settings = DaemonSettings(**{**self.daemon.settings.__dict__, **overrides})  # type: ignore[arg-type]
-        daemon = Daemon(settings, self.client)
+        daemon = Daemon(settings, self.client, registry=self.daemon.registry)
         self.others.append(daemon)
         return daemon
 
@@ -119,6 +121,18 @@ class World:
 # sandbox_world's sandboxes by URL (the daemon's ``client.host``): settle() waits on them
 _SANDBOXES: dict[str, SandboxHandle] = {}
 SETTLE_BOUND = 0.5  # seconds settle() waits at most for the sandbox to rest
+LOOK_BOUND = 2.0  # seconds settle() waits at most for a look a quiet cluster asked for
+
+
+@cache
+def installed() -> Registry:
+    """The installed distributions' Python migrations, read once per test process.
+
+    A daemon reads them once, at its start (``Registry.installed``), and nothing
+    installs any while the tests run: read for every test's daemon, they were a walk
+    of every installed distribution's entry points each time.
+    """
+    return Registry.installed()
 
 
 def _settings(
@@ -160,7 +174,7 @@ def sandbox_world(
         ) as sandbox,
         KubeClient.connect(str(sandbox.kubeconfig), **(client_options or {})) as client,
     ):
-        daemon = Daemon(_settings(repo, tmp_path, **settings), client)
+        daemon = Daemon(_settings(repo, tmp_path, **settings), client, registry=installed())
         world = World(repo, sandbox, client, daemon, tmp_path / "cache")
         _SANDBOXES[client.host] = sandbox
         try:
@@ -194,7 +208,7 @@ def lane_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World
     source = write_catalog(tmp_path / "template", suffix=suffix)
     repo = catalog_repo(source, tmp_path / "repos")
     with KubeClient.connect(kubeconfig) as client:
-        daemon = Daemon(_settings(repo, tmp_path, suffix), client)
+        daemon = Daemon(_settings(repo, tmp_path, suffix), client, registry=installed())
         world = World(repo, None, client, daemon, tmp_path / "cache", kubeconfig, suffix)
         try:
             yield world
@@ -217,7 +231,7 @@ def settle(
     outcome as it comes (to check the cluster at a given transition).
     """
     outcomes: list[PassOutcome] = []
-    sandbox = _SANDBOXES.get(daemon.client.host)
+    sandbox = sandbox_of(daemon)
     for _ in range(limit):
         since = sandbox.resource_version() if sandbox is not None else 0
         outcome = daemon.run_pass()
@@ -233,11 +247,16 @@ def settle(
     raise AssertionError(f"still progressing after {limit} passes")
 
 
+def sandbox_of(daemon: Daemon) -> SandboxHandle | None:
+    """The sandbox ``daemon`` reconciles (made by ``sandbox_world``), None on a real cluster."""
+    return _SANDBOXES.get(daemon.client.host)
+
+
 def rested(daemon: Daemon) -> Daemon:
     """``daemon``, once the sandbox it reconciles has come to rest (at most
     ``SETTLE_BOUND``): for a test's own loop of passes, where a pass right after the
     last one mostly found the controllers still answering its writes and did nothing."""
-    sandbox = _SANDBOXES.get(daemon.client.host)
+    sandbox = sandbox_of(daemon)
     if sandbox is not None:
         sandbox.settled(-1, SETTLE_BOUND)
     return daemon
@@ -249,14 +268,18 @@ def next_look(sandbox: SandboxHandle | None, since: int, look: float | None) -> 
     The service looks again ``next_look`` seconds after such a pass (at most
     ``--max-look``). On the sandbox the harness looks as soon as the cluster has
     come to rest after what moved it (the pass's writes and the controllers' answers),
-    at the latest after ``next_look`` (at most ``SETTLE_BOUND``): a pass after a
-    fixed short pause mostly found the pods still starting and did nothing. Without
-    a sandbox, or when the pass named no time (a gate waiting for another cluster or
-    a person), a short pause stands for the look.
+    at the latest after ``SETTLE_BOUND``: a pass after a fixed short pause mostly found
+    the pods still starting and did nothing. When nothing moved by then, what the
+    daemon waits for is time (an analysis interval, a health timeout): the look comes
+    when it asked for it (at most ``LOOK_BOUND``), or once something moves and rests.
+    Without a sandbox, or when the pass named no time (a gate waiting for another
+    cluster or a person), a short pause stands for the look.
     """
     if look == 0:
         return
     if sandbox is None or look is None:
         time.sleep(min(look if look is not None else 0.05, 0.05))
         return
-    sandbox.settled(since, min(look, SETTLE_BOUND))
+    bound = min(look, SETTLE_BOUND)
+    if not sandbox.settled(since, bound) and sandbox.resource_version() == since:
+        sandbox.settled(since, min(look, LOOK_BOUND) - bound)

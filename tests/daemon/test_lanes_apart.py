@@ -15,7 +15,7 @@ from reconciler.daemon.loop import Daemon
 from reconciler.kube import KubeClient, read_inventories
 from reconciler.model.changeset import ObjectRef
 from reconciler.sandbox.testing import running_sandbox
-from tests.daemon.conftest import _settings
+from tests.daemon.conftest import _settings, installed
 from tests.factories import catalog_repo, write_catalog
 from tests.lanes import FAIL_IMAGES
 
@@ -36,7 +36,7 @@ def _daemon(client: KubeClient, root: Path, suffix: str, *, shared: bool = False
         cluster.rename(source / "clusters" / "prod-shared")
         name = "prod-shared"
     repo = catalog_repo(source, root / "repos")
-    return Daemon(_settings(repo, root, cluster=name), client)
+    return Daemon(_settings(repo, root, cluster=name), client, registry=installed())
 
 
 def test_two_scenarios_on_one_cluster_never_touch_each_other(tmp_path: Path) -> None:

@@ -116,7 +116,9 @@ class Fleet:
                     "health_timeout": 3.0,
                 }
             )
-            self.daemons[cluster] = Daemon(settings, self.world.client, clock=self.clock)
+            self.daemons[cluster] = Daemon(
+                settings, self.world.client, clock=self.clock, registry=self.world.daemon.registry
+            )
         return self.daemons[cluster]
 
     def run(self, cluster: str) -> PassOutcome:

@@ -35,7 +35,7 @@ from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import running_sandbox
 from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.source.scaffold import log_oneline
-from tests.daemon.conftest import World, sandbox_world
+from tests.daemon.conftest import World, next_look, sandbox_world
 
 NAMESPACE = "team-agent"
 DS = ObjectRef("apps/v1", "DaemonSet", NAMESPACE, "agent")
@@ -188,6 +188,7 @@ def _roll(world: World, watch: Watch, limit: int = 300) -> tuple[list[PassOutcom
     for _ in range(limit):
         # the first pass starts the rollout and may reach batch 1
         watch.bound = 1 if record is None else max(watch.bound, _allowed(record))
+        since = world.sandbox.resource_version() if world.sandbox is not None else 0
         outcome = world.daemon.run_pass()
         outcomes.append(outcome)
         status = _agent(outcome)
@@ -201,7 +202,7 @@ def _roll(world: World, watch: Watch, limit: int = 300) -> tuple[list[PassOutcom
             at_ready.append(sum(1 for v in _running(world).values() if v == watch.to))
         if status.phase is not Phase.PROGRESSING:
             return outcomes, at_ready
-        time.sleep(0.02)
+        next_look(world.sandbox, since, outcome.report.next_look if outcome.report else None)
     raise AssertionError("the agent is still progressing")
 
 
