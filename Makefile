@@ -19,14 +19,16 @@ EXAMPLE := catalog-repo-template/migrations-example
 # local packages are then installed without dependencies and without build isolation
 # (their build backend, setuptools, is pinned in the same lock), so a fresh machine with
 # Python 3.11 and git gets the environment CI and the image were tested with.
-# uv's --compile-bytecode: uv (unlike pip) leaves no .pyc behind, so with
-# PYTHONDONTWRITEBYTECODE set every `reconciler sandbox` compiled the kubernetes
-# client's 800 model modules again on its first write (0.9 s of CPU)
+# No --compile-bytecode: compiling every installed package (mypy, hypothesis, the kubernetes
+# client's 800 model modules...) cost 13 s of CPU in each fresh install, most of it for
+# modules nothing here imports, and the tests and the demo read their bytecode from
+# .venv/pycache (PYTHONPYCACHEPREFIX below), not from beside the packages. Each module is
+# compiled there once, by the first process that imports it.
 $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml requirements/dev.lock requirements/bootstrap.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reconciler needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/bootstrap.lock
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --require-hashes -r requirements/dev.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --require-hashes -r requirements/dev.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e . -e $(EXAMPLE)
 	@touch $(STAMP)
 
@@ -58,13 +60,15 @@ UNIT_WORKERS ?= -n 4
 unit: install registry prometheus $(WARM)
 	$(BIN)/pytest $(UNIT_WORKERS)
 
-# The tests' Python processes keep their bytecode, even where PYTHONDONTWRITEBYTECODE is
-# set: under .venv/pycache, never beside the sources. Without it every pytest worker
-# rewrote and compiled all test modules again (4 s of CPU each, the larger half of a
-# collection) and each of the suite's hundreds of `reconciler` child processes compiled
-# the modules it imports (0.2 s for a sandbox, more for the daemon's stack).
-unit test-real test-real-sandbox $(WARM): export PYTHONDONTWRITEBYTECODE =
-unit test-real test-real-sandbox $(WARM): export PYTHONPYCACHEPREFIX = $(CURDIR)/$(VENV)/pycache
+# The Python processes of the tests and the demo keep their bytecode, even where
+# PYTHONDONTWRITEBYTECODE is set (as on CI): under .venv/pycache, never beside the
+# sources. Without it every pytest worker rewrote and compiled all test modules again
+# (4 s of CPU each, the larger half of a collection) and each of the suite's hundreds of
+# `reconciler` child processes compiled the modules it imports (0.2 s for a sandbox, more
+# for the daemon's stack; the kubernetes client's models alone 0.9 s on a sandbox's first
+# write).
+demo typecheck unit test-real test-real-sandbox bench $(WARM): export PYTHONDONTWRITEBYTECODE =
+demo typecheck unit test-real test-real-sandbox bench $(WARM): export PYTHONPYCACHEPREFIX = $(CURDIR)/$(VENV)/pycache
 
 # A new virtualenv has nothing under .venv/pycache yet (uv's bytecode beside the packages
 # is not read once a prefix is set): the workers that start together then each compiled
