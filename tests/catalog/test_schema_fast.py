@@ -7,6 +7,9 @@ schemas as written, for values on both sides of every merged bound.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -68,3 +71,40 @@ def test_the_samples_cover_both_verdicts() -> None:
 @pytest.mark.parametrize("kind", sorted(SCHEMA_FILES))
 def test_every_schema_compiles_for_the_fast_path(kind: str) -> None:
     assert callable(_fast_validator(kind))
+
+
+CHECK_IN_A_FRESH_PROCESS = """\
+import json, sys
+from reconciler.catalog.schema import check_document
+verdicts = [check_document("AppVersion", doc) for doc in json.loads(sys.argv[1])]
+print(json.dumps({"imported": "jsonschema" in sys.modules,
+                  "messages": [[v.message for v in found] for found in verdicts]}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("docs", "imported"),
+    [([version(1), version("50%")], False), ([version(1), version("101%")], True)],
+    ids=["valid documents", "an invalid one"],
+)
+def test_jsonschema_is_imported_only_to_explain_a_failure(
+    docs: list[dict[str, Any]], imported: bool
+) -> None:
+    """Valid documents are answered by the fast validator alone: a process that loads a
+    valid catalog never imports ``jsonschema`` (0.07 s of CPU at each start of a
+    daemon, ``validate`` or ``preview``). A failure imports it and is still explained
+    field by field. In a fresh interpreter: this one has imported jsonschema already."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_IN_A_FRESH_PROCESS, json.dumps(docs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert result["imported"] is imported
+    assert result["messages"][0] == []
+    if imported:
+        assert result["messages"][1] and "rollout.batches[0]" in result["messages"][1][0]
+    else:
+        assert result["messages"][1] == []
