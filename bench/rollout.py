@@ -376,6 +376,14 @@ def gate_waits(w: World, batch: int) -> bool:
     return record is not None and record.state is RollingState.WAITING and record.batch == batch
 
 
+def idle_after() -> float:
+    """Seconds without a pass after which none is due: the service looks again at most
+    ``--max-look`` after a pass while anything is in flight, so four of those (at least
+    0.5 s for a busy machine's late look, at most the 2 s of a default run) with none
+    mean it waits for a commit. A smoke run's ``--max-look 0.1`` waits 0.5 s, not 2."""
+    return min(2.0, max(4 * MAX_LOOK, 0.5))
+
+
 def promote(w: World, batch: int) -> tuple[float, float, int]:
     """``reconciler rollout promote gate`` + webhook once the daemon is idle and the
     other rollouts' cleanup is over (a settled cluster): seconds until
@@ -383,9 +391,9 @@ def promote(w: World, batch: int) -> tuple[float, float, int]:
     ref = ObjectRef("apps/v1", "Deployment", GATE, GATE)
     want = {2: 3, 3: REPLICAS}[batch]
 
-    def idle() -> bool:  # no pass for 2 s: the service waits for a commit
+    def idle() -> bool:  # no pass for a while: the service waits for a commit
         with w.recorder.lock:
-            return time.perf_counter() - w.recorder.passes[-1][1] > 2.0
+            return time.perf_counter() - w.recorder.passes[-1][1] > idle_after()
 
     def quiet() -> bool:  # the finished rollouts' copies and their pods are gone
         copies = [

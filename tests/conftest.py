@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.analysis import servers
+
 # Tests assert behaviour, never time: on a busy machine hypothesis's own timing checks (an
 # example's deadline, a strategy's speed at drawing inputs) failed tests whose behaviour
 # held ("only generated 9 valid inputs after 1.00 seconds" at load 15). Every example is
@@ -46,6 +48,18 @@ def pytest_configure(config: pytest.Config) -> None:
     over the growing heap again and again, a quarter of the collection's 6 s.
     """
     gc.disable()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start the analysis tests' Prometheus now, when this process will run them: its
+    first scrape comes 5 s after it starts, which then pass while the tests are
+    collected, not inside the first test that uses it (tests/analysis/servers.py)."""
+    if servers.runs_analysis_tests(session.config):
+        servers.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    servers.stop()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

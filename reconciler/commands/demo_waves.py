@@ -34,7 +34,7 @@ from reconciler.model.status import InstanceStatus, Phase
 from reconciler.source.approvals import approve_wave
 from reconciler.source.channels import set_channel
 from reconciler.source.scaffold import CatalogRepo, create_catalog_repo, log_oneline
-from reconciler.waves import WAITING_FOR_WAVE, WAVE_HALTED, BoardWave
+from reconciler.waves import WAITING_FOR_WAVE, WAVE_HALTED, BoardWave, Waiting
 
 APP = "podinfo"
 INSTANCE = "web"
@@ -191,6 +191,10 @@ class _Fleet:
 
     def look(self, cluster: str) -> InstanceStatus | None:
         """One pass of ``cluster``'s daemon; its commits and the gate's word are said."""
+        return web_of(self.looked(cluster))
+
+    def looked(self, cluster: str) -> PassOutcome:
+        """``look``, answering the whole pass (the gate's holds with their soak left)."""
         outcome = self.daemons[cluster].run_pass()
         for info in outcome.commits:
             self.say(f"  {info.commit[:7]} {info.subject}")
@@ -199,7 +203,7 @@ class _Fleet:
             self.say(f"{cluster}/{INSTANCE}: {status.phase} ({status.reason}): {status.message}")
         elif outcome.error is not None:
             self.say(f"{cluster}: pass failed: {outcome.error}")
-        return status
+        return outcome
 
     def image(self, cluster: str) -> str:
         obj = self.client.get(ObjectRef("apps/v1", "Deployment", namespace(cluster), INSTANCE))
@@ -283,14 +287,16 @@ def _good_release(
 def _soak(say: Say, fleet: _Fleet, cluster: str, soak: int) -> None:
     """A pass every few seconds until the gate opens; the first one records the wait.
 
-    Bounded: a soak not over after four times its length ends the chapter's wait (the
-    story then says so and the demo fails), never a hang.
+    A look never comes later than the soak's end as the last pass's gate counted it
+    (``Waiting.remaining``): the release goes on when the soak is over, not up to a
+    look's spacing after. Bounded: a soak not over after four times its length ends
+    the chapter's wait (the story then says so and the demo fails), never a hang.
     """
     limit = soak * 4
     deadline = time.monotonic() + limit
-    fleet.look(cluster)
+    outcome = fleet.looked(cluster)
     while time.monotonic() < deadline:
-        time.sleep(soak / SOAK_LOOKS)
+        time.sleep(min(soak / SOAK_LOOKS, _soak_left(outcome)))
         outcome = fleet.daemons[cluster].run_pass()
         holds = outcome.report.waves if outcome.report is not None else ()
         waiting = [h.decision.message for h in holds if h.instance == INSTANCE]
@@ -300,6 +306,19 @@ def _soak(say: Say, fleet: _Fleet, cluster: str, soak: int) -> None:
             return  # the gate opened: the pass started the version
         say(f"gate now: {waiting[0]} (no commit: the same wait)")
     say(f"{cluster}: still waiting after {limit}s; the daemon would keep looking")
+
+
+def _soak_left(outcome: PassOutcome) -> float:
+    """Seconds of soak the pass's gate still counted for ``web`` (inf: it named none)."""
+    holds = outcome.report.waves if outcome.report is not None else ()
+    left = [
+        h.decision.remaining
+        for h in holds
+        if h.instance == INSTANCE
+        and isinstance(h.decision, Waiting)
+        and h.decision.remaining is not None
+    ]
+    return max(min(left), 0.0) if left else float("inf")
 
 
 def _bad_release(

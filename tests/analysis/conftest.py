@@ -3,19 +3,21 @@
 Prometheus must start: ``running_prometheus`` raises, never skips, so a machine
 without ``/usr/bin/prometheus`` fails these tests with the install command (``make
 test`` installs it). Tests share one server and one exporter; each test serves its
-series under a label of its own (``series``), so no test sees another's data.
+series under a label of its own (``series``), so no test sees another's data. The
+pair is started as the session starts when it will run these tests, and stopped as
+it ends (``tests/analysis/servers.py``, tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from reconciler.analysis.client import PrometheusClient
-from reconciler.analysis.local import Exporter, LocalPrometheus, running_prometheus
+from reconciler.analysis.local import Exporter, LocalPrometheus
+from tests.analysis import servers
 
 _ids = itertools.count()
 FIRST_SAMPLE_SECONDS = 60.0  # a busy machine may take long to scrape the first time
@@ -32,20 +34,13 @@ def _no_prometheus_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def exporter() -> Iterator[Exporter]:
-    exp = Exporter().start()
-    try:
-        yield exp
-    finally:
-        exp.close()
+def exporter() -> Exporter:
+    return servers.start().get()[0]
 
 
 @pytest.fixture(scope="session")
-def prometheus(
-    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter
-) -> Iterator[LocalPrometheus]:
-    with running_prometheus(tmp_path_factory.mktemp("prometheus"), [exporter.target]) as prom:
-        yield prom
+def prometheus(exporter: Exporter) -> LocalPrometheus:
+    return servers.start().get()[1]
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from tests.source.gittrace import GitTrace, git_trace
 __all__ = ["git_trace"]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)  # the pinned date of every test commit
+HEALTH_TIMEOUT = 3.0  # seconds of the daemons' health clock (``Fleet.health_now``)
 CLUSTERS = ("staging", "prod-eu", "prod-us")
 WAVES = """\
 apiVersion: reconciler/v1
@@ -100,9 +101,16 @@ class Fleet:
     tmp_path: Path
     now: datetime = T0
     daemons: dict[str, Daemon] = field(default_factory=dict)
+    # the daemons' health clock (seconds): it stands still until a test lets unready
+    # pods outlast the health timeout (``fail_unready``), so no test waits a timeout
+    # out, and a good release's pods never time out however slow a busy machine is
+    health_now: float = 0.0
 
     def clock(self) -> datetime:
         return self.now
+
+    def health_clock(self) -> float:
+        return self.health_now
 
     def daemon(self, cluster: str, *, fresh: bool = False) -> Daemon:
         """The cluster's daemon (``fresh``: a restarted one, with nothing in memory)."""
@@ -113,12 +121,17 @@ class Fleet:
                     **base.__dict__,
                     "cluster": cluster,
                     "cache_dir": self.tmp_path / f"cache-{cluster}",
-                    "health_timeout": 3.0,
+                    "health_timeout": HEALTH_TIMEOUT,
+                    # a pass polls health for half a second, not 2 s: a bad release's
+                    # pods never get ready, and each of its passes waited the grace out
+                    "health_grace": 0.5,
                 }
             )
-            self.daemons[cluster] = Daemon(
+            daemon = Daemon(
                 settings, self.world.client, clock=self.clock, registry=self.world.daemon.registry
             )
+            daemon.health.clock = self.health_clock
+            self.daemons[cluster] = daemon
         return self.daemons[cluster]
 
     def run(self, cluster: str) -> PassOutcome:
@@ -128,6 +141,16 @@ class Fleet:
 
     def settle(self, cluster: str) -> PassOutcome:
         return settle(self.daemon(cluster))[-1]
+
+    def fail_unready(self, cluster: str) -> PassOutcome:
+        """A pass applies what never gets ready; its pods then outlast the health
+        timeout, and the passes that follow fail it (``HealthCheckFailed``)."""
+        applied = self.run(cluster)
+        assert applied.report is not None
+        statuses = applied.report.statuses
+        assert any(s.phase is Phase.PROGRESSING for s in statuses), statuses
+        self.health_now += HEALTH_TIMEOUT
+        return self.settle(cluster)
 
     def record(self, cluster: str) -> InstanceStatus:
         ledger = StatusLedger(self.world.repo.url, cluster, cache_dir=self.tmp_path / "reader")
@@ -252,7 +275,7 @@ def bad_release(fleet: Fleet) -> None:
     fleet.world.commit("apps/podinfo/versions/6.7.0/version.yaml", BAD_VERSION, "6.7.0")
     fleet.world.commit("apps/podinfo/versions/6.7.0/manifests/deployment.yaml", DEPLOYMENT_TEMPLATE)
     fleet.release("6.7.0")
-    failed = web(fleet.settle("staging"))
+    failed = web(fleet.fail_unready("staging"))
     assert failed.phase is Phase.FAILED and failed.desired_version == "6.7.0", failed
 
 
@@ -312,7 +335,7 @@ def test_a_wait_and_a_halt_are_each_said_once(fleet: Fleet) -> None:
         "apiVersion: reconciler/v1\nkind: Instance\nname: web2\napp: podinfo\n"
         "channel: stable\nnamespace: web2-staging\nparameters: {replicas: 1}\n",
     )
-    fleet.settle("staging")
+    fleet.fail_unready("staging")
     again = fleet.run("prod-us")
     assert len(again.commits) == 1
     assert "on staging/web, staging/web2 (2 > maxFailures 0)" in web(again).message

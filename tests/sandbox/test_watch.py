@@ -260,14 +260,24 @@ def test_two_watches_of_a_kind_read_the_same_events(
     event it selects, as its own selector shows it (here one watch selects ``x=y``)."""
     rv = core.list_namespaced_config_map("default").metadata.resource_version
     got: dict[str, list[dict]] = {}
-    queries = {"all": "", "x=y": "labelSelector=x%3Dy&"}
+    # each read up to the burst's last event as its selector shows it (the relabelled
+    # c00000), not to a stream's end: a timeout is the bound, not a wait
+    queries = {
+        "all": ("", "MODIFIED"),
+        "x=y": ("labelSelector=x%3Dy&", "DELETED"),
+    }
     readers = [
         threading.Thread(
-            target=lambda name=name, q=q: got.__setitem__(
-                name, raw_watch(sandbox, f"{q}resourceVersion={rv}&timeoutSeconds=3")
+            target=lambda name=name, q=q, last=last: got.__setitem__(
+                name,
+                watch_until(
+                    sandbox,
+                    f"{q}resourceVersion={rv}&timeoutSeconds=120",
+                    lambda event: event["type"] == last,
+                ),
             )
         )
-        for name, q in queries.items()
+        for name, (q, last) in queries.items()
     ]
     for reader in readers:
         reader.start()

@@ -14,6 +14,7 @@ from reconciler.model.waves import SeenRecord
 from reconciler.source import objects
 from reconciler.source.fleet import FleetStatus
 from reconciler.source.ledger import StatusLedger
+from reconciler.source.remote import NetworkPolicy
 from reconciler.source.runner import GC_PACKS, MissingRemoteBranch
 from tests.report.conftest import record as status
 from tests.source.gittrace import GitTrace, git_trace
@@ -169,7 +170,10 @@ def test_a_failed_fetch_names_its_cause_and_keeps_the_last_records(
     """The listing works but the fetch cannot: the moved head's tree is missing on the
     remote. The refresh fails (the gate then holds); the records read before remain."""
     writer(bare, tmp_path, "a").record([status("a", "web")])
-    fleet = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader").fleet()
+    # each attempt of the failing fetch is made, none waits for the next (1 s, then 2)
+    retried = NetworkPolicy(backoff=0)
+    ledger = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader", policy=retried)
+    fleet = ledger.fleet()
     fleet.refresh()
     records = fleet.records()
     # a commit whose tree the remote lost: listed, but no pack can be made of it
