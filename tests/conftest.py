@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import atexit
 import gc
+import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,37 @@ def pytest_configure(config: pytest.Config) -> None:
     over the growing heap again and again, a quarter of the collection's 6 s.
     """
     gc.disable()
+    use_memory_temp(os.environ)
+
+
+# Where the suite's temporary folders go when the machine has a memory filesystem
+MEMORY_TEMP = Path("/dev/shm")
+
+
+def use_memory_temp(environ: MutableMapping[str, str], memory: Path = MEMORY_TEMP) -> Path | None:
+    """Put every temporary folder of the run (``tmp_path``, each test's home, what
+    ``tempfile`` and the programs the tests start make) on ``memory``, a tmpfs, and
+    return the folder used; None when the run keeps the default.
+
+    The tests' Git repositories, clones and caches are thousands of small files made
+    and removed: on the disk's file system that was a third of the kernel CPU a Git-
+    heavy test took (three files of tests/source: 1.64-2.18 s of system CPU against 1.18-1.23 s).
+    A run whose ``TMPDIR`` or ``PYTEST_DEBUG_TEMPROOT`` is set keeps it, as does a
+    machine without a writable ``memory``. Pytest still keeps only the last three
+    runs' folders there. The xdist workers inherit the environment.
+    """
+    if "TMPDIR" in environ or "PYTEST_DEBUG_TEMPROOT" in environ:
+        return None
+    if not (memory.is_dir() and os.access(memory, os.W_OK | os.X_OK)):
+        return None
+    root = memory / f"reconciler-tests-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    environ["TMPDIR"] = environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    return root
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -148,6 +181,20 @@ def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where each test's empty home folder is made (one folder per test, under the run's
     base temporary folder, so pytest removes them with it)."""
     return tmp_path_factory.mktemp("homes")
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new empty folder per test under the run's base temporary folder, as pytest's own
+    ``tmp_path`` gives (named after the test, removed with the base folder), made by
+    ``mkdtemp``.
+
+    Pytest numbers each test's folder by listing the base folder, which holds every
+    earlier test's folders: a cost that grows with each test of the run (0.18 ms of
+    CPU a test at 1,500 tests), for a number nothing reads.
+    """
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 _template_dirs: list[Path] = []
