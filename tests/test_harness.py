@@ -1,8 +1,9 @@
-"""tests/conftest.py's temporary folders: on a memory file system when there is one, and
-a ``tmp_path`` per test as pytest's own gives it."""
+"""tests/conftest.py's harness: temporary folders on a memory file system when there is
+one, a ``tmp_path`` per test as pytest's own gives it, and the collector's settings."""
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import use_memory_temp
+from tests.conftest import COLLECTOR_THRESHOLDS, use_memory_temp
 
 
 @pytest.fixture
@@ -79,3 +80,9 @@ def test_two_tmp_paths_of_one_name_are_apart(
         p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("test_two_")
     ]
     assert siblings == [tmp_path]
+
+
+def test_tests_run_with_the_collected_heap_frozen_and_fewer_collections() -> None:
+    assert gc.isenabled()
+    assert gc.get_threshold() == COLLECTOR_THRESHOLDS
+    assert gc.get_freeze_count() > 0
