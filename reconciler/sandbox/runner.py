@@ -9,11 +9,11 @@ credentials).
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from aiohttp import web
 
 from reconciler.sandbox.server import SandboxServer
@@ -105,22 +105,38 @@ async def serve(server: SandboxServer, host: str = "127.0.0.1", port: int = 0) -
     return RunningServer(server, runner, f"http://{shown}:{bound_port}")
 
 
+# What ``yaml.safe_dump`` of the config wrote, as a template: the pure-Python emitter took
+# more CPU than the rest of a test sandbox's start but for the copy of its server
+# (tests/sandbox/test_runner.py checks the text loads as that config).
+_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: sandbox
+  cluster:
+    server: {url}
+users:
+- name: sandbox
+  user:
+    token: sandbox
+contexts:
+- name: sandbox
+  context:
+    cluster: sandbox
+    user: sandbox
+    namespace: {namespace}
+current-context: sandbox
+preferences: {{}}
+"""
+
+
 def kubeconfig_text(url: str, namespace: str = "default") -> str:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "sandbox", "cluster": {"server": url}}],
-        "users": [{"name": "sandbox", "user": {"token": "sandbox"}}],
-        "contexts": [
-            {
-                "name": "sandbox",
-                "context": {"cluster": "sandbox", "user": "sandbox", "namespace": namespace},
-            }
-        ],
-        "current-context": "sandbox",
-        "preferences": {},
-    }
-    return yaml.safe_dump(config, sort_keys=False)
+    """A kubeconfig for ``url`` with one context (``sandbox``) in ``namespace``.
+
+    Each value is written as a JSON string, which YAML reads as the same string (a
+    double-quoted scalar), whatever characters it holds.
+    """
+    return _KUBECONFIG.format(url=json.dumps(url), namespace=json.dumps(namespace))
 
 
 def write_kubeconfig(path: Path, url: str) -> Path:
