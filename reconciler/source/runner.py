@@ -347,8 +347,9 @@ def gc_due(git_dir: Path) -> bool:
 NO_TEMPLATE = "--template="
 
 
-def init_bare(path: Path) -> git.Repo:
-    """A new, empty bare repository of the cache at ``path``, written in process.
+def init_bare(path: Path, settings: Mapping[str, str] | None = None) -> git.Repo:
+    """A new, empty bare repository of the cache at ``path``, written in process, with
+    ``settings`` (``section[.subsection].key``: value) in its config.
 
     What ``git init --bare --template=`` writes (Git's repository layout): ``config``
     (format version 0, bare, and Git's probes of the file system for ``filemode`` and
@@ -356,7 +357,10 @@ def init_bare(path: Path) -> git.Repo:
     and ``HEAD`` naming an unborn ``main``. ``HEAD`` comes last: the cache takes a
     directory with a ``HEAD`` file for a repository, so a crash before it leaves a
     directory the next start writes again. A daemon starting on an empty cache (a pod
-    without a volume, each test) made one ``git init`` process for it.
+    without a volume, each test) made one ``git init`` process for it. The settings are
+    written with the rest of the file, as ``git config`` would write them, where their
+    values need no quoting; any other goes through ``configure`` (a config reader and
+    writer each, most of a new mirror's cost once the process was gone).
     """
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (path / sub).mkdir(parents=True, exist_ok=True)
@@ -366,15 +370,34 @@ def init_bare(path: Path) -> git.Repo:
     config.chmod(mode ^ 0o100)  # Git's probe: does the file system keep the x bit?
     filemode = config.stat().st_mode != mode
     config.chmod(mode)
-    settings = f"\tfilemode = {str(filemode).lower()}\n\tbare = true\n"
+    text = f"\tfilemode = {str(filemode).lower()}\n\tbare = true\n"
     if (path / "CoNfIg").exists():  # Git's probe of a case-insensitive file system
-        settings += "\tignorecase = true\n"
+        text += "\tignorecase = true\n"
+    sections: dict[str, list[str]] = {}
+    rest: dict[str, str] = {}
+    for name, value in (settings or {}).items():
+        section, key = _config_section(name)
+        if _PLAIN_VALUE.fullmatch(value) and _PLAIN_NAME.fullmatch(name):
+            sections.setdefault(section, []).append(f"\t{key} = {value}\n")
+        else:
+            rest[name] = value
+    for section, lines in sections.items():
+        text += f"[{section}]\n" + "".join(lines)
     with open(config, "a", encoding="utf-8") as handle:
-        handle.write(settings)
+        handle.write(text)
     head = path / "HEAD.new"
     head.write_text("ref: refs/heads/main\n")
     head.rename(path / "HEAD")
-    return git.Repo(str(path))
+    repo = git.Repo(str(path))
+    if rest:
+        configure(repo, rest)
+    return repo
+
+
+# What ``init_bare`` writes into a config file as it is: a value Git reads back the same
+# without quotes (no space, quote, backslash or comment character), under a plain name
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._~:/?@!$&'()*+,=%-]+")
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*(\.[A-Za-z0-9._-]+)?\.[A-Za-z][A-Za-z0-9-]*")
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from reconciler.source.runner import (
     configure,
     gc_due,
     housekeep,
+    init_bare,
     read_ref,
 )
 from reconciler.source.store import check_branch_name
@@ -438,3 +439,20 @@ def test_a_mirror_directory_without_head_is_written_again(
     assert local_config(mirror, "core.bare") == "true"
     (info,) = ledger.record([status()])
     assert git(empty_remote, "rev-parse", "refs/heads/status/prod") == info.commit
+
+
+def test_a_new_bare_repository_has_its_settings_as_git_reads_them(tmp_path: Path) -> None:
+    """Plain values are written with the file; a value that needs quoting (a space, a
+    comment character, a quote) goes through the config writer: Git reads each back."""
+    settings = {
+        "remote.origin.url": "file:///tmp/plain/catalog.git",
+        "remote.spaced.url": 'file:///tmp/a b/#not a comment/"q".git',
+        "fetch.unpackLimit": "1",
+        "gc.auto": "0",
+    }
+    repo = init_bare(tmp_path / "mirror.git", settings)
+    for name, value in settings.items():
+        assert git(tmp_path / "mirror.git", "config", "--local", "--get", name) == value
+    assert git(tmp_path / "mirror.git", "config", "--local", "--get", "core.bare") == "true"
+    assert repo.config_reader("repository").get_value("fetch", "unpackLimit") == 1
+    assert git(tmp_path / "mirror.git", "rev-parse", "--is-bare-repository") == "true"
