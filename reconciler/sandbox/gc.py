@@ -355,7 +355,7 @@ class Lifecycle:
                 mark_terminating(marked["metadata"], plan.grace)
                 if marked == obj or opts.dry_run:
                     return marked, False
-                return self.api.store.put(resource, marked), False
+                return self.api.store.put(resource, marked, handover=True), False
         wanted = gc_finalizers(current, opts, resource in _ORPHAN_BY_DEFAULT)
         if wanted:
             marked = clone(obj)
@@ -368,7 +368,7 @@ class Lifecycle:
             mark["deletionGracePeriodSeconds"] = 0
             if marked == obj or opts.dry_run:
                 return marked, False
-            return self.api.store.put(resource, marked), False
+            return self.api.store.put(resource, marked, handover=True), False
         if not opts.dry_run:
             self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
         return obj, True
@@ -406,7 +406,8 @@ class Lifecycle:
         code = 202 if opts.orphan_dependents is False else 200
         if opts.dry_run:
             return DeleteResult(present(kind, marked), code)
-        return DeleteResult(present(kind, self.api.store.put(NAMESPACES, marked)), code)
+        stored = self.api.store.put(NAMESPACES, marked, handover=True)
+        return DeleteResult(present(kind, stored), code)
 
     def _sync_namespace(self, name: str) -> None:
         """One pass of the namespace controller over a terminating namespace."""
@@ -595,7 +596,7 @@ class Lifecycle:
             current["metadata"]["ownerReferences"] = kept
         else:
             current["metadata"].pop("ownerReferences", None)
-        self.api.store.put(resource, current)
+        self.api.store.put(resource, current, handover=True)  # a copy: ``get`` made it
 
     def _drop_finalizer(self, resource: Resource, uid: str, finalizer: str) -> None:
         """Remove one finalizer, and the object with it when it was the last."""
@@ -613,7 +614,7 @@ class Lifecycle:
             self.api.store.remove(resource, meta.get("namespace", ""), meta["name"])
             return
         meta["finalizers"] = left
-        self.api.store.put(resource, obj)
+        self.api.store.put(resource, obj, handover=True)  # a copy of the stored object
 
     # --- event handling ----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ test gets a fresh, empty cluster: its server is a copy of one built once per pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
 import tempfile
 import threading
@@ -67,7 +68,8 @@ def fresh_server(**options: Any) -> SandboxServer:
 
 
 # ``SandboxHandle.settled``: work due further away than this is not waited for (a pod's
-# readiness delay of seconds, a CronJob's next minute), and how often it looks
+# readiness delay of seconds, a CronJob's next minute), and the least pause before it
+# looks again while work is due at once (the controllers are running it)
 SETTLE_HORIZON = 0.1
 SETTLE_POLL = 0.005
 
@@ -152,21 +154,43 @@ class SandboxHandle:
         A harness that drives the daemon's passes itself waits here instead of a fixed
         pause: the next pass then sees what the last one's writes led to, where a pass
         after a short sleep often finds the pods still starting and does nothing.
+
+        The wait runs on the server's loop, which wakes it when something is written
+        or when the controllers' next work falls due: a wait from the test's thread
+        asked the loop every few milliseconds, each time a handoff to the loop's
+        thread and back, most of what a harness's loop of passes spent waiting.
         """
         queue = self._running.server.controllers.queue
         store = self._running.server.api.store
 
-        def resting() -> bool:
-            due = queue.next_due()
-            return store.resource_version > since and (due is None or due > horizon)
+        async def rest() -> bool:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            written = asyncio.Event()
 
-        deadline = time.monotonic() + timeout
-        while not self.call(resting):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(SETTLE_POLL, left))
-        return True
+            def wake(_: StoredEvent) -> None:
+                written.set()
+
+            store.listeners.append(wake)
+            try:
+                while True:
+                    due = queue.next_due()
+                    moved = store.resource_version > since
+                    if moved and (due is None or due > horizon):
+                        return True
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        return False
+                    # the next write, or the controllers' next work falling due
+                    wait = left if due is None else min(left, max(due, SETTLE_POLL))
+                    written.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(written.wait(), wait)
+            finally:
+                store.listeners.remove(wake)
+
+        future = asyncio.run_coroutine_threadsafe(rest(), self._loop)
+        return future.result(timeout=timeout + 30)
 
     def stop(self) -> None:
         if self._stopped.is_set():

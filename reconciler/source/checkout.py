@@ -180,7 +180,9 @@ class CatalogSource:
     def _clone(self) -> git.Repo:
         """The clone; it checks out the branch head itself unless signatures are checked
         (then nothing is written before the head is verified: ``--no-checkout``)."""
-        args = ["--depth=1", "--single-branch", "--no-tags"]
+        # the cache's settings written by the clone itself, not by a config writer after it
+        quiet = [f"--config={name}={value}" for name, value in QUIET_HOUSEKEEPING.items()]
+        args = ["--depth=1", "--single-branch", "--no-tags", *quiet]
         if self._verifier is not None:
             args.append("--no-checkout")
         if self._branch:
@@ -194,9 +196,9 @@ class CatalogSource:
                 ) from e
             raise
         repo = git.Repo(str(self._slot))
-        configure(repo, QUIET_HOUSEKEEPING)
         self._configured = True
-        self._tracked = None  # a new clone: the remote's default branch may be another
+        # a new clone: the remote's default branch may be another; its HEAD names it
+        self._tracked = None if self._branch else self._remember_branch(repo)
         return repo
 
     def _current_branch(self, repo: git.Repo) -> str:
@@ -213,10 +215,15 @@ class CatalogSource:
         if stored:
             self._tracked = str(stored)
             return self._tracked
+        self._tracked = self._remember_branch(repo)
+        return self._tracked
+
+    @staticmethod
+    def _remember_branch(repo: git.Repo) -> str:
+        """The branch the clone's ``HEAD`` names, written to its config (``reconciler.branch``)."""
         name = current_branch(repo)
         with repo.config_writer() as cfg:
             cfg.set_value("reconciler", "branch", name)
-        self._tracked = name
         return name
 
     def _choose(self, repo: git.Repo, head: str) -> tuple[str, str | None, str]:

@@ -103,11 +103,12 @@ class FleetStatus:
         self._views: dict[str, _BranchView] = {}
         self._gathered: tuple[str, dict[tuple[str, str], SeenRecord]] | None = None  # skip, out
         self.reads = 0  # branches read (again) since this reader began: what the cache saves
-        if remote:
-            # each pass's fetch brings a few commits to a mirror of every cluster's history:
-            # Git's walk of the local refs ("what do I have?") parses all of it again unless
-            # a commit-graph answers; fetch keeps one up to date (a small split file each)
-            configure(repo, {"fetch.writeCommitGraph": "true"})
+        # each pass's fetch brings a few commits to a mirror of every cluster's history:
+        # Git's walk of the local refs ("what do I have?") parses all of it again unless
+        # a commit-graph answers; fetch keeps one up to date (a small split file each).
+        # Set before this reader's first fetch, not when it is made: every daemon makes
+        # one, and only a catalog with waves ever fetches (a config read and write each)
+        self._graph_configured = not remote
 
     @property
     def repo(self) -> git.Repo:
@@ -154,6 +155,9 @@ class FleetStatus:
                 options = ["--prune"]
             if not refspecs:
                 return
+            if not self._graph_configured:
+                configure(self._repo, {"fetch.writeCommitGraph": "true"})
+                self._graph_configured = True
             run_remote(
                 self._repo,
                 ["fetch", "--quiet", "--no-tags", *options, "origin", *refspecs],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -146,7 +147,7 @@ def read_ref(repo: git.Repo, ref: str) -> str | None:
     are the daemon's own (fetched branches, a checkout's HEAD), which name commits.
     """
     try:
-        return git.SymbolicReference.dereference_recursive(repo, ref)
+        return read_files_ref(repo, ref)
     except ValueError:
         if ref.startswith("refs/") and files_backend(repo):
             return None
@@ -156,6 +157,60 @@ def read_ref(repo: git.Repo, ref: str) -> str | None:
         return run(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
     except GitFailed:
         return None
+
+
+# symbolic refs followed at most (Git's own limit, SYMREF_MAXDEPTH, is 5)
+SYMREF_DEPTH = 5
+_HEXSHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def read_files_ref(repo: git.Repo, ref: str) -> str:
+    """The object ``ref`` (``HEAD``, ``refs/...``) names, read from its file or
+    ``packed-refs`` as Git's files backend keeps them, following ``ref:`` links.
+
+    ValueError: no such ref there (or a file that names none); OSError: a file that
+    cannot be read. What gitpython's ``SymbolicReference.dereference_recursive`` reads,
+    without its check of each path (``os.path.realpath``, a ``stat`` per directory of
+    the path, on every read: most of the daemon's in-process ref reads' cost), which
+    guards names that come from outside; the names read here are checked below, and
+    any other is left to gitpython, as is a linked worktree (whose refs are in two places).
+    """
+    if repo.git_dir != repo.common_dir:
+        return str(git.SymbolicReference.dereference_recursive(repo, ref))
+    for _ in range(SYMREF_DEPTH):
+        parts = ref.split("/")
+        if ref != "HEAD" and (
+            parts[0] != "refs" or any(not p or p.startswith(".") or "\\" in p for p in parts)
+        ):
+            return str(git.SymbolicReference.dereference_recursive(repo, ref))
+        base = repo.git_dir if ref == "HEAD" else repo.common_dir
+        try:
+            with open(os.path.join(base, ref), encoding="utf-8") as handle:
+                tokens = handle.read().split()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return _packed_ref(repo, ref)
+        if len(tokens) == 2 and tokens[0] == "ref:":
+            ref = tokens[1]
+            continue
+        if tokens and _HEXSHA.fullmatch(tokens[0]):
+            return tokens[0]
+        raise ValueError(f"{ref}: not a reference Git would read")
+    raise ValueError(f"{ref}: more than {SYMREF_DEPTH} symbolic references deep")
+
+
+def _packed_ref(repo: git.Repo, ref: str) -> str:
+    """``ref``'s object as ``packed-refs`` lists it; ValueError when it does not."""
+    try:
+        with open(os.path.join(repo.common_dir, "packed-refs"), encoding="utf-8") as handle:
+            for line in handle:
+                if line[:1] in ("#", "^"):  # the header; a peeled tag's object
+                    continue
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref:
+                    return sha
+    except FileNotFoundError:
+        pass
+    raise ValueError(f"{ref}: no such reference")
 
 
 def files_backend(repo: git.Repo) -> bool:
@@ -292,8 +347,9 @@ def gc_due(git_dir: Path) -> bool:
 NO_TEMPLATE = "--template="
 
 
-def init_bare(path: Path) -> git.Repo:
-    """A new, empty bare repository of the cache at ``path``, written in process.
+def init_bare(path: Path, settings: Mapping[str, str] | None = None) -> git.Repo:
+    """A new, empty bare repository of the cache at ``path``, written in process, with
+    ``settings`` (``section[.subsection].key``: value) in its config.
 
     What ``git init --bare --template=`` writes (Git's repository layout): ``config``
     (format version 0, bare, and Git's probes of the file system for ``filemode`` and
@@ -301,7 +357,10 @@ def init_bare(path: Path) -> git.Repo:
     and ``HEAD`` naming an unborn ``main``. ``HEAD`` comes last: the cache takes a
     directory with a ``HEAD`` file for a repository, so a crash before it leaves a
     directory the next start writes again. A daemon starting on an empty cache (a pod
-    without a volume, each test) made one ``git init`` process for it.
+    without a volume, each test) made one ``git init`` process for it. The settings are
+    written with the rest of the file, as ``git config`` would write them, where their
+    values need no quoting; any other goes through ``configure`` (a config reader and
+    writer each, most of a new mirror's cost once the process was gone).
     """
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (path / sub).mkdir(parents=True, exist_ok=True)
@@ -311,15 +370,34 @@ def init_bare(path: Path) -> git.Repo:
     config.chmod(mode ^ 0o100)  # Git's probe: does the file system keep the x bit?
     filemode = config.stat().st_mode != mode
     config.chmod(mode)
-    settings = f"\tfilemode = {str(filemode).lower()}\n\tbare = true\n"
+    text = f"\tfilemode = {str(filemode).lower()}\n\tbare = true\n"
     if (path / "CoNfIg").exists():  # Git's probe of a case-insensitive file system
-        settings += "\tignorecase = true\n"
+        text += "\tignorecase = true\n"
+    sections: dict[str, list[str]] = {}
+    rest: dict[str, str] = {}
+    for name, value in (settings or {}).items():
+        section, key = _config_section(name)
+        if _PLAIN_VALUE.fullmatch(value) and _PLAIN_NAME.fullmatch(name):
+            sections.setdefault(section, []).append(f"\t{key} = {value}\n")
+        else:
+            rest[name] = value
+    for section, lines in sections.items():
+        text += f"[{section}]\n" + "".join(lines)
     with open(config, "a", encoding="utf-8") as handle:
-        handle.write(settings)
+        handle.write(text)
     head = path / "HEAD.new"
     head.write_text("ref: refs/heads/main\n")
     head.rename(path / "HEAD")
-    return git.Repo(str(path))
+    repo = git.Repo(str(path))
+    if rest:
+        configure(repo, rest)
+    return repo
+
+
+# What ``init_bare`` writes into a config file as it is: a value Git reads back the same
+# without quotes (no space, quote, backslash or comment character), under a plain name
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._~:/?@!$&'()*+,=%-]+")
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*(\.[A-Za-z0-9._-]+)?\.[A-Za-z][A-Za-z0-9-]*")
 
 
 @contextmanager

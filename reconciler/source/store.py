@@ -104,16 +104,17 @@ class RemoteStore:
         self.branch = branch
         self.ref = f"refs/remotes/origin/{branch}"
         self.display = access.display
-        if not (mirror / "HEAD").is_file():
-            init_bare(mirror)
-        self.repo = open_repo(mirror)
         settings = {
             "remote.origin.url": access.url,
             # keep fetched objects packed (not exploded into loose files): history stays fast
             "fetch.unpackLimit": "1",
             **QUIET_HOUSEKEEPING,  # gc when due, by ``housekeep`` after a publish
         }
-        configure(self.repo, settings)
+        if (mirror / "HEAD").is_file():
+            self.repo = open_repo(mirror)
+            configure(self.repo, settings)
+        else:  # a new mirror, made with its settings
+            self.repo = init_bare(mirror, settings)
 
     def refresh(self) -> None:
         """Fetch the branch; a branch that no longer exists on the remote is forgotten."""

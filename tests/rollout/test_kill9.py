@@ -23,6 +23,7 @@ import git
 import pytest
 
 from reconciler.model.changeset import ObjectRef
+from reconciler.source.runner import read_ref
 from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, world
 from tests.daemon.test_pass import CHANNELS
@@ -120,10 +121,7 @@ def kill_after_every_step(
 
 
 def _status_head(repo: git.Repo) -> str:
-    try:
-        return git.SymbolicReference.dereference_recursive(repo, "refs/heads/status/prod")
-    except ValueError:  # no status branch yet
-        return ""
+    return read_ref(repo, "refs/heads/status/prod") or ""  # "": no status branch yet
 
 
 @pytest.mark.slow

@@ -8,6 +8,9 @@ writes after them, so "at rest" is the moment none has work due).
 
 from __future__ import annotations
 
+import threading
+import time
+
 from reconciler.sandbox.testing import SandboxHandle
 from reconciler.sandbox.timing import Timing
 from tests.sandbox.helpers import deployment, http
@@ -60,3 +63,32 @@ def test_work_due_beyond_the_horizon_is_not_waited_for() -> None:
         assert all(p["status"]["phase"] == "Running" for p in pods["items"])
         assert _ready(sandbox, "web") == 0
         assert not sandbox.settled(since, 0.05, horizon=3600.0)  # readiness is due within it
+
+
+def test_a_wait_begun_before_anything_moved_ends_with_the_first_write_at_rest() -> None:
+    """The wait sleeps on the server's loop until a write comes, however long its bound:
+    a write made while it waits (here from another thread) wakes it, and it returns once
+    the controllers have answered that write."""
+    with fast_sandbox() as (sandbox, _):
+        assert sandbox.settled(0, 60.0)
+        since = sandbox.resource_version()
+        created: list[int] = []
+
+        def write() -> None:
+            time.sleep(0.1)  # after the wait has begun, most likely
+            status, _ = http(
+                sandbox,
+                "POST",
+                "/apis/apps/v1/namespaces/default/deployments",
+                deployment("web", 2),
+            )
+            created.append(status)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            assert sandbox.settled(since, 60.0)
+        finally:
+            writer.join(timeout=30)
+        assert created == [201]
+        assert _ready(sandbox, "web") == 2

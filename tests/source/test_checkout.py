@@ -127,9 +127,13 @@ def test_a_clone_made_again_follows_the_remotes_default_branch_of_then(
     sha = _push_change(catalog_repo, "a.txt", "main only\n")
     git(bare_remote, "symbolic-ref", "HEAD", "refs/heads/release")
     assert source.sync().commit == sha  # still main: the clone follows it
+    restarted = CatalogSource(bare_remote.as_uri(), cache_dir=cache_dir).sync()
+    assert restarted.branch == "main"  # the clone's config says so, not its detached HEAD
     shutil.rmtree(source.path)
     again = source.sync()
     assert again.branch == "release" and again.commit != sha
+    assert git(again.path, "config", "--local", "--get", "reconciler.branch") == "release"
+    assert git(again.path, "config", "--local", "--get", "maintenance.auto") == "false"
     assert not (again.path / "a.txt").exists()
 
 

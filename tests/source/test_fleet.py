@@ -99,11 +99,17 @@ def test_a_rewritten_branch_is_read_from_its_new_history(
 
 
 def test_the_mirror_keeps_a_commit_graph(bare: Path, tmp_path: Path) -> None:
+    """Set by the fleet reader before its first fetch; a reader that never fetches (a
+    daemon whose catalog has no waves) leaves the mirror's config as its ledger wrote it."""
     writer(bare, tmp_path, "a").record([status("a", "web")])
     ledger = StatusLedger(bare.as_uri(), "me", cache_dir=tmp_path / "reader")
     fleet = ledger.fleet()
-    fleet.refresh()
     mirror = Path(fleet.repo.git_dir)
+    unset = subprocess.run(
+        ["git", "-C", str(mirror), "config", "--local", "fetch.writeCommitGraph"]
+    )
+    assert unset.returncode == 1
+    fleet.refresh()
     assert git(mirror, "config", "fetch.writeCommitGraph") == "true"
     info = mirror / "objects" / "info"
     assert (info / "commit-graph").exists() or any((info / "commit-graphs").glob("*.graph"))

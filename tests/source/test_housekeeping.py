@@ -25,6 +25,7 @@ from reconciler.source.runner import (
     configure,
     gc_due,
     housekeep,
+    init_bare,
     read_ref,
 )
 from reconciler.source.store import check_branch_name
@@ -264,6 +265,38 @@ def test_refs_are_read_in_process_loose_packed_and_symbolic(
     assert read_ref(repo, "HEAD") == head
 
 
+def test_the_in_process_reader_reads_what_git_reads_and_leaves_other_names_to_gitpython(
+    catalog_repo: Path, tmp_path: Path
+) -> None:
+    """``read_files_ref`` against ``git rev-parse`` on the same repository: a symbolic
+    ref to a symbolic ref, a packed ref, a detached ``HEAD``; a name outside ``refs/``
+    or with a ``..`` goes to gitpython, which refuses it; a loop of symbolic refs ends;
+    a linked worktree's refs are gitpython's to read."""
+    head = git(catalog_repo, "rev-parse", "HEAD")
+    git(catalog_repo, "pack-refs", "--all")
+    git(catalog_repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
+    git(catalog_repo, "symbolic-ref", "refs/heads/alias2", "refs/heads/alias")
+    repo = gitpython.Repo(catalog_repo)
+    assert runner.read_files_ref(repo, "refs/heads/alias2") == head
+    assert git(catalog_repo, "rev-parse", "refs/heads/alias2") == head
+    assert runner.read_files_ref(repo, "HEAD") == head  # ref: refs/heads/main, packed
+    with pytest.raises(ValueError):
+        runner.read_files_ref(repo, "refs/heads/none")
+    for outside in ("refs/heads/../../config", "refs/heads/.hidden", "config"):
+        with pytest.raises((ValueError, OSError)):
+            runner.read_files_ref(repo, outside)
+    git(catalog_repo, "symbolic-ref", "refs/heads/loop1", "refs/heads/loop2")
+    git(catalog_repo, "symbolic-ref", "refs/heads/loop2", "refs/heads/loop1")
+    with pytest.raises(ValueError, match="symbolic references deep"):
+        runner.read_files_ref(repo, "refs/heads/loop1")
+    git(catalog_repo, "checkout", "-q", "--detach", head)
+    assert runner.read_files_ref(repo, "HEAD") == head
+    linked = tmp_path / "linked"
+    git(catalog_repo, "worktree", "add", "-q", "--detach", str(linked), head)
+    assert runner.read_files_ref(gitpython.Repo(linked), "HEAD") == head
+    assert runner.read_files_ref(gitpython.Repo(linked), "refs/heads/alias") == head
+
+
 def test_a_ref_in_neither_the_files_nor_packed_refs_is_none_without_a_process(
     catalog_repo: Path, git_trace: GitTrace
 ) -> None:
@@ -296,7 +329,7 @@ def test_a_missing_ref_of_a_reftable_repository_is_gits_own_answer(
     def unreadable(repo: object, ref: object) -> str:
         raise ValueError("Reference at 'refs/heads/main' does not exist")
 
-    monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
+    monkeypatch.setattr(runner, "read_files_ref", unreadable)
     git_trace.clear()
     assert read_ref(gitpython.Repo(catalog_repo), "refs/heads/main") == head
     assert git_trace.count("rev-parse") == 1
@@ -305,13 +338,14 @@ def test_a_missing_ref_of_a_reftable_repository_is_gits_own_answer(
 def test_a_ref_store_gitpython_cannot_read_is_asked_of_git(
     catalog_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As a reftable repository would be: the answer still comes, from ``git rev-parse``."""
+    """As a reftable repository would be (the in-process reader finds nothing): the
+    answer still comes, from ``git rev-parse``."""
     head = git(catalog_repo, "rev-parse", "HEAD")
 
     def unreadable(repo: object, ref: object) -> str:
         raise ValueError("no such file")
 
-    monkeypatch.setattr(gitpython.SymbolicReference, "dereference_recursive", unreadable)
+    monkeypatch.setattr(runner, "read_files_ref", unreadable)
     assert read_ref(gitpython.Repo(catalog_repo), "HEAD") == head
 
 
@@ -405,3 +439,20 @@ def test_a_mirror_directory_without_head_is_written_again(
     assert local_config(mirror, "core.bare") == "true"
     (info,) = ledger.record([status()])
     assert git(empty_remote, "rev-parse", "refs/heads/status/prod") == info.commit
+
+
+def test_a_new_bare_repository_has_its_settings_as_git_reads_them(tmp_path: Path) -> None:
+    """Plain values are written with the file; a value that needs quoting (a space, a
+    comment character, a quote) goes through the config writer: Git reads each back."""
+    settings = {
+        "remote.origin.url": "file:///tmp/plain/catalog.git",
+        "remote.spaced.url": 'file:///tmp/a b/#not a comment/"q".git',
+        "fetch.unpackLimit": "1",
+        "gc.auto": "0",
+    }
+    repo = init_bare(tmp_path / "mirror.git", settings)
+    for name, value in settings.items():
+        assert git(tmp_path / "mirror.git", "config", "--local", "--get", name) == value
+    assert git(tmp_path / "mirror.git", "config", "--local", "--get", "core.bare") == "true"
+    assert repo.config_reader("repository").get_value("fetch", "unpackLimit") == 1
+    assert git(tmp_path / "mirror.git", "rev-parse", "--is-bare-repository") == "true"
