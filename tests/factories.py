@@ -177,20 +177,22 @@ def catalog_repo(source: Path, into: Path) -> CatalogRepo:
     Hundreds of tests start from the same few catalogs; each build is a handful of Git
     processes (init, add, commit, a bare remote, a push). The copy has the same files,
     the same commit (the tests' Git identity and dates are pinned) and a clone whose
-    ``origin`` is its own copy of the bare remote, as a fresh build would; its objects
-    are packed and it has no sample hooks, so a copy is a few dozen files.
+    ``origin`` is its own copy of the bare remote, as a fresh build would; the remote's
+    objects (the clone's too: one store) are packed and neither has sample hooks, so a
+    copy is a few dozen files.
     """
     key = _content_key(source)
     built = _built.get(key)
     if built is None:
         built = _templates() / key
         create_catalog_repo(source, built)
-        for repo in (built / "catalog", built / "catalog.git"):
-            # a copy of a few files, not of every loose object and sample hook: the same
-            # history, packed as Git packs it; the inert *.sample hooks left out
-            subprocess.run(["git", "-C", str(repo), "repack", "-adq"], check=True)
-            for sample in repo.glob("**/hooks/*.sample"):
-                sample.unlink()
+        # a copy of a few files, not of every loose object and sample hook: the same
+        # history, packed as Git packs it; the inert *.sample hooks left out. The
+        # clone's own objects are not copied (its copy uses the remote's), nor packed.
+        remote = built / "catalog.git"
+        subprocess.run(["git", "-C", str(remote), "repack", "-adq"], check=True)
+        for sample in built.glob("**/hooks/*.sample"):
+            sample.unlink()
         _built[key] = built
     work, remote = into / "catalog", into / "catalog.git"
     shutil.copytree(
