@@ -13,8 +13,13 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
+import git
+
+from reconciler.source import scaffold
+from reconciler.source.runner import read_ref
 from reconciler.source.scaffold import CatalogRepo, create_catalog_repo
 from tests.lanes import suffix_namespaces, suffix_path
 
@@ -172,28 +177,101 @@ def catalog_repo(source: Path, into: Path) -> CatalogRepo:
     Hundreds of tests start from the same few catalogs; each build is a handful of Git
     processes (init, add, commit, a bare remote, a push). The copy has the same files,
     the same commit (the tests' Git identity and dates are pinned) and a clone whose
-    ``origin`` is its own copy of the bare remote, as a fresh build would; its objects
-    are packed and it has no sample hooks, so a copy is a few dozen files.
+    ``origin`` is its own copy of the bare remote, as a fresh build would; the remote's
+    objects (the clone's too: one store) are packed and neither has sample hooks, so a
+    copy is a few dozen files.
     """
     key = _content_key(source)
     built = _built.get(key)
     if built is None:
         built = _templates() / key
         create_catalog_repo(source, built)
-        for repo in (built / "catalog", built / "catalog.git"):
-            # a copy of a few files, not of every loose object and sample hook: the same
-            # history, packed as Git packs it; the inert *.sample hooks left out
-            subprocess.run(["git", "-C", str(repo), "repack", "-adq"], check=True)
-            for sample in repo.glob("**/hooks/*.sample"):
-                sample.unlink()
+        # a copy of a few files, not of every loose object and sample hook: the same
+        # history, packed as Git packs it; the inert *.sample hooks left out. The
+        # clone's own objects are not copied (its copy uses the remote's), nor packed.
+        remote = built / "catalog.git"
+        subprocess.run(["git", "-C", str(remote), "repack", "-adq"], check=True)
+        for sample in built.glob("**/hooks/*.sample"):
+            sample.unlink()
         _built[key] = built
     work, remote = into / "catalog", into / "catalog.git"
-    shutil.copytree(built / "catalog", work, symlinks=True, copy_function=shutil.copy)
+    shutil.copytree(
+        built / "catalog",
+        work,
+        symlinks=True,
+        copy_function=shutil.copy,
+        ignore=lambda folder, _names: (
+            ["objects"] if folder == str(built / "catalog" / ".git") else []
+        ),
+    )
     shutil.copytree(built / "catalog.git", remote, symlinks=True, copy_function=shutil.copy)
+    # one object store for both (the same objects: the build pushed the clone's commit),
+    # the remote's, so a clone of the remote is a plain local clone: what the clone
+    # commits is in the remote at once, and ``commit_file`` below publishes a commit by
+    # moving the remote's branch, where a ``git push`` was seven processes
+    (work / ".git" / "objects").symlink_to(remote / "objects", target_is_directory=True)
     config = work / ".git" / "config"
     old, new = (built / "catalog.git").as_uri(), remote.as_uri()
     config.write_text(config.read_text().replace(old, new))
     return CatalogRepo(work, remote)
+
+
+def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
+    """``scaffold.commit_file`` (write, commit, publish; the new commit), published as
+    ``publish`` does."""
+    return publish(repo, lambda push: scaffold.commit_file(repo, rel, content, message, push=push))
+
+
+def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
+    """``scaffold.remove_file``, published as ``publish`` does."""
+    return publish(repo, lambda push: scaffold.remove_file(repo, rel, message, push=push))
+
+
+def publish(repo: CatalogRepo, commit: Callable[[bool], str]) -> str:
+    """Make a commit in ``repo``'s clone (``commit(push)``) and move the remote's branch to it.
+
+    What ``git push`` of a fast-forward leaves, without its processes (push, a shell,
+    receive-pack, pack-objects, unpack-objects and the connectivity check's two: 17 ms
+    of CPU each, a few hundred times over the suite): where clone and remote share one
+    object store (``catalog_repo``) and the clone's branch, its remote-tracking ref and
+    the remote's branch are one commit, the new commit on top is a fast-forward, and
+    publishing it is writing the two refs the push would have moved. Anything else (a
+    repository made otherwise, a detached or diverged clone) is pushed by Git.
+    """
+    branch = _fast_forward_branch(repo)
+    head = commit(branch is None)
+    if branch is not None:
+        _write_ref(repo.remote, f"refs/heads/{branch}", head)
+        _write_ref(repo.work / ".git", f"refs/remotes/origin/{branch}", head)
+    return head
+
+
+def _fast_forward_branch(repo: CatalogRepo) -> str | None:
+    """The clone's branch when a commit on top of it is a fast-forward of the remote's,
+    in the remote's own object store; None otherwise."""
+    git_dir = repo.work / ".git"
+    objects = git_dir / "objects"
+    if not objects.is_symlink() or objects.resolve() != (repo.remote / "objects").resolve():
+        return None
+    target = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    branch = target.removeprefix("ref: refs/heads/")
+    if branch == target:
+        return None
+    work, remote = git.Repo(str(repo.work)), git.Repo(str(repo.remote))
+    head = read_ref(work, "HEAD")
+    tracking = read_ref(work, f"refs/remotes/origin/{branch}")
+    if head is None or head != tracking or head != read_ref(remote, f"refs/heads/{branch}"):
+        return None
+    return branch
+
+
+def _write_ref(git_dir: Path, ref: str, commit: str) -> None:
+    """A loose ref file, replaced at once (a reader sees the old or the new commit)."""
+    path = git_dir / ref
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".publish")
+    temporary.write_text(commit + "\n", encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def _content_key(root: Path) -> str:

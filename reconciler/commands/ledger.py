@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,10 @@ def status_command(args: argparse.Namespace) -> int:
     ledger = read_ledger(args)
     reported: set[str] = set()
     problems: list[bool] = [False]
+    refresh = fetched_by_the_check()
 
     def view() -> View:
-        snap = ledger.snapshot()
+        snap = ledger.snapshot(refresh=refresh())
         text, unreadable = _status_view(args, ledger, snap)
         for u in unreadable:
             if u.error not in reported:  # once per problem, not once per redraw
@@ -99,8 +100,8 @@ def history_command(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be 0 (all) or a positive number")
     ledger = read_ledger(args)
     with repository_read(args.repo):
-        require_known_cluster(ledger)
-        entries = ledger.history(args.instance, limit=args.limit)
+        require_known_cluster(ledger)  # fetched the branch: read as fetched
+        entries = ledger.history(args.instance, limit=args.limit, refresh=False)
     if is_data(args.output):
         print_data([e.to_dict() for e in entries], args.output)
     elif args.output == "name":
@@ -118,8 +119,8 @@ def migrations_command(args: argparse.Namespace) -> int:
     """Print the migration ledger each instance's status records on the status branch."""
     ledger = read_ledger(args)
     with repository_read(args.repo):
-        require_known_cluster(ledger)
-        snap = ledger.snapshot()
+        require_known_cluster(ledger)  # fetched the branch: read as fetched
+        snap = ledger.snapshot(refresh=False)
     # imported here: ``status`` and ``history`` start without the migrations stack
     from reconciler.migrations import ledger_rows, ledger_table
 
@@ -190,13 +191,32 @@ def require_known_cluster(ledger: StatusLedger) -> None:
 
     Only asked when the branch is missing (one fetch, one ref read otherwise). A
     repository that knows no cluster at all (empty, or a bare status remote) cannot
-    tell a typo from "nothing recorded yet", so it is left to say the latter.
+    tell a typo from "nothing recorded yet", so it is left to say the latter. The
+    fetch is the command's: what it reads next is the branch as fetched here
+    (``refresh=False``), not a second fetch a moment later (a second connection to
+    the remote, and four Git processes for a file:// one).
     """
     if ledger.head(refresh=True) is not None:
         return
     known = ledger.known_clusters()
     if known and ledger.cluster not in known:
         raise UsageError(f"no cluster named {ledger.cluster}; known: {', '.join(known)}")
+
+
+def fetched_by_the_check() -> Callable[[], bool]:
+    """For a command's views after ``require_known_cluster``: whether the next one fetches.
+
+    The first does not (the check fetched the branch just before it); each later one
+    (``--watch``) does.
+    """
+    views = 0
+
+    def refresh() -> bool:
+        nonlocal views
+        views += 1
+        return views > 1
+
+    return refresh
 
 
 @contextmanager

@@ -6,6 +6,7 @@ import argparse
 
 from reconciler.catalog import load_catalog
 from reconciler.commands.ledger import (
+    fetched_by_the_check,
     no_status,
     read_ledger,
     repository_read,
@@ -76,9 +77,10 @@ def rollout_status_command(args: argparse.Namespace) -> int:
         raise UsageError("--interval must be a positive duration")
     ledger = read_ledger(args)
     seen: list[InstanceStatus] = []
+    refresh = fetched_by_the_check()
 
     def view() -> View:
-        status = _read(ledger, args.instance)
+        status = _read(ledger, args.instance, refresh=refresh())
         seen[:] = [status]  # the last one decides the exit code
         shown = _show(status, args.output)
         return shown, shown, _finished(status)
@@ -91,8 +93,8 @@ def rollout_status_command(args: argparse.Namespace) -> int:
     return EXIT_OK if status.rollout is None or _healthy(status) else EXIT_PROBLEMS
 
 
-def _read(ledger: StatusLedger, instance: str) -> InstanceStatus:
-    snap = ledger.snapshot()
+def _read(ledger: StatusLedger, instance: str, *, refresh: bool) -> InstanceStatus:
+    snap = ledger.snapshot(refresh=refresh)
     if not snap.exists:
         raise UsageError(no_status(ledger))
     status = snap.statuses.get(instance)

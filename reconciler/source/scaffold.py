@@ -65,8 +65,14 @@ def create_catalog_repo(
     return CatalogRepo(work, remote)
 
 
-def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
-    """Write ``rel`` in the working clone, commit it, push it; return the commit id."""
+def commit_file(
+    repo: CatalogRepo, rel: str, content: str, message: str, *, push: bool = True
+) -> str:
+    """Write ``rel`` in the working clone, commit it, push it; return the commit id.
+
+    ``push=False`` leaves the commit in the clone, for a caller that publishes it its
+    own way (the tests move their local remote's branch without a ``git push``).
+    """
     path = repo.work / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content, encoding="utf-8")
@@ -78,7 +84,8 @@ def commit_file(repo: CatalogRepo, rel: str, content: str, message: str) -> str:
         with git_repo.git.custom_environment(**IDENTITY):
             # a tracked file: ``git commit -- <file>`` takes its content itself (no add)
             git_repo.git.commit(*(["--", rel] if tracked else []), m=message, q=True)
-        git_repo.git.push(q=True)
+        if push:
+            git_repo.git.push(q=True)
         return _head(git_repo)
     except git.GitCommandError as e:
         raise SourceError(f"cannot commit {rel}: {e}") from e
@@ -110,14 +117,18 @@ def commit_message(repository: Path, ref: str) -> str:
         raise SourceError(f"cannot read {ref} in {repository}: {e}") from e
 
 
-def remove_file(repo: CatalogRepo, rel: str, message: str) -> str:
-    """Delete ``rel`` from the working clone, commit and push; return the commit id."""
+def remove_file(repo: CatalogRepo, rel: str, message: str, *, push: bool = True) -> str:
+    """Delete ``rel`` from the working clone, commit and push; return the commit id.
+
+    ``push=False``: as for ``commit_file``.
+    """
     try:
         git_repo = git.Repo(str(repo.work))
         git_repo.git.rm(rel, q=True)
         with git_repo.git.custom_environment(**IDENTITY):
             git_repo.git.commit(m=message, q=True)
-        git_repo.git.push(q=True)
+        if push:
+            git_repo.git.push(q=True)
         return _head(git_repo)
     except git.GitCommandError as e:
         raise SourceError(f"cannot remove {rel}: {e}") from e

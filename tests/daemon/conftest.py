@@ -25,8 +25,8 @@ from reconciler.migrations.registry import Registry
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import Timing
-from reconciler.source.scaffold import CatalogRepo, commit_file
-from tests.factories import catalog_repo, write_catalog
+from reconciler.source.scaffold import CatalogRepo
+from tests.factories import catalog_repo, commit_file, write_catalog
 from tests.lanes import (
     FAIL_IMAGES,
     LANES,

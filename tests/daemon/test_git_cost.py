@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from reconciler.source.ledger import StatusLedger
+from reconciler.source.scaffold import commit_file
 from tests.daemon.conftest import World
 from tests.daemon.test_pass import WEB
 from tests.source.gittrace import GitTrace, git_trace
@@ -84,10 +85,11 @@ def test_a_status_branch_another_writer_moved_is_fetched_and_built_on(
 def test_a_catalog_edit_is_two_processes_a_new_file_three(
     world: World, git_trace: GitTrace
 ) -> None:
-    """``commit_file`` (the demo's and the tests' edit): a tracked file is committed by
+    """``commit_file`` (the demo's edit; ``World.commit`` publishes without its push): a
+    tracked file is committed by
     ``git commit -- <file>`` and pushed; a new one is added first. The new commit is read
     from the ref files (no ``git cat-file`` of its own)."""
-    new = world.commit("clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
+    new = commit_file(world.repo, "clusters/prod/instances/web.yaml", WEB, "web: 3 replicas")
     assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [0, 1, 1, 0]
     assert git_trace.count("rev-parse") == 0
     assert git(world.repo.remote, "rev-parse", "refs/heads/main") == new
@@ -97,7 +99,8 @@ def test_a_catalog_edit_is_two_processes_a_new_file_three(
         "clusters/prod/instances/web.yaml",
     ]
     git_trace.clear()
-    added = world.commit("clusters/prod/instances/extra.yaml", WEB.replace("web", "extra"))
+    extra = WEB.replace("web", "extra")
+    added = commit_file(world.repo, "clusters/prod/instances/extra.yaml", extra, "edit")
     assert [git_trace.count(c) for c in ("add", "commit", "push", "cat-file")] == [1, 1, 1, 0]
     assert git(world.repo.remote, "rev-parse", "refs/heads/main") == added
     assert git(world.repo.work, "status", "--porcelain") == ""

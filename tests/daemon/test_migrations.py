@@ -37,8 +37,8 @@ from reconciler.model.migrations import MigrationRecord
 from reconciler.model.status import Phase
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
-from reconciler.source.scaffold import CatalogRepo, commit_file, remove_file
-from tests.factories import catalog_repo, write_catalog
+from reconciler.source.scaffold import CatalogRepo
+from tests.factories import catalog_repo, commit_file, remove_file, write_catalog
 from tests.lanes import (
     LANES,
     Event,

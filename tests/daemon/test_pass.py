@@ -13,8 +13,9 @@ from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from reconciler.source.ledger import StatusLedger
-from reconciler.source.scaffold import log_oneline, remove_file
+from reconciler.source.scaffold import log_oneline
 from tests.daemon.conftest import World, sandbox_world, settle
+from tests.factories import remove_file
 
 CHANNELS = """\
 apiVersion: reconciler/v1

@@ -26,9 +26,9 @@ from reconciler.kube.shards import ShardCoordinator
 from reconciler.model.shards import shard_of
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
-from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World, sandbox_world
 from tests.daemon.test_service import eventually, running
+from tests.factories import remove_file
 
 COUNT = 30
 SHARDS = 3

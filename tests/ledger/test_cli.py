@@ -15,7 +15,10 @@ from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
 from tests.ledger.test_ledger import NOW, status
 from tests.source.fixtures import CHANNELS
+from tests.source.gittrace import GitTrace, git_trace
 from tests.source.servers import GitDaemon, git
+
+__all__ = ["git_trace"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -365,3 +368,29 @@ def test_a_read_only_command_starts_without_the_catalog_and_migrations_stacks(
     assert report["code"] == 0, done.stderr
     assert "web" in done.stdout and "api" in done.stdout  # it read the records
     assert report["heavy"] == [], f"reconciler {command} imported {report['heavy']}"
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["history"], ["migrations"], ["rollout", "status", "web"]]
+)
+def test_a_read_command_fetches_the_status_branch_once_and_reads_what_it_fetched(
+    capsys: pytest.CaptureFixture[str],
+    recorded: Path,
+    tmp_path: Path,
+    git_trace: GitTrace,
+    command: list[str],
+) -> None:
+    """The check for a known cluster fetches the branch; the read after it uses that fetch
+    (a second fetch a moment later was a second connection to the remote). What it reads
+    is the remote's newest: another writer's record made since the last command shows."""
+    repo = recorded.as_uri()
+    assert run(capsys, *command, "--repo", repo, "--cluster", "prod", "-o", "json")[0] == 0
+    other = StatusLedger(repo, "prod", cache_dir=tmp_path / "another-writer")
+    (moved,) = other.record([status(version="6.6.0", desired_version="6.6.0")], now=NOW)
+    git_trace.clear()
+    code, out, _ = run(capsys, *command, "--repo", repo, "--cluster", "prod", "-o", "json")
+    assert code == 0
+    assert git_trace.count("fetch") == 1
+    assert StatusLedger(repo, "prod").head() == moved.commit  # the command's mirror
+    if command != ["migrations"]:  # which lists only migration records
+        assert '"6.6.0"' in out

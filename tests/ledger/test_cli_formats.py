@@ -87,9 +87,11 @@ def test_status_watch_redraws_when_the_branch_moves(
     repo: list[str],
     empty_remote: Path,
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    """Two quiet intervals print nothing; a new status commit is fetched and shown."""
-    ledger = StatusLedger(empty_remote.as_uri(), "prod")
+    """Two quiet intervals print nothing; a new status commit is fetched and shown (the
+    writer is elsewhere: its push does not move the command's mirror)."""
+    ledger = StatusLedger(empty_remote.as_uri(), "prod", cache_dir=tmp_path / "elsewhere")
     naps: list[float] = []
 
     def nap(seconds: float) -> None:

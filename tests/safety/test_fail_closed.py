@@ -18,9 +18,8 @@ from reconciler.catalog import load_catalog
 from reconciler.daemon.plan import plan_cluster
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World
-from tests.factories import DEPLOYMENT_TEMPLATE, write_catalog
+from tests.factories import DEPLOYMENT_TEMPLATE, remove_file, write_catalog
 
 ADMIN_BINDING = (
     DEPLOYMENT_TEMPLATE

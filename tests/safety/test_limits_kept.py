@@ -20,9 +20,8 @@ from reconciler.cli import main
 from reconciler.daemon.plan import plan_cluster
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World
-from tests.factories import BASE_FILES, write_catalog
+from tests.factories import BASE_FILES, remove_file, write_catalog
 from tests.safety.test_fail_closed import ADMIN_BINDING
 
 LIMITS = "clusters/prod/cluster.yaml"

@@ -21,9 +21,8 @@ from reconciler.cli import main
 from reconciler.kube import ApplyOptions, InstanceTarget, LiveState, apply_instance
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
-from reconciler.source.scaffold import remove_file
 from tests.daemon.conftest import World
-from tests.factories import write_catalog
+from tests.factories import remove_file, write_catalog
 
 API = ObjectRef("apps/v1", "Deployment", "team-api", "api")
 WEB = ObjectRef("apps/v1", "Deployment", "web", "web")
