@@ -55,9 +55,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Where the suite's temporary folders go when the machine has a memory filesystem
 MEMORY_TEMP = Path("/dev/shm")
+# ... with at least this much free: a container's /dev/shm is often 64 MiB, and one test
+# alone writes 150 MiB (tests/safety/test_render_bomb.py); a full run holds a few hundred
+MEMORY_TEMP_MIN_FREE = 1 << 30
 
 
-def use_memory_temp(environ: MutableMapping[str, str], memory: Path = MEMORY_TEMP) -> Path | None:
+def use_memory_temp(
+    environ: MutableMapping[str, str],
+    memory: Path = MEMORY_TEMP,
+    min_free: int = MEMORY_TEMP_MIN_FREE,
+) -> Path | None:
     """Put every temporary folder of the run (``tmp_path``, each test's home, what
     ``tempfile`` and the programs the tests start make) on ``memory``, a tmpfs, and
     return the folder used; None when the run keeps the default.
@@ -66,12 +73,15 @@ def use_memory_temp(environ: MutableMapping[str, str], memory: Path = MEMORY_TEM
     and removed: on the disk's file system that was a third of the kernel CPU a Git-
     heavy test took (three files of tests/source: 1.64-2.18 s of system CPU against 1.18-1.23 s).
     A run whose ``TMPDIR`` or ``PYTEST_DEBUG_TEMPROOT`` is set keeps it, as does a
-    machine without a writable ``memory``. Pytest still keeps only the last three
+    machine without a writable ``memory`` or with less than ``min_free`` bytes free on it. Pytest still keeps only the last three
     runs' folders there. The xdist workers inherit the environment.
     """
     if "TMPDIR" in environ or "PYTEST_DEBUG_TEMPROOT" in environ:
         return None
     if not (memory.is_dir() and os.access(memory, os.W_OK | os.X_OK)):
+        return None
+    free = os.statvfs(memory)
+    if free.f_bavail * free.f_frsize < min_free:
         return None
     root = memory / f"reconciler-tests-{os.getuid()}"
     try:

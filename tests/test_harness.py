@@ -25,19 +25,19 @@ def restored_tempdir() -> Iterator[None]:
 @pytest.mark.usefixtures("restored_tempdir")
 def test_an_unset_run_gets_its_own_folder_on_the_memory_file_system(tmp_path: Path) -> None:
     environ: dict[str, str] = {"PATH": "/usr/bin"}
-    root = use_memory_temp(environ, tmp_path)
+    root = use_memory_temp(environ, tmp_path, min_free=0)
     assert root == tmp_path / f"reconciler-tests-{os.getuid()}"
     assert root.is_dir() and (root.stat().st_mode & 0o777) == 0o700
     assert environ == {"PATH": "/usr/bin", "TMPDIR": str(root), "PYTEST_DEBUG_TEMPROOT": str(root)}
     # a second run (an xdist worker, the next session) uses the same folder
-    assert use_memory_temp({}, tmp_path) == root
+    assert use_memory_temp({}, tmp_path, min_free=0) == root
 
 
 @pytest.mark.usefixtures("restored_tempdir")
 @pytest.mark.parametrize("chosen", ["TMPDIR", "PYTEST_DEBUG_TEMPROOT"])
 def test_a_folder_the_user_chose_is_kept(tmp_path: Path, chosen: str) -> None:
     environ = {chosen: "/somewhere"}
-    assert use_memory_temp(environ, tmp_path) is None
+    assert use_memory_temp(environ, tmp_path, min_free=0) is None
     assert environ == {chosen: "/somewhere"}
     assert list(tmp_path.iterdir()) == []
 
@@ -45,17 +45,28 @@ def test_a_folder_the_user_chose_is_kept(tmp_path: Path, chosen: str) -> None:
 @pytest.mark.usefixtures("restored_tempdir")
 def test_without_a_memory_file_system_the_default_stays(tmp_path: Path) -> None:
     environ: dict[str, str] = {}
-    assert use_memory_temp(environ, tmp_path / "absent") is None
+    assert use_memory_temp(environ, tmp_path / "absent", min_free=0) is None
     (tmp_path / "file").write_text("")
-    assert use_memory_temp(environ, tmp_path / "file") is None
+    assert use_memory_temp(environ, tmp_path / "file", min_free=0) is None
     assert environ == {}
+
+
+@pytest.mark.usefixtures("restored_tempdir")
+def test_a_memory_file_system_with_too_little_room_keeps_the_default(tmp_path: Path) -> None:
+    """A container's /dev/shm is often 64 MiB: the suite's folders would fill it."""
+    free = os.statvfs(tmp_path)
+    room = free.f_bavail * free.f_frsize
+    environ: dict[str, str] = {}
+    assert use_memory_temp(environ, tmp_path, min_free=room + (1 << 40)) is None
+    assert environ == {} and list(tmp_path.iterdir()) == []
+    assert use_memory_temp(environ, tmp_path, min_free=min(room, 1 << 20)) is not None
 
 
 @pytest.mark.usefixtures("restored_tempdir")
 def test_a_folder_it_cannot_make_there_keeps_the_default(tmp_path: Path) -> None:
     (tmp_path / f"reconciler-tests-{os.getuid()}").write_text("a file, not a folder")
     environ: dict[str, str] = {}
-    assert use_memory_temp(environ, tmp_path) is None
+    assert use_memory_temp(environ, tmp_path, min_free=0) is None
     assert environ == {}
 
 
