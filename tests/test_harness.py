@@ -88,7 +88,9 @@ def test_two_tmp_paths_of_one_name_are_apart(
     other = request.getfixturevalue("tmp_path")
     assert other == tmp_path  # one per test
     siblings = [
-        p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("test_two_")
+        p
+        for p in tmp_path_factory.getbasetemp().iterdir()
+        if p.name.startswith("test_two_tmp_paths_of_one_name-")  # not test_two_revisions...
     ]
     assert siblings == [tmp_path]
 

@@ -23,8 +23,11 @@ from tests.factories import write_catalog
 
 @pytest.fixture
 def collections() -> Iterator[list[int]]:
-    """The generation of every collection that starts while the test runs."""
+    """The generation of every collection that starts while the test runs, at CPython's
+    default thresholds (the suite runs with fewer young collections: tests/conftest.py)."""
     seen: list[int] = []
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
 
     def note(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -35,6 +38,7 @@ def collections() -> Iterator[list[int]]:
         yield seen
     finally:
         gc.callbacks.remove(note)
+        gc.set_threshold(*thresholds)
 
 
 def _catalog(root: Path, instances: int) -> Path:
