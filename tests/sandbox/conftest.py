@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.workloads import GRACEFUL, fast_sandbox
+from tests.sandbox.workloads import GRACEFUL, client_of, fast_sandbox
 
 
 @pytest.fixture
 def api_client(sandbox: SandboxHandle) -> Iterator[client.ApiClient]:
-    api = config.new_client_from_config(str(sandbox.kubeconfig))
+    api = client_of(sandbox)
     yield api
     api.close()
 

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import config
+from kubernetes import client, config
 
 from reconciler.sandbox.runner import kubeconfig_text, write_kubeconfig
+from reconciler.sandbox.testing import SandboxHandle
+from tests.sandbox.workloads import client_of
 
 
 def _expected(url: str, namespace: str) -> dict[str, object]:
@@ -59,3 +61,17 @@ def test_the_official_client_reads_the_written_kubeconfig(tmp_path: Path) -> Non
         assert api.configuration.auth_settings()["BearerToken"]["value"] == "Bearer sandbox"
     finally:
         api.close()
+
+
+def test_the_tests_client_is_the_one_the_kubeconfig_configures(sandbox: SandboxHandle) -> None:
+    """``client_of`` (the sandbox tests' client) connects as the kubeconfig says."""
+    from_file = config.new_client_from_config(str(sandbox.kubeconfig))
+    direct = client_of(sandbox)
+    try:
+        for api in (from_file, direct):
+            assert api.configuration.host == sandbox.url
+            assert api.configuration.auth_settings()["BearerToken"]["value"] == "Bearer sandbox"
+            assert client.CoreV1Api(api).read_namespace("default").metadata.name == "default"
+    finally:
+        from_file.close()
+        direct.close()
