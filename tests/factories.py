@@ -10,6 +10,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import textwrap
@@ -169,6 +170,9 @@ def write_catalog(
 
 
 _built: dict[str, Path] = {}  # catalog content -> where its repository was built
+# a built repository's directories and files, read once: what each copy writes again
+_Entry = tuple[str, str, bytes, int]  # (relative path, "d"/"f"/"l", bytes or link target, mode)
+_entries: dict[Path, list[_Entry]] = {}
 
 
 def catalog_repo(source: Path, into: Path) -> CatalogRepo:
@@ -195,16 +199,9 @@ def catalog_repo(source: Path, into: Path) -> CatalogRepo:
             sample.unlink()
         _built[key] = built
     work, remote = into / "catalog", into / "catalog.git"
-    shutil.copytree(
-        built / "catalog",
-        work,
-        symlinks=True,
-        copy_function=shutil.copy,
-        ignore=lambda folder, _names: (
-            ["objects"] if folder == str(built / "catalog" / ".git") else []
-        ),
-    )
-    shutil.copytree(built / "catalog.git", remote, symlinks=True, copy_function=shutil.copy)
+    # the clone's own objects are not copied: its copy uses the remote's (below)
+    _write_copy(built / "catalog", work, skip=".git/objects")
+    _write_copy(built / "catalog.git", remote)
     # one object store for both (the same objects: the build pushed the clone's commit),
     # the remote's, so a clone of the remote is a plain local clone: what the clone
     # commits is in the remote at once, and ``commit_file`` below publishes a commit by
@@ -272,6 +269,56 @@ def _write_ref(git_dir: Path, ref: str, commit: str) -> None:
     temporary = path.with_name(path.name + ".publish")
     temporary.write_text(commit + "\n", encoding="utf-8")
     os.replace(temporary, path)
+
+
+def _write_copy(source: Path, into: Path, skip: str | None = None) -> None:
+    """What ``shutil.copytree(source, into, symlinks=True, copy_function=shutil.copy)``
+    makes (the same directories, bytes, symlinks and permission bits), from the
+    entries of ``source`` read the first time: a copy is a ``mkdir`` per directory and
+    a write per file, where ``copytree`` read each file again and copied its mode and
+    each directory's times and mode in more calls (a third of a daemon test's setup).
+    ``skip``: a folder of ``source`` (relative, with ``/``) left out with what it holds;
+    one source is always copied with the same ``skip``."""
+    entries = _entries.get(source)
+    if entries is None:
+        entries = []
+        for top, dirs, files in os.walk(source):
+            base = Path(top)
+            dirs[:] = sorted(d for d in dirs if (base / d).relative_to(source).as_posix() != skip)
+            for name in [*dirs, *files]:
+                path = base / name
+                rel = path.relative_to(source).as_posix()
+                mode = stat.S_IMODE(path.lstat().st_mode)
+                if path.is_symlink():
+                    entries.append((rel, "l", os.readlink(path).encode(), mode))
+                elif path.is_dir():
+                    entries.append((rel, "d", b"", mode))
+            for name in sorted(files):
+                path = base / name
+                if not path.is_symlink():
+                    rel = path.relative_to(source).as_posix()
+                    entries.append((rel, "f", path.read_bytes(), stat.S_IMODE(path.stat().st_mode)))
+        _entries[source] = entries
+    into.mkdir(parents=True)
+    dirs = [(into, stat.S_IMODE(source.stat().st_mode))]
+    for rel, kind, data, mode in entries:
+        path = os.path.join(into, rel)
+        if kind == "d":
+            os.mkdir(path)
+            dirs.append((Path(path), mode))
+        elif kind == "l":
+            os.symlink(data.decode(), path)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)  # the source's bits, whatever the umask
+            finally:
+                os.close(fd)
+    for path, mode in reversed(dirs):  # last, as copytree does: a read-only one too
+        os.chmod(path, mode)
 
 
 def _content_key(root: Path) -> str:

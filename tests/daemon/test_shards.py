@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
@@ -312,8 +311,11 @@ def test_three_services_share_the_shards_and_take_over_a_killed_ones(shop: World
 
 
 def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the daemon's registry, as a scrape collects them (the exposition
+    itself is ``test_metrics``'s: a wait that looks every 50 ms need not render and
+    parse every metric text each time)."""
     found = {}
-    for family in text_string_to_metric_families(metrics.render().decode()):
+    for family in metrics.registry.collect():
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
