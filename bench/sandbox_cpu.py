@@ -62,6 +62,10 @@ NAMESPACES = 50
 IN_FLIGHT = 8
 WATCHED = ("/api/v1/configmaps", "/api/v1/services", "/apis/apps/v1/deployments")
 SETTLE_TIMEOUT = 600.0  # seconds the install may take to become available, at most
+# the wait for the install to become available looks after 0.05 s, then twice as late each
+# time up to once a second: a few instances are available within a fraction of a second
+# (a fixed second overshot it), many take many seconds (a few more lists, of many)
+FIRST_LOOK, LAST_LOOK = 0.05, 1.0
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
 
 
@@ -150,11 +154,13 @@ async def install(url: str, n: int) -> tuple[int, float]:
         await asyncio.gather(*(apply(p, b) for p, b in work))
         sent += len(work)
         deadline = time.monotonic() + SETTLE_TIMEOUT
+        look = FIRST_LOOK
         while await available(session, url, n) < n:
             sent += 1
             if time.monotonic() > deadline:
                 raise SystemExit(f"the install did not become available in {SETTLE_TIMEOUT} s")
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(look)
+            look = min(2 * look, LAST_LOOK)
         sent += 1
         for task in watches:
             task.cancel()

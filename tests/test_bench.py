@@ -9,6 +9,7 @@ figures, never the figures themselves (they depend on the machine).
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import subprocess
 import sys
@@ -123,13 +124,35 @@ def test_the_bench_runs_to_its_end_at_a_tiny_size(bench: str, tmp_path: Path) ->
         assert "\nfigure | " in done.stdout, f"{bench} printed no figure line"
 
 
-def _report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+def _bench_module(script: str) -> ModuleType:
+    """``bench/<script>`` imported as a module (the benches are scripts, not a package)."""
+    name = f"bench_{Path(script).stem}"
+    spec = importlib.util.spec_from_file_location(name, BENCH / script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path  # a bench puts bench/ on the path for its helpers: not here
     return module
+
+
+def _report() -> ModuleType:
+    return _bench_module("report.py")
+
+
+def test_peer_e2e_reports_a_package_version_as_the_interpreter_it_names_sees_it() -> None:
+    peer = _bench_module("peer_e2e.py")
+    # this interpreter under another spelling of its path: asked in a child Python, as a
+    # peer's own interpreter is
+    python = Path(sys.executable)
+    other = str(python.parent / ".." / python.parent.name / python.name)
+    for package in ("kubernetes", "no-such-package-anywhere"):
+        assert peer.version_of(sys.executable, package) == peer.version_of(other, package)
+    assert peer.version_of(sys.executable, "kubernetes") == importlib.metadata.version("kubernetes")
+    assert peer.version_of(sys.executable, "no-such-package-anywhere") == "not installed"
 
 
 SAMPLE = """\
