@@ -73,8 +73,9 @@ def use_memory_temp(
     and removed: on the disk's file system that was a third of the kernel CPU a Git-
     heavy test took (three files of tests/source: 1.64-2.18 s of system CPU against 1.18-1.23 s).
     A run whose ``TMPDIR`` or ``PYTEST_DEBUG_TEMPROOT`` is set keeps it, as does a
-    machine without a writable ``memory`` or with less than ``min_free`` bytes free on it. Pytest still keeps only the last three
-    runs' folders there. The xdist workers inherit the environment.
+    machine without a writable ``memory`` or with less than ``min_free`` bytes free on
+    it. Pytest still keeps only the last three runs' folders there. The xdist workers
+    inherit the environment.
     """
     if "TMPDIR" in environ or "PYTEST_DEBUG_TEMPROOT" in environ:
         return None

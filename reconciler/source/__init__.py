@@ -69,7 +69,6 @@ __getattr__ = lazy_exports(
             "list_directory",
             "resolve_commit",
             "resolve_commits",
-            "resolve_commits",
         ),
         "reconciler.source.verify": ("SignaturePolicy", "SignatureRefused", "Verdict"),
         "reconciler.source.workclone": ("CatalogWorkClone",),
