@@ -7,13 +7,15 @@ fixtures used by several areas (a running sandbox API server, Git remotes) live 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import gc
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Generator, Iterator, MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -142,13 +144,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     atexit.register(gc.freeze)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from tests.lanes import LANE_RUNS_ELSEWHERE
+
+    parser.addoption(
+        LANE_RUNS_ELSEWHERE,
+        action="store_true",
+        help="the real_cluster lane runs in another process (`make test` runs it beside "
+        "the unit suite, against a standalone sandbox): deselect the [sandbox] variant of "
+        "each lane scenario whose [real] variant the lane runs, so each scenario runs once. "
+        "Scenarios marked sandbox_lane_only keep theirs. Without the lane, leave it off: "
+        "the [sandbox] variants are then the only ones that run",
+    )
+
+
+# Where an xdist worker tells the controller which tests it deselected as lane twins
+LANE_TWINS_OUTPUT = "lane_twins_deselected"
+_TWINS_COUNTED = pytest.StashKey[bool]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A real_cluster test outside the lane's folders is an error, not a test left out.
 
     ``make test-real`` collects only ``tests.lanes.LANE_DIRS``; a scenario given the
-    real lane elsewhere would never run there.
+    real lane elsewhere would never run there. Then the lane's selection (tests/lanes.py):
+    a ``sandbox_lane_only`` scenario's ``[real]`` variant is skipped, and under
+    ``--lane-runs-elsewhere`` the ``[sandbox]`` twins of what the lane runs are deselected.
     """
-    from tests.lanes import LANE_DIRS
+    from tests.lanes import LANE_DIRS, LANE_RUNS_ELSEWHERE, lane_twins, skip_sandbox_lane_only
 
     outside = [
         item.nodeid
@@ -160,8 +183,58 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"real_cluster tests outside tests.lanes.LANE_DIRS {LANE_DIRS} "
             f"(move them, or add their folder there and to the Makefile's REAL_PATHS): {outside}"
         )
+    skip_sandbox_lane_only(items)
+    if config.getoption(LANE_RUNS_ELSEWHERE):
+        twins = lane_twins(items)
+        if twins:
+            left = set(twins)
+            items[:] = [item for item in items if item not in left]
+            config.hook.pytest_deselected(items=twins)
+            output = getattr(config, "workeroutput", None)
+            if output is not None:  # an xdist worker: its controller prints the summary
+                output[LANE_TWINS_OUTPUT] = [item.nodeid for item in twins]
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = slow_first(items, workers)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the xdist controller, count the lane twins a worker deselected in the summary
+    ("N deselected"), as a run without workers does: the controller collects nothing
+    itself, so the workers' deselections never reach its summary. Every worker
+    deselects the same twins; the first to finish is counted."""
+    names = getattr(node, "workeroutput", {}).get(LANE_TWINS_OUTPUT)
+    config: pytest.Config = node.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not names or reporter is None or config.stash.get(_TWINS_COUNTED, False):
+        return
+    config.stash[_TWINS_COUNTED] = True
+    reporter.stats.setdefault("deselected", []).extend(DeselectedTwin(name) for name in names)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeselectedTwin:
+    """A worker's deselected lane twin in the controller's stats (plugins read each entry
+    of the stats as a report, by its attributes: hypothesis's summary reads ``__dict__``)."""
+
+    nodeid: str
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A lane scenario's ``[real]`` variant that skips at run time without the
+    ``sandbox_lane_only`` mark fails, saying to add it (tests.lanes.unmarked_lane_skip)."""
+    from tests.lanes import unmarked_lane_skip
+
+    report = yield
+    if report.skipped and not hasattr(report, "wasxfail"):
+        why = unmarked_lane_skip(item, call)
+        if why is not None:
+            report.outcome = "failed"
+            report.longrepr = why
+    return report
 
 
 def _is_slow(item: pytest.Item) -> bool:

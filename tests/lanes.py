@@ -16,6 +16,17 @@ real_cluster`` (``make test-real``). What a real cluster needs of a test:
   the same watch events on either lane;
 - failures that fail in both: a missing image tag (``ImagePullBackOff`` on a real
   node) is the sandbox's ``fail_images`` pattern :data:`FAIL_IMAGES` too.
+
+Each scenario therefore has two variants, ``[sandbox]`` and ``[real]``. ``make test``
+runs the lane (against a standalone sandbox) beside the unit suite, which it gives
+``--lane-runs-elsewhere``: the unit suite then leaves out each ``[sandbox]`` variant
+whose ``[real]`` twin the lane runs (:func:`lane_twins`), so a scenario runs once. A
+scenario only the sandbox can play (it needs the sandbox's simulated timing, its
+StorageClasses...) says so statically, ``@pytest.mark.sandbox_lane_only("why")``: its
+``[real]`` variant is skipped with that reason (:func:`skip_sandbox_lane_only`) and its
+``[sandbox]`` variant always runs. A ``[real]`` variant that skips at run time in the
+lane without the marker fails (:func:`unmarked_lane_skip`): its ``[sandbox]`` twin was
+left out, so it would have run nowhere.
 """
 
 from __future__ import annotations
@@ -59,6 +70,113 @@ MISSING_TAG = "0.0.0-does-not-exist"
 # (``repo:<long tag>@<digest>``, SPEC section 8): the same ErrImagePull on a real kubelet.
 MISSING_DIGEST = "sha256:deadbeef" + "0" * 56
 FAIL_IMAGES = ("*:*-does-not-exist", f"*@{MISSING_DIGEST}")
+
+
+# The marker of a scenario only the sandbox can play, with the reason (pyproject's markers)
+SANDBOX_LANE_ONLY = "sandbox_lane_only"
+# The pytest option `make test` gives the unit suite (registered in tests/conftest.py)
+LANE_RUNS_ELSEWHERE = "--lane-runs-elsewhere"
+
+
+def _lane(item: pytest.Item) -> tuple[str, str, tuple[tuple[str, str], ...]] | None:
+    """``(lane, scenario, other parameters)`` of a lane variant, None for any other test.
+
+    A lane variant is a test whose parameter of a ``LANES`` fixture is ``"sandbox"`` or
+    ``"real"`` (the ``[real]`` one carries the ``real_cluster`` mark); the key of its
+    scenario is everything else: the test's parent, its name and its other parameters.
+    """
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    real = item.get_closest_marker("real_cluster") is not None
+    want = "real" if real else "sandbox"
+    lanes = [name for name, value in callspec.params.items() if value == want]
+    if len(lanes) != 1:
+        return None
+    parent = item.parent.nodeid if item.parent is not None else ""
+    others = tuple(
+        sorted((name, repr(value)) for name, value in callspec.params.items() if name != lanes[0])
+    )
+    return want, f"{parent}::{getattr(item, 'originalname', item.name)}::{lanes[0]}", others
+
+
+def lane_twins(items: Iterable[pytest.Item]) -> list[pytest.Item]:
+    """The ``[sandbox]`` variants among ``items`` whose ``[real]`` twin is among them too
+    and runs in the lane (not marked ``sandbox_lane_only``): what the unit suite leaves
+    to the lane under ``--lane-runs-elsewhere``. A ``[sandbox]`` variant collected
+    without its twin (``pytest path::test[sandbox]``) is no one's twin: it stays."""
+    items = list(items)
+    in_lane = set()
+    for item in items:
+        lane = _lane(item)
+        if lane and lane[0] == "real" and not item.get_closest_marker(SANDBOX_LANE_ONLY):
+            in_lane.add(lane[1:])
+    twins = []
+    for item in items:
+        lane = _lane(item)
+        if lane and lane[0] == "sandbox" and lane[1:] in in_lane:
+            twins.append(item)
+    return twins
+
+
+def sandbox_lane_only_reason(item: pytest.Item) -> str | None:
+    """The reason ``item`` gives in its ``sandbox_lane_only`` mark, None when unmarked;
+    a mark without one is refused (the lane's skip prints it)."""
+    mark = item.get_closest_marker(SANDBOX_LANE_ONLY)
+    if mark is None:
+        return None
+    reason = mark.args[0] if mark.args else mark.kwargs.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{SANDBOX_LANE_ONLY} needs a reason: "
+            f"what of the sandbox the scenario needs, which a real cluster lacks"
+        )
+    return reason
+
+
+def skip_sandbox_lane_only(items: Iterable[pytest.Item]) -> None:
+    """Skip the ``[real]`` variant of each scenario marked ``sandbox_lane_only``, with its
+    reason, before any lane fixture connects to the cluster."""
+    for item in items:
+        reason = sandbox_lane_only_reason(item)
+        if reason is not None and item.get_closest_marker("real_cluster"):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# Set on a test whose [real] variant skips for what the cluster holds (skip_cluster_holds)
+_CLUSTER_HOLDS = pytest.StashKey[str]()
+
+
+def skip_cluster_holds(item: pytest.Item, reason: str) -> None:
+    """Skip ``item``'s ``[real]`` variant for what this cluster holds of someone else's,
+    which the scenario would touch (a real reconciler's ledger): a skip the lane lets
+    through. Not a scenario only the sandbox can play: on a cluster without it
+    (``make test``'s standalone sandbox) it runs."""
+    item.stash[_CLUSTER_HOLDS] = reason
+    pytest.skip(reason)
+
+
+def unmarked_lane_skip(item: pytest.Item, call: pytest.CallInfo[None]) -> str | None:
+    """Why the skip of ``item`` in ``call`` fails the test, None when it may skip.
+
+    In the lane (``RECONCILER_TEST_KUBECONFIG`` set), a ``[real]`` variant that skips at
+    run time without the ``sandbox_lane_only`` mark (and not by :func:`skip_cluster_holds`)
+    is a scenario that runs nowhere in ``make test``: its ``[sandbox]`` twin was left out
+    of the unit suite because the lane runs this one.
+    """
+    if not os.environ.get(REAL_ENV) or call.excinfo is None:
+        return None
+    if not item.get_closest_marker("real_cluster") or item.get_closest_marker(SANDBOX_LANE_ONLY):
+        return None
+    if not call.excinfo.errisinstance(pytest.skip.Exception) or _CLUSTER_HOLDS in item.stash:
+        return None
+    return (
+        f"{item.nodeid} skipped in the real_cluster lane ({call.excinfo.value.msg}), "
+        f"unmarked: `make test` runs this scenario only here (its unit suite leaves the "
+        f"[sandbox] twin to the lane, {LANE_RUNS_ELSEWHERE}), so it would run nowhere. If only the sandbox can play this scenario, mark it "
+        f'@pytest.mark.{SANDBOX_LANE_ONLY}("{call.excinfo.value.msg}"): its [real] variant '
+        f"is then skipped and its [sandbox] variant kept in the unit suite."
+    )
 
 
 def real_kubeconfig() -> Path:

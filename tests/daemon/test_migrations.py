@@ -301,6 +301,12 @@ class Cluster:
             self.client.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
 
 
+# Scenarios only the sandbox can play (tests/lanes.py): the [real] variant is skipped
+SIMULATED_DURATION = "needs the sandbox's simulated Job duration"
+simulated_duration = pytest.mark.sandbox_lane_only(SIMULATED_DURATION)
+MADE_UP_DIGEST = "the pinned digest is made up: a real node could not pull it"
+
+
 @pytest.fixture(params=LANES)
 def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """``make_cluster(name, files, **fail)``: a fresh cluster; ``fail`` names Jobs whose
@@ -330,7 +336,8 @@ def make_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
             if real and timing != FAST:
                 # how long a Job runs is the sandbox's to simulate; a real node runs the
                 # image as it is, so these scenarios belong to the sandbox lane
-                pytest.skip("needs the sandbox's simulated Job duration")
+                # (the mark skips them first; an unmarked one fails here, in the lane)
+                pytest.skip(SIMULATED_DURATION)
             sandbox = None if real else stack.enter_context(running_sandbox(timing=timing))
             config = kubeconfig or sandbox.kubeconfig  # type: ignore[union-attr]
             client = stack.enter_context(KubeClient.connect(str(config)))
@@ -684,6 +691,7 @@ def statuses_of(outcome: PassOutcome) -> dict[str, Any]:
     return {s.instance: s for s in outcome.report.statuses}
 
 
+@simulated_duration
 def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
     make_cluster: Any,
 ) -> None:
@@ -745,6 +753,7 @@ def test_a_slow_pre_migration_job_holds_only_its_own_instance_across_passes(
     assert cluster.client.get(ObjectRef("batch/v1", "Job", cluster.ns, "books-add-index")) is None
 
 
+@simulated_duration
 def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_cluster: Any) -> None:
     """An uninstall migration's Job outlives the pass: the instance is Progressing/
     Uninstalling with every object kept, not failed (no backoff), until a later pass
@@ -780,6 +789,7 @@ def test_a_slow_uninstall_job_keeps_the_removal_pending_until_it_ends(make_clust
     assert cluster.client.get(ObjectRef("v1", "ConfigMap", cluster.ns, "books-config")) is None
 
 
+@simulated_duration
 def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
     make_cluster: Any,
 ) -> None:
@@ -832,6 +842,7 @@ def test_a_running_global_pre_migration_holds_only_the_instances_that_change(
     assert subjects(last)[-1] == f"{cluster.name}/books: upgraded ledger 1.4.0 -> 1.5.0 (Ready)"
 
 
+@simulated_duration
 def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
     make_cluster: Any,
 ) -> None:
@@ -864,6 +875,7 @@ def test_a_slow_post_migration_job_is_observed_while_the_new_version_runs(
     assert cluster.ledger()[-1] == ("backfill", "post", "2.0.0", "succeeded")
 
 
+@pytest.mark.sandbox_lane_only(MADE_UP_DIGEST)
 def test_a_migration_job_runs_the_build_its_version_pins(make_cluster: Any) -> None:
     """SPEC section 8: a version's ``${images.NAME}`` is its pinned build everywhere it is
     rendered, its migration Jobs too; the intermediate tag would run whatever was pushed
@@ -884,7 +896,7 @@ def test_a_migration_job_runs_the_build_its_version_pins(make_cluster: Any) -> N
     )
     cluster: Cluster = make_cluster(files=files)
     if cluster.sandbox is None:
-        pytest.skip("the pinned digest is made up: a real node could not pull it")
+        pytest.skip(MADE_UP_DIGEST)
     assert cluster.daemon.run_pass().ok
     cluster.upgrade("1.5.0")
     (created,) = [j for j in cluster.jobs.created if j["metadata"]["name"] == "books-add-index"]

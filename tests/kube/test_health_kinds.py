@@ -31,9 +31,17 @@ from tests.sandbox.test_discovery import WIDGET_CRD
 TIMEOUT = 60.0  # generous: a busy machine only makes these slower
 
 
-def sandbox_only(backend: Backend) -> None:
+# Scenarios only the sandbox can play (tests/lanes.py): the [real] variant is skipped
+STORAGE = "needs the sandbox's StorageClasses and provisioner"
+sandbox_storage = pytest.mark.sandbox_lane_only(STORAGE)
+NO_CLOUD = "needs a cluster without a cloud: a real one may give load balancers an ingress"
+
+
+def sandbox_only(backend: Backend, reason: str = STORAGE) -> None:
+    """The run-time check behind the mark: in the real lane an unmarked scenario that
+    gets here fails, saying to mark it (tests/conftest.py)."""
     if backend.sandbox is None:
-        pytest.skip("needs the sandbox's StorageClasses and provisioner")
+        pytest.skip(reason)
 
 
 def claim(name: str, namespace: str, class_name: str | None = None) -> dict[str, Any]:
@@ -76,6 +84,7 @@ def still(client: KubeClient, objects: list[Any], seconds: float = 1.0) -> Healt
     return report
 
 
+@sandbox_storage
 def test_a_claim_is_in_progress_until_a_pod_makes_it_bind(backend: Backend) -> None:
     sandbox_only(backend)
     ns = backend.namespace("web")
@@ -95,6 +104,7 @@ def test_a_claim_is_in_progress_until_a_pod_makes_it_bind(backend: Backend) -> N
     assert verdicts(done)["PersistentVolumeClaim/data"] == (Health.CURRENT, "PVC is Bound")
 
 
+@sandbox_storage
 def test_a_claim_of_the_default_class_becomes_current(backend: Backend) -> None:
     sandbox_only(backend)
     ns = backend.namespace("web")
@@ -104,6 +114,7 @@ def test_a_claim_of_the_default_class_becomes_current(backend: Backend) -> None:
     assert verdicts(done) == {"PersistentVolumeClaim/data": (Health.CURRENT, "PVC is Bound")}
 
 
+@sandbox_storage
 def test_a_claim_of_a_missing_class_stays_in_progress_until_the_class_exists(
     backend: Backend,
 ) -> None:
@@ -120,6 +131,7 @@ def test_a_claim_of_a_missing_class_stays_in_progress_until_the_class_exists(
     assert wait_healthy(backend.client, [pvc], timeout=TIMEOUT, interval=0.05).healthy
 
 
+@sandbox_storage
 def test_a_statefulset_with_claim_templates_is_current_with_its_claims_bound(
     backend: Backend,
 ) -> None:
@@ -150,8 +162,9 @@ def service(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.sandbox_lane_only(NO_CLOUD)
 def test_a_load_balancer_without_a_cloud_stays_in_progress(backend: Backend) -> None:
-    sandbox_only(backend)
+    sandbox_only(backend, NO_CLOUD)
     ns = backend.namespace("web")
     lb = service("front", ns)
     run(backend, "web", ns, [lb])
