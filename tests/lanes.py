@@ -173,7 +173,8 @@ def unmarked_lane_skip(item: pytest.Item, call: pytest.CallInfo[None]) -> str | 
     return (
         f"{item.nodeid} skipped in the real_cluster lane ({call.excinfo.value.msg}), "
         f"unmarked: `make test` runs this scenario only here (its unit suite leaves the "
-        f"[sandbox] twin to the lane, {LANE_RUNS_ELSEWHERE}), so it would run nowhere. If only the sandbox can play this scenario, mark it "
+        f"[sandbox] twin to the lane, {LANE_RUNS_ELSEWHERE}), so it would run nowhere. "
+        f"If only the sandbox can play this scenario, mark it "
         f'@pytest.mark.{SANDBOX_LANE_ONLY}("{call.excinfo.value.msg}"): its [real] variant '
         f"is then skipped and its [sandbox] variant kept in the unit suite."
     )

@@ -127,7 +127,11 @@ HOOKS = (
     "    pytest_addoption, pytest_collection_modifyitems, pytest_runtest_makereport,\n"
     "    pytest_testnodedown,\n)\n"
 )
-MARKERS = "[pytest]\nmarkers =\n    real_cluster: the lane\n    sandbox_lane_only(reason): the sandbox's\n"
+MARKERS = (
+    "[pytest]\nmarkers =\n"
+    "    real_cluster: the lane\n"
+    "    sandbox_lane_only(reason): the sandbox's\n"
+)
 SCENE = "tests/daemon/test_scene.py"
 
 
