@@ -21,6 +21,7 @@ from pathlib import Path
 import git
 
 from reconciler.model.errors import SourceError
+from reconciler.source.localrefs import local_heads
 from reconciler.source.remote import Credentials, NetworkPolicy, RemoteAccess, cache_root
 from reconciler.source.runner import (
     NO_TEMPLATE,
@@ -165,16 +166,20 @@ class CatalogSource:
         ref advertisement) tells; a shallow ``git fetch`` of an unchanged branch
         still has the remote pack an empty answer and the clone unpack and check it,
         five processes here and a pack on the server. A branch the remote does not
-        list is left to the fetch, whose error says so.
+        list is left to the fetch, whose error says so. A remote on this machine is
+        listed in process when its refs are plain files (``local_heads``), with no
+        process at all.
         """
         fetched = read_ref(repo, f"refs/remotes/origin/{branch}")
         if fetched is None:
             return False, None
         patterns = [f"refs/heads/{branch}", *also]
-        output = run_remote(
-            repo, ["ls-remote", "--heads", "origin", *patterns], self.access, what=what
-        )
-        listed = parse_listing(output)
+        listed = local_heads(self.access, patterns)
+        if listed is None:
+            output = run_remote(
+                repo, ["ls-remote", "--heads", "origin", *patterns], self.access, what=what
+            )
+            listed = parse_listing(output)
         return listed.get(f"refs/heads/{branch}") == fetched, listed
 
     def _clone(self) -> git.Repo:

@@ -1,7 +1,7 @@
 """What a daemon pass costs in Git processes: one status fetch, refs read in process.
 
-A pass fetches the status branch once, fetches the catalog only when ``git ls-remote``
-says it moved, and reads the refs it needs from the repositories' files (no ``git
+A pass fetches the status branch once, fetches the catalog only when its listing (``git
+ls-remote``, or the refs' files of a remote on this machine) says it moved, and reads the refs it needs from the repositories' files (no ``git
 rev-parse``): the daemon polls every few seconds, and each Git process is a fork, a
 start-up and a look at the repository. Counted from Git's own trace
 (``tests/source/gittrace.py``).
@@ -54,8 +54,9 @@ def test_a_pass_fetches_what_moved_once_and_runs_no_rev_parse(
         outcome = world.daemon.run_pass()
         assert outcome.ok, outcome
         assert status_fetches(git_trace) == 0
-        # the catalog: one ls-remote says whether it moved; fetched only when it did
-        assert git_trace.count("ls-remote") == 1
+        # the catalog: one listing says whether it moved (in process: the remote is a
+        # repository on this machine); fetched only when it did
+        assert git_trace.listings() == 1 and git_trace.count("ls-remote") == 0
         assert git_trace.count("fetch") == (1 if moved else 0)
         assert git_trace.count("rev-parse") == 0
         assert outcome.source_changed is moved

@@ -420,7 +420,8 @@ def test_a_broken_waves_file_holds_catalog_changes_only(fleet: Fleet) -> None:
 def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     fleet: Fleet, git_trace: GitTrace
 ) -> None:
-    """One ``git ls-remote`` answers for the catalog branch and every status branch.
+    """One listing (``git ls-remote``, or in process for a remote on this machine) answers
+    for the catalog branch and every status branch.
 
     A settled pass asks the gate nothing: it fetches no status branch, not even one
     that moved, and reads no history. A held pass fetches the moved branches and the
@@ -433,7 +434,7 @@ def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     git_trace.clear()
     quiet = fleet.run("prod-us")
     assert quiet.commits == [] and not quiet.source_changed
-    assert git_trace.count("ls-remote") == 1
+    assert git_trace.listings() == 1
     assert git_trace.count("fetch") == 0
     assert git_trace.count("log") == 0
 
@@ -441,7 +442,7 @@ def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     git_trace.clear()
     first = fleet.run("prod-us")
     assert web(first).reason == "WaitingForWave"
-    assert git_trace.count("ls-remote") == 1
+    assert git_trace.listings() == 1
     fetches = [args for args in git_trace.commands() if "fetch" in args]
     assert len(fetches) == 2  # the catalog's clone, and the status mirror
     refspecs = sorted(arg for args in fetches for arg in args if arg.startswith("+"))
@@ -455,7 +456,7 @@ def test_a_pass_lists_the_remote_once_and_fetches_only_what_moved(
     git_trace.clear()
     held = fleet.run("prod-us")
     assert web(held).reason == "WaitingForWave"
-    assert git_trace.count("ls-remote") == 1
+    assert git_trace.listings() == 1
     fetches = [args for args in git_trace.commands() if "fetch" in args]
     refspecs = sorted(arg for args in fetches for arg in args if arg.startswith("+"))
     assert refspecs == ["+refs/heads/status/staging:refs/remotes/origin/status/staging"]
@@ -492,4 +493,4 @@ def test_the_status_page_fetches_what_moved_at_most_once_per_poll_interval(
         assert git_trace.commands() == []
     else:
         assert shown == ("6.6.0", "Ready")
-        assert git_trace.count("ls-remote") == 1
+        assert git_trace.listings() == 1

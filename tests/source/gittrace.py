@@ -8,10 +8,14 @@ wrapper of our runner, so a process Git starts on its own counts too.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from reconciler.source import checkout
+from reconciler.source.remote import RemoteAccess
 
 
 @dataclass
@@ -19,6 +23,13 @@ class GitTrace:
     """Every Git process started while ``GIT_TRACE2`` names ``directory``."""
 
     directory: Path
+    # the listings of a remote on this machine made in process (``local_heads``
+    # answered, no ``git ls-remote``), which Git's trace cannot show
+    local_listings: list[Sequence[str]] = field(default_factory=list)
+
+    def listings(self) -> int:
+        """How many times a remote's refs were listed: ``git ls-remote`` or in process."""
+        return self.count("ls-remote") + len(self.local_listings)
 
     def commands(self) -> list[list[str]]:
         """Each process's arguments after ``git`` (children such as ``git maintenance`` too)."""
@@ -39,6 +50,7 @@ class GitTrace:
     def clear(self) -> None:
         for path in self.directory.iterdir():
             path.unlink()
+        self.local_listings.clear()
 
 
 def _command(args: list[str]) -> list[str]:
@@ -56,4 +68,16 @@ def git_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitTrace:
     directory = tmp_path / "git-trace"
     directory.mkdir()
     monkeypatch.setenv("GIT_TRACE2", str(directory))
-    return GitTrace(directory)
+    trace = GitTrace(directory)
+    listed = checkout.local_heads
+
+    def counted(
+        access: RemoteAccess, patterns: Sequence[str], environ: Mapping[str, str] | None = None
+    ) -> dict[str, str] | None:
+        heads = listed(access, patterns, environ)
+        if heads is not None:
+            trace.local_listings.append(patterns)
+        return heads
+
+    monkeypatch.setattr(checkout, "local_heads", counted)
+    return trace
