@@ -55,6 +55,7 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.kube.kstatus import AGES
 from reconciler.kube.passreads import PassReads
 from reconciler.kube.watchcache import Wakeup, WatchCache
 from reconciler.migrations import Registry
@@ -490,7 +491,8 @@ def check_health(
     event arrives, not at the next tick of a timer, so commit-to-verdict latency is the
     controller's and the watch's, and an object that does not change costs no round.
     Any other object (a kind not watched or not synced, one the store lacks, no cache
-    as in ``run --once``) is polled at the backoff below, as it always was; a watch
+    as in ``run --once``, a Pod: kstatus judges it by its age too) is polled at the
+    backoff below, as it always was; a watch
     that loses its place wakes the wait, and its objects are polled until it is back.
     """
     deadline = time.monotonic() + grace
@@ -544,10 +546,10 @@ def _poll_health(
     while True:
         if wakeup is not None:
             wakeup.follow(ref for refs in polled.values() for ref in refs)
-        cached: set[ObjectRef] = set()
+        announced: set[ObjectRef] = set()  # what a change of the cache's store announces
         for index, refs in list(polled.items()):
-            read, from_cache = _read_health(client, live, refs)
-            cached |= from_cache
+            read, cached = _read_health(client, live, refs)
+            announced |= cached
             report = _merged(reports[index], read)
             reports[index] = report
             polled[index] = [o.ref for o in report.pending]
@@ -558,7 +560,7 @@ def _poll_health(
             return
         if wakeup is None:
             time.sleep(min(delay, left))
-        elif all(ref in cached for refs in polled.values() for ref in refs):
+        elif all(ref in announced for refs in polled.values() for ref in refs):
             wakeup.wait(left)  # only a change (or a watch losing its place) is news
             continue
         else:  # some object is seen only by reading it: a change of the others wakes early
@@ -611,9 +613,10 @@ def _merged(before: HealthReport | None, read: HealthReport) -> HealthReport:
 def _read_health(
     client: KubeClient, live: LiveState, refs: Sequence[ObjectRef]
 ) -> tuple[HealthReport, set[ObjectRef]]:
-    """Each object's health as it is now, and which of them were read from the watch
-    cache: those whose kind it keeps current there; the others (and an object the
-    cache lacks) with one GET each."""
+    """Each object's health as it is now, and which of them a change of the watch
+    cache's store will announce: those read from it (their kind is kept current
+    there) and judged by their content alone (not by the clock, ``kstatus.AGES``).
+    The others (and an object the cache lacks) are read with one GET each."""
     found: dict[ObjectRef, ObjectHealth] = {}
     asked: list[ObjectRef] = []
     for ref in refs:
@@ -629,7 +632,8 @@ def _read_health(
     failed = any(o.health is Health.FAILED for o in seen)
     # as ``wait_healthy`` with no time left: anything not Current yet timed out
     waiting = any(o.health is not Health.CURRENT for o in seen)
-    return HealthReport(seen, timed_out=waiting and not failed), set(found) - set(asked)
+    announced = {r for r in found if (r.api_version, r.kind) not in AGES}
+    return HealthReport(seen, timed_out=waiting and not failed), announced - set(asked)
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:

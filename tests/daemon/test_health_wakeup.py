@@ -25,15 +25,18 @@ import pytest
 from reconciler.catalog import load_catalog
 from reconciler.daemon import passes
 from reconciler.daemon.plan import plan_cluster
-from reconciler.kube import HealthReport, InstanceResult, LiveState
+from reconciler.kube import HealthReport, InstanceResult, KubeClient, LiveState
+from reconciler.kube.inventory import MANAGED_SELECTOR
 from reconciler.kube.watchcache import WatchCache
 from reconciler.model.changeset import ChangeSet, ObjectRef
+from reconciler.sandbox.testing import SandboxHandle
 from reconciler.sandbox.timing import TEST_GRACE_SCALE, Timing
 from tests.daemon.conftest import World, rested, sandbox_world
-from tests.daemon.test_watch_cache import API_CONFIG, WEB_DEPLOYMENT
+from tests.daemon.test_watch_cache import API_CONFIG, WEB_DEPLOYMENT, until
 from tests.kube.conftest import edit_like_kubectl
 
 NEVER = 600.0  # seconds until a pod is ready: longer than any test
+LABEL, VALUE = MANAGED_SELECTOR.split("=")
 QUIET = 1.0  # seconds in which nothing changes: a timer would have read several times
 
 
@@ -177,3 +180,34 @@ def test_what_the_cache_does_not_keep_current_is_polled_as_before(
     assert len(gets) == len(rounds.reports)  # one GET per round
     if not cached:
         assert len(slept) == len(rounds.reports) - 1  # a timed sleep between two rounds
+
+
+def test_a_pod_is_read_on_a_timer_even_from_the_cache(sandbox: SandboxHandle) -> None:
+    """kstatus calls a Pod Failed once it has stayed unschedulable (its PodScheduled
+    condition, https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions)
+    for 15 s: its verdict changes with no write a watch would announce, so a wait for
+    it does not sleep until the next event (a ConfigMap beside it is judged by its
+    content alone)."""
+    ours = {"namespace": "default", "labels": {LABEL: VALUE}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**ours, "name": "lone"},
+        "spec": {"containers": [{"name": "main", "image": "example.com/lone:1"}]},
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {**ours, "name": "beside"},
+        "data": {"a": "1"},
+    }
+    refs = [ObjectRef.of(pod), ObjectRef.of(config)]
+    with KubeClient.connect(sandbox.kubeconfig) as client, WatchCache(client) as cache:
+        live = LiveState(client, "test", cache=cache)
+        for ref in refs:
+            live.get(ref)  # lists the kind, which the cache watches from then on
+        client.apply(pod)
+        client.apply(config)
+        until(lambda: all(cache.current(r)[1] is not None for r in refs), "both in the cache")
+        _, announced = passes._read_health(client, live, refs)
+    assert announced == {ObjectRef.of(config)}
