@@ -492,8 +492,8 @@ def check_health(
     controller's and the watch's, and an object that does not change costs no round.
     Any other object (a kind not watched or not synced, one the store lacks, no cache
     as in ``run --once``, a Pod: kstatus judges it by its age too) is polled at the
-    backoff below, as it always was; a watch
-    that loses its place wakes the wait, and its objects are polled until it is back.
+    backoff, as it always was; a watch that loses its place wakes the wait, and its
+    objects are polled until it is back (``_poll_health``).
     """
     deadline = time.monotonic() + grace
     reports: list[HealthReport | None] = []
