@@ -179,7 +179,8 @@ def test_what_the_cache_does_not_keep_current_is_polled_as_before(
     gets = [e for e in slow.sandbox.request_log() if e.verb == "get" and "/deployments/" in e.path]
     assert len(gets) == len(rounds.reports)  # one GET per round
     if not cached:
-        assert len(slept) == len(rounds.reports) - 1  # a timed sleep between two rounds
+        # a timed sleep between two rounds (a retried request may sleep as well)
+        assert len(slept) >= len(rounds.reports) - 1
 
 
 def test_a_pod_is_read_on_a_timer_even_from_the_cache(sandbox: SandboxHandle) -> None:
