@@ -55,8 +55,9 @@ from reconciler.kube import (
     evaluate,
     wait_healthy,
 )
+from reconciler.kube.kstatus import AGES
 from reconciler.kube.passreads import PassReads
-from reconciler.kube.watchcache import WatchCache
+from reconciler.kube.watchcache import Wakeup, WatchCache
 from reconciler.migrations import Registry
 from reconciler.model.catalog import Catalog
 from reconciler.model.changeset import CHANGING, Action, ChangeSet, ChangeSetEntry, ObjectRef
@@ -483,8 +484,16 @@ def check_health(
     that runs, whose health the next step of its upgrade path waits for.
 
     With the daemon's watch cache, an object of a kind it watches is read from the
-    cache's store (what its watch saw last) at the same intervals, not with a GET:
-    a fresh install's health costs no request (``_read_health``).
+    cache's store (what its watch saw last), not with a GET: a fresh install's health
+    costs no request (``_read_health``). And when every object still pending is read
+    from there, the wait between rounds lasts until the cache applies a change to one
+    of them (``Wakeup``): a Deployment that becomes available is judged as its watch
+    event arrives, not at the next tick of a timer, so commit-to-verdict latency is the
+    controller's and the watch's, and an object that does not change costs no round.
+    Any other object (a kind not watched or not synced, one the store lacks, no cache
+    as in ``run --once``, a Pod: kstatus judges it by its age too) is polled at the
+    backoff, as it always was; a watch that loses its place wakes the wait, and its
+    objects are polled until it is back (``_poll_health``).
     """
     deadline = time.monotonic() + grace
     reports: list[HealthReport | None] = []
@@ -507,22 +516,56 @@ def check_health(
             # only what is not Current yet is read again: a ConfigMap the apply answer
             # showed Current stays so, and reading it would be a request per object
             polled[len(reports) - 1] = [o.ref for o in seen.pending]
-    # every instance still pending is read once per round, so a slow one never uses up
-    # the grace of those behind it
+    if not polled:
+        return reports
+    wakeup = live.wakeup()
+    try:
+        _poll_health(client, live, reports, polled, deadline, wakeup)
+    finally:
+        if wakeup is not None:
+            wakeup.close()
+    return reports
+
+
+def _poll_health(
+    client: KubeClient,
+    live: LiveState,
+    reports: list[HealthReport | None],
+    polled: dict[int, list[ObjectRef]],
+    deadline: float,
+    wakeup: Wakeup | None,
+) -> None:
+    """Read what ``polled`` names until it is healthy or failed or ``deadline`` passes,
+    updating ``reports``; between rounds, wait for ``wakeup`` or the backoff.
+
+    Every instance still pending is read once per round, so a slow one never uses up
+    the grace of those behind it. The objects are followed before they are read:
+    a change after the read sets ``wakeup``, one before it is in what was read.
+    """
     delay = 0.05
-    while polled:
+    while True:
+        if wakeup is not None:
+            wakeup.follow(ref for refs in polled.values() for ref in refs)
+        announced: set[ObjectRef] = set()  # what a change of the cache's store announces
         for index, refs in list(polled.items()):
-            report = _merged(reports[index], _read_health(client, live, refs))
+            read, cached = _read_health(client, live, refs)
+            announced |= cached
+            report = _merged(reports[index], read)
             reports[index] = report
             polled[index] = [o.ref for o in report.pending]
             if report.healthy or report.failed:
                 del polled[index]
         left = deadline - time.monotonic()
         if not polled or left <= 0:
-            break
-        time.sleep(min(delay, left))
+            return
+        if wakeup is None:
+            time.sleep(min(delay, left))
+        elif all(ref in announced for refs in polled.values() for ref in refs):
+            wakeup.wait(left)  # only a change (or a watch losing its place) is news
+            continue
+        else:  # some object is seen only by reading it: a change of the others wakes early
+            wakeup.wait(min(delay, left))
         delay = min(delay * 2, 0.5)
-    return reports
 
 
 def watch_health(
@@ -567,9 +610,13 @@ def _merged(before: HealthReport | None, read: HealthReport) -> HealthReport:
     return HealthReport(tuple(fresh.get(o.ref, o) for o in before.objects), read.timed_out)
 
 
-def _read_health(client: KubeClient, live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
-    """Each object's health as it is now: from the watch cache where its kind is kept
-    current there, else one GET each (an object the cache lacks is read too)."""
+def _read_health(
+    client: KubeClient, live: LiveState, refs: Sequence[ObjectRef]
+) -> tuple[HealthReport, set[ObjectRef]]:
+    """Each object's health as it is now, and which of them a change of the watch
+    cache's store will announce: those read from it (their kind is kept current
+    there) and judged by their content alone (not by the clock, ``kstatus.AGES``).
+    The others (and an object the cache lacks) are read with one GET each."""
     found: dict[ObjectRef, ObjectHealth] = {}
     asked: list[ObjectRef] = []
     for ref in refs:
@@ -585,7 +632,8 @@ def _read_health(client: KubeClient, live: LiveState, refs: Sequence[ObjectRef])
     failed = any(o.health is Health.FAILED for o in seen)
     # as ``wait_healthy`` with no time left: anything not Current yet timed out
     waiting = any(o.health is not Health.CURRENT for o in seen)
-    return HealthReport(seen, timed_out=waiting and not failed)
+    announced = {r for r in found if (r.api_version, r.kind) not in AGES}
+    return HealthReport(seen, timed_out=waiting and not failed), announced - set(asked)
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:

@@ -59,6 +59,10 @@ Rule = Callable[[Observed], Verdict]
 
 # How long a pod may stay unschedulable before kstatus calls it Failed (ScheduleWindow).
 SCHEDULE_WINDOW = timedelta(seconds=15)
+# (apiVersion, kind) whose verdict may change by the clock alone, with no write a
+# watch would announce: an unschedulable Pod fails once ``SCHEDULE_WINDOW`` old. A
+# health wait that sleeps until its objects change keeps reading these on a timer.
+AGES = frozenset({("v1", "Pod")})
 # Kinds whose controller writes status.observedGeneration on its first sync.
 _OBSERVED_BY_CONTROLLER = frozenset(
     {

@@ -58,7 +58,7 @@ from reconciler.model.errors import KubeError
 
 if TYPE_CHECKING:
     from reconciler.kube.client import KubeClient
-    from reconciler.kube.watchcache import WatchCache
+    from reconciler.kube.watchcache import Wakeup, WatchCache
 
 JsonObject = dict[str, Any]
 
@@ -479,6 +479,11 @@ class LiveState:
             return False, None
         synced, packed = self.cache.current(ref)
         return synced, unpack(packed) if packed is not None else None
+
+    def wakeup(self) -> Wakeup | None:
+        """A wakeup set when the watch cache changes an object it follows (a health wait
+        sleeps until then, ``watchcache.Wakeup``); None without the cache."""
+        return self.cache.wakeup() if self.cache is not None else None
 
     def fetch(self, ref: ObjectRef) -> JsonObject | None:
         """The object whatever its labels: from the cache, else one GET."""

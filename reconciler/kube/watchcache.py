@@ -39,6 +39,13 @@ or a deletion ends the wait. A write whose event the store has already applied
 can be faster than the pass that wrote) changes nothing. A relist forgets what
 it waited for.
 
+A pass waiting for objects to become healthy (``daemon.passes.check_health``)
+follows them with a ``Wakeup``: the watch thread that applies an event for one
+of them sets it, so the wait ends when the object changes rather than at the
+next tick of a timer. A watch that loses its place (a 410 and its relist, a
+failed connection) wakes every follower, since the relist may hold changes no
+event announced, and a kind that is not synced is polled again.
+
 Watches do not count against the request budget: they run on a connection pool
 of their own (``KubeClient.streaming``), as kube-apiserver exempts long-running
 requests from its in-flight limits. ``close`` ends every stream and thread.
@@ -50,7 +57,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -180,12 +187,14 @@ class KindWatch:
                 with self.lock:
                     self.version = ""
                     self.synced = False
+                self.cache.wake_all()  # read again: polled (a GET) until the relist ends
                 continue
             except _FAULTS as e:
                 if stop.is_set():
                     break
                 with self.lock:
                     self.synced = False
+                self.cache.wake_all()
                 self._restart(FAILED, f"{type(e).__name__}: {e}; retrying in {delay:.1f}s")
                 stop.wait(delay)
                 delay = min(delay * 2, RETRY_CAP)
@@ -220,6 +229,7 @@ class KindWatch:
             self.version = version
             self.synced = True
         self.cache.count_relist()
+        self.cache.wake_all()  # the list may hold changes no event announced
 
     def _watch(self) -> None:
         """One watch request from ``version``, until the server ends it; raises on faults."""
@@ -344,6 +354,41 @@ def _events(resp: Any) -> Iterator[dict[str, Any]]:
             yield event
 
 
+class Wakeup:
+    """One wait's interest in some objects: set when the cache changes one of them.
+
+    ``follow`` the objects before reading them, then ``wait``: an event applied after
+    ``follow`` sets it, one applied before is in what the read sees, so no change is
+    slept through. A watch losing its place sets every wakeup (``WatchCache.wake_all``).
+    Used by one thread (the pass's); ``close`` lets its objects go.
+    """
+
+    def __init__(self, cache: WatchCache) -> None:
+        self._cache = cache
+        self.event = threading.Event()
+        self.refs: frozenset[ObjectRef] = frozenset()
+
+    def follow(self, refs: Iterable[ObjectRef]) -> None:
+        """Be woken by changes of ``refs`` from now on (only: the ones followed before
+        are let go), and forget what woke it so far: read the objects after this."""
+        self._cache._follow(self, frozenset(refs))
+        self.event.clear()
+
+    def wait(self, timeout: float) -> bool:
+        """Until a followed object changes, a watch loses its place, or ``timeout``
+        seconds pass; True when woken."""
+        return self.event.wait(timeout)
+
+    def close(self) -> None:
+        self._cache._follow(self, None)
+
+    def __enter__(self) -> Wakeup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class WatchCache:
     """Live objects of the kinds the daemon touches, kept current by watches.
 
@@ -382,6 +427,11 @@ class WatchCache:
         self._counts_lock = threading.Lock()
         self.restarts: dict[str, int] = {}  # reason -> how many (tests, metrics)
         self.relists = 0
+        # ref -> the wakeups following it (``wakeup``): keyed as the stores are, so an
+        # event costs one look-up here, and none while nobody waits (the dict is empty)
+        self._waiting: dict[ObjectRef, list[Wakeup]] = {}
+        self._wakeups: set[Wakeup] = set()
+        self._waiting_lock = threading.Lock()
 
     def snapshot(self, api_version: str, kind: str, namespace: str = "") -> Snapshot | None:
         """A copy of the kind's store (in ``namespace``; "" all) and its generation, or
@@ -405,9 +455,13 @@ class WatchCache:
         return [w for w in found if w is not None]
 
     def current(self, ref: ObjectRef) -> tuple[bool, Packed | None]:
-        """(whether the kind is watched and synced, the object as the store has it now)."""
+        """(whether the kind is watched and synced, the object as the store has it now).
+
+        A closing cache keeps nothing current: a health wait polls from then on."""
         watches = self._watches_of(ref)
-        return watches[0].current(ref) if watches else (False, None)
+        if not watches or self.stopping.is_set():
+            return False, None
+        return watches[0].current(ref)
 
     def watched(self, api_version: str, kind: str, namespace: str = "") -> bool:
         return (api_version, kind, namespace) in self._kinds
@@ -464,8 +518,44 @@ class WatchCache:
             self.relists += 1
 
     def changed(self, ref: ObjectRef) -> None:
-        if self._on_change is not None:
+        """A watch applied an event for ``ref`` to its store (called after the store's
+        lock is released): wakes whoever follows it."""
+        if self._on_change is not None:  # first: whoever is woken finds it counted
             self._on_change(ref)
+        # unlocked: a wakeup that follows ``ref`` only after this look reads the store
+        # after the event was applied, so it has nothing to be woken for
+        if self._waiting:
+            with self._waiting_lock:
+                for wakeup in self._waiting.get(ref, ()):
+                    wakeup.event.set()
+
+    def wakeup(self) -> Wakeup:
+        """A wakeup following nothing yet (``Wakeup.follow``); close it after the wait."""
+        return Wakeup(self)
+
+    def wake_all(self) -> None:
+        """Wake every wakeup: a watch lost its place (what it saw since may be in a
+        relist and not in events), or the cache closes."""
+        with self._waiting_lock:
+            for wakeup in self._wakeups:
+                wakeup.event.set()
+
+    def _follow(self, wakeup: Wakeup, refs: frozenset[ObjectRef] | None) -> None:
+        """``wakeup`` follows ``refs`` from now on (None: nothing, it is closed)."""
+        now = refs or frozenset()
+        with self._waiting_lock:
+            for ref in wakeup.refs - now:
+                followers = self._waiting[ref]
+                followers.remove(wakeup)
+                if not followers:
+                    del self._waiting[ref]
+            for ref in now - wakeup.refs:
+                self._waiting.setdefault(ref, []).append(wakeup)
+            wakeup.refs = now
+            if refs is None:
+                self._wakeups.discard(wakeup)
+            else:
+                self._wakeups.add(wakeup)
 
     def threads(self) -> list[threading.Thread]:
         with self._lock:
@@ -474,6 +564,7 @@ class WatchCache:
     def close(self, timeout: float = 10.0) -> None:
         """End every watch and wait for its thread; the cache is not used after this."""
         self.stopping.set()
+        self.wake_all()  # a wait ends: its objects are polled from now on (``current``)
         with self._lock:
             watches = list(self._kinds.values())
         for watch in watches:

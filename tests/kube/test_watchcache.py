@@ -42,16 +42,16 @@ def until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)
 
 
-def version(cache: WatchCache) -> str | None:
-    _, packed = cache.current(REF)
+def version(cache: WatchCache, ref: ObjectRef = REF) -> str | None:
+    _, packed = cache.current(ref)
     return version_of(packed) if packed is not None else None
 
 
-def configmap(data: dict[str, str]) -> dict[str, Any]:
+def configmap(data: dict[str, str], name: str = REF.name) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": REF.name, "namespace": REF.namespace, "labels": {LABEL: VALUE}},
+        "metadata": {"name": name, "namespace": REF.namespace, "labels": {LABEL: VALUE}},
         "data": data,
     }
 
@@ -286,3 +286,66 @@ def test_watch_events_are_read_whole_however_the_chunks_cut_them() -> None:
     got = [e["object"]["n"] for e in _events(_Chunks(*chunks))]
     assert got == list(range(50))
     assert [e["object"]["n"] for e in _events(_Chunks(body + b"\n"))] == list(range(50))
+
+
+OTHER = ObjectRef("v1", "ConfigMap", "default", "other")
+
+
+def test_a_wakeup_is_set_by_a_change_of_what_it_follows_and_by_nothing_else(
+    client: KubeClient,
+) -> None:
+    """A health wait sleeps until an object it waits for changes: an event for another
+    object leaves it asleep, and once the wait ends it is followed no more (an event
+    then costs the cache one look at an empty dict)."""
+    with WatchCache(client) as cache:
+        written_and_stored(client, cache)
+        other = client.apply(configmap({"b": "1"}, OTHER.name)).body
+        until(lambda: cache.current(OTHER)[1] is not None, "the other ConfigMap's event")
+        with cache.wakeup() as wakeup:
+            wakeup.follow([REF])
+            assert cache._waiting.keys() == {REF}
+            edit_like_kubectl(client, OTHER, {"data": {"b": "2"}})
+            edited = client.get(OTHER)
+            assert edited is not None and edited != other
+            newer = edited["metadata"]["resourceVersion"]
+            until(lambda: version(cache, OTHER) == newer, "the other's edit")
+            assert not wakeup.event.is_set()  # applied, and nobody was woken for it
+            edit_like_kubectl(client, REF, {"data": {"a": "2"}})
+            assert wakeup.wait(60)  # a bound for a busy machine: woken by the event
+            wakeup.follow([OTHER])  # follows only the other now, and is not set any more
+            assert cache._waiting.keys() == {OTHER} and not wakeup.event.is_set()
+        assert cache._waiting == {} and cache._wakeups == set()
+
+
+def test_a_watch_that_loses_its_place_wakes_every_wait(
+    client: KubeClient, sandbox: SandboxHandle
+) -> None:
+    """After a 410 the kind is listed again, and the list may hold changes no event
+    announced: a wait following any object is woken, and reads it again."""
+    with WatchCache(client) as cache:
+        written_and_stored(client, cache)
+        with cache.wakeup() as wakeup:
+            wakeup.follow([REF])
+            # a write the watch does not see (no label of ours), then the history goes
+            client.apply({**configmap({}), "metadata": {"name": "else", "namespace": "default"}})
+            sandbox.compact_history()
+            sandbox.close_watches()
+            assert wakeup.wait(60)
+            until(lambda: cache.relists >= 1 and cache.current(REF)[0], "the relist")
+
+
+def test_a_cache_that_closes_wakes_its_waits_and_keeps_nothing_current(
+    client: KubeClient,
+) -> None:
+    """The daemon stops while a pass waits: the wait is woken, and from then on it
+    reads the objects with GETs, since no watch brings their changes any more."""
+    cache = WatchCache(client)
+    try:
+        written_and_stored(client, cache)
+        wakeup = cache.wakeup()
+        wakeup.follow([REF])
+        assert cache.current(REF)[0] and not wakeup.event.is_set()
+    finally:
+        cache.close()
+    assert wakeup.event.is_set() and cache.current(REF) == (False, None)
+    wakeup.close()
