@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.daemon.loop import Daemon, DaemonSettings, PassOutcome
+from reconciler.daemon.loop import EVENT_FLUSH_SECONDS, Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.migrations.registry import Registry
 from reconciler.model.status import Phase
@@ -182,6 +182,7 @@ def sandbox_world(
         finally:  # before the sandbox stops: no Event is sent to it, or logged, after
             _SANDBOXES.pop(client.host, None)
             for each in (daemon, *world.others):
+                each.flush_events(EVENT_FLUSH_SECONDS)
                 each.close_events()
 
 
