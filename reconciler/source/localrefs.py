@@ -27,7 +27,6 @@ not read among the heads, and a pattern with more than ``*`` and ``?`` in it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from reconciler.source.remote import RemoteAccess
+from reconciler.source.runner import packed_refs
 
 HEADS = "refs/heads/"
 _OBJECT_NAME = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?\n?")
@@ -180,15 +180,12 @@ def _loose_heads(git_dir: Path) -> dict[str, str] | None:
 def _packed_heads(git_dir: Path) -> dict[str, str] | None:
     """The heads ``packed-refs`` lists; None when a line is not one Git writes."""
     found: dict[str, str] = {}
-    with contextlib.suppress(FileNotFoundError):
-        with open(git_dir / "packed-refs", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith(("#", "^")):  # the header; a peeled tag's object
-                    continue
-                sha, _, ref = line.rstrip("\n").partition(" ")
-                if not _OBJECT_NAME.fullmatch(sha) or not ref.startswith("refs/"):
-                    return None
-                if ref.startswith(HEADS):
-                    found[ref] = sha
-        return found
+    try:
+        for sha, ref in packed_refs(git_dir):
+            if not _OBJECT_NAME.fullmatch(sha) or not ref.startswith("refs/"):
+                return None
+            if ref.startswith(HEADS):
+                found[ref] = sha
+    except (OSError, UnicodeDecodeError):
+        return None
     return found

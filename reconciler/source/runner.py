@@ -198,18 +198,24 @@ def read_files_ref(repo: git.Repo, ref: str) -> str:
     raise ValueError(f"{ref}: more than {SYMREF_DEPTH} symbolic references deep")
 
 
+def packed_refs(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """``(object, ref)`` for each ref ``packed-refs`` in ``git_dir`` lists, as written
+    (none when there is no such file). The header and peeled tags' lines are skipped;
+    a file that is not UTF-8 raises ``UnicodeDecodeError`` (a ``ValueError``)."""
+    path = os.path.join(git_dir, "packed-refs")
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line[:1] in ("#", "^"):  # the header; a peeled tag's object
+                continue
+            sha, _, name = line.rstrip("\n").partition(" ")
+            yield sha, name
+
+
 def _packed_ref(repo: git.Repo, ref: str) -> str:
     """``ref``'s object as ``packed-refs`` lists it; ValueError when it does not."""
-    try:
-        with open(os.path.join(repo.common_dir, "packed-refs"), encoding="utf-8") as handle:
-            for line in handle:
-                if line[:1] in ("#", "^"):  # the header; a peeled tag's object
-                    continue
-                sha, _, name = line.rstrip("\n").partition(" ")
-                if name == ref:
-                    return sha
-    except FileNotFoundError:
-        pass
+    for sha, name in packed_refs(repo.common_dir):
+        if name == ref:
+            return sha
     raise ValueError(f"{ref}: no such reference")
 
 

@@ -123,6 +123,12 @@ def _packed_garbage(repo: Path) -> None:
         f.write("garbage\n")
 
 
+def _packed_not_utf8(repo: Path) -> None:
+    sha = git(repo, "rev-parse", "main")
+    with (repo / "packed-refs").open("ab") as f:
+        f.write(sha.encode() + b" refs/heads/caf\xe9\n")  # Latin-1, as no Git writes
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -134,6 +140,7 @@ def _packed_garbage(repo: Path) -> None:
         _reftable,
         _ref_storage,
         _packed_garbage,
+        _packed_not_utf8,
         pytest.param(
             _foreign_owner,
             marks=pytest.mark.skipif(os.getuid() != 0, reason="changing an owner needs root"),
