@@ -99,7 +99,7 @@ $(WARM): $(STAMP)
 # its scenarios mostly wait on the sandbox's controllers (a tenth of the CPU the unit
 # tests take), and each has a cluster name and namespaces of its own (tests/lanes.py),
 # so the two share nothing but the machine. ruff and mypy run beside them too, rather
-# than before them: a fresh clone has no mypy cache (15 s of CPU, one process) and the
+# than before them: a fresh clone has no mypy cache (9 s of CPU, one process) and the
 # tests leave a core's worth idle. Each one's output is printed as it ends, and any of
 # the four failing fails `make test`.
 # Each lane scenario runs once: the lane plays its [real] variant, so the unit run is
