@@ -9,7 +9,9 @@ bare repositories from a directory in the test's tmp_path.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -83,6 +85,9 @@ class GitDaemon:
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                # its own process group: ``git daemon`` is a wrapper that starts
+                # ``git-daemon``, which forks a child per connection; ``stop`` ends them all
+                start_new_session=True,
             )
             try:
                 _wait_for_port(self.port, self.proc)
@@ -95,8 +100,21 @@ class GitDaemon:
         return f"git://127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        """End the daemon and every process it started (its whole process group).
+
+        Terminating only the ``git`` wrapper relies on Git passing the signal on to
+        ``git-daemon``; one run of the suite left six of them serving after the tests
+        that started them had ended. The group's leader is reaped here; what is left of
+        the group exits on the same signal (its reaping is init's).
+        """
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
 
