@@ -217,6 +217,7 @@ class SandboxServer:
         app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", self._resource)
         app.on_shutdown.append(self._end_watches)
         app.on_cleanup.append(self._stop_controllers)
+        app.on_cleanup.append(_forget_built_middlewares)
         return app
 
     async def _end_watches(self, app: web.Application) -> None:
@@ -224,7 +225,6 @@ class SandboxServer:
 
     async def _stop_controllers(self, app: web.Application) -> None:
         await self.controllers.stop()
-        _forget_built_middlewares()
 
     # --- logging and errors -------------------------------------------------------------
 
@@ -618,7 +618,7 @@ class SandboxServer:
         return json_response(result)
 
 
-def _forget_built_middlewares() -> None:
+async def _forget_built_middlewares(app: web.Application) -> None:
     """Drop aiohttp's cache of middleware chains, so a stopped server can be freed.
 
     aiohttp builds each route's chain of middlewares (here ``_log_middleware``) once and
