@@ -626,14 +626,14 @@ def _read_health(
             continue
         health, message = evaluate(obj)
         found[ref] = ObjectHealth(ref, health, message)
+    announced = {r for r in found if (r.api_version, r.kind) not in AGES}
     if asked:
         found.update((o.ref, o) for o in wait_healthy(client, asked, 0.0).objects)
     seen = tuple(found[r] for r in refs if r in found)
     failed = any(o.health is Health.FAILED for o in seen)
     # as ``wait_healthy`` with no time left: anything not Current yet timed out
     waiting = any(o.health is not Health.CURRENT for o in seen)
-    announced = {r for r in found if (r.api_version, r.kind) not in AGES}
-    return HealthReport(seen, timed_out=waiting and not failed), announced - set(asked)
+    return HealthReport(seen, timed_out=waiting and not failed), announced
 
 
 def _from_live(live: LiveState, refs: Sequence[ObjectRef]) -> HealthReport:
