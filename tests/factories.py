@@ -58,7 +58,13 @@ BASE_FILES: dict[str, str] = {
           name: ${instance.name}
         spec:
           replicas: ${params.replicas}
+          selector:
+            matchLabels:
+              app.kubernetes.io/instance: ${instance.name}
           template:
+            metadata:
+              labels:
+                app.kubernetes.io/instance: ${instance.name}
             spec:
               containers:
                 - name: podinfo
@@ -88,7 +94,13 @@ BASE_FILES: dict[str, str] = {
           name: ${instance.name}
         spec:
           replicas: ${params.replicas}
+          selector:
+            matchLabels:
+              app.kubernetes.io/instance: ${instance.name}
           template:
+            metadata:
+              labels:
+                app.kubernetes.io/instance: ${instance.name}
             spec:
               containers:
                 - name: podinfo
@@ -137,7 +149,13 @@ metadata:
   name: ${instance.name}
 spec:
   replicas: ${params.replicas}
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: ${instance.name}
   template:
+    metadata:
+      labels:
+        app.kubernetes.io/instance: ${instance.name}
     spec:
       containers:
         - name: podinfo

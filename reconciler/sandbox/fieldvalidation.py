@@ -248,14 +248,38 @@ def _fits(node: Node, value: Any) -> bool:
     return isinstance(value, str)
 
 
+# what Go's integer types hold: a number beyond them does not decode
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _overflow(node: Node, value: Any) -> str | None:
+    """The number, as the decoder prints it, when ``node``'s Go integer type cannot hold it.
+
+    ``encoding/json`` reports ``cannot unmarshal number 4294967296 into ... of type
+    int32`` (``literalStore``: ``strconv.ParseInt`` or ``OverflowInt`` failing), so
+    ``replicas: 4294967296`` is a 400 before any controller would try to make that
+    many pods."""
+    if not isinstance(node, Scalar) or isinstance(value, bool):
+        return None
+    bounds = _INT_RANGES.get(node.go)
+    if bounds is None or not isinstance(value, int | float):
+        return None
+    if bounds[0] <= value <= bounds[1]:
+        return None
+    return f"number {value}" if isinstance(value, int) else f"number {value:g}"
+
+
 def type_error(node: Node, value: Any, struct: str = "", path: str = "") -> str | None:
     """The first value, in document order, whose JSON type its Go type cannot decode, as
     ``encoding/json`` reports it: ``json: cannot unmarshal string into Go struct field
     DeploymentSpec.spec.replicas of type int32`` (list indexes and map keys not shown).
+    A number its integer type cannot hold is named with its value (:func:`_overflow`).
     The decoder stops the body there, so the API server answers 400, not 422."""
-    if not _fits(node, value):
+    fits = _fits(node, value)
+    overflow = _overflow(node, value) if fits else None
+    if not fits or overflow:
         return (
-            f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+            f"json: cannot unmarshal {overflow or _json_kind(value)} into Go struct field "
             f"{struct}.{path} of type {go_type(node)}"
         )
     if isinstance(node, Struct) and isinstance(value, dict):

@@ -32,6 +32,9 @@ FAIL_ATTEMPTS = "sandbox.reconciler.dev/fail-attempts"
 JOB_NAME = "batch.kubernetes.io/job-name"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 DEFAULT_BACKOFF_LIMIT = 6
+# the Job controller's ``MaxPodCreateDeletePerSync``: a sync starts at most this many
+# pods, and the pods' events bring the Job back for the rest
+MAX_POD_CREATES_PER_SYNC = 500
 
 
 def _finished(status: dict[str, Any]) -> bool:
@@ -100,10 +103,11 @@ class JobController:
             if backoff > 0:
                 want = len(running)  # the replacement waits out the back-off
                 wait = backoff
-            for _ in range(want - len(running)):
+            created = max(0, min(want - len(running), MAX_POD_CREATES_PER_SYNC))
+            for _ in range(created):
                 self._create_pod(job, attempt=len(pods))
                 pods.append({})  # the next attempt number counts this one
-            running_now = max(want, len(running))
+            running_now = len(running) + created
             ready = sum(1 for p in running if is_ready(p))
             status.update(self._counts(running_now, ready, succeeded, failed))
             deadline = spec.get("activeDeadlineSeconds")

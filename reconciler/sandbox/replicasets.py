@@ -5,6 +5,7 @@ ReplicaSet owns the pods that carry its ControllerRef, creates pods from its tem
 when there are too few, and deletes the least useful ones when there are too many:
 unscheduled before scheduled, pending before running, not ready before ready, newest
 first. A pod counts as available once it has been Ready for ``minReadySeconds``.
+A sync creates (or deletes) at most ``BURST_REPLICAS`` pods, in slow-start batches.
 A refused creation (admission: a ResourceQuota, a LimitRange) is a ``FailedCreate``
 Warning event, and the sync runs again a second later.
 """
@@ -23,6 +24,24 @@ from reconciler.sandbox.store import Resource
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 CREATE_RETRY = 1.0  # seconds before a sync whose pod creations were refused runs again
+# kube-controller-manager's ``BurstReplicas``: a sync creates or deletes at most this many
+# pods; the pods' own events bring the ReplicaSet back for the rest. Without it a
+# ``replicas: 100000`` made one sync create every pod, and the sandbox served nothing else
+# until it was done.
+BURST_REPLICAS = 500
+
+
+def slow_start(count: int) -> list[int]:
+    """The batches ``slowStartBatch`` creates ``count`` pods in: 1, 2, 4, ... (the last
+    one what is left). A batch with a refused creation ends the sync, so a quota that
+    refuses every pod costs one request, not ``count``."""
+    batches: list[int] = []
+    size = 1
+    while count > 0:
+        batches.append(min(size, count))
+        count -= batches[-1]
+        size *= 2
+    return batches
 
 
 def active_pods(plane: ControlPlane, owner: dict[str, Any]) -> list[dict[str, Any]]:
@@ -79,17 +98,17 @@ class ReplicaSetController:
         pods = active_pods(self.plane, rs)
         failures: list[ApiError] = []
         if len(pods) < want:
-            for _ in range(want - len(pods)):
-                name = f"{rs['metadata']['name']}-{random_suffix()}"
-                body = pod_from_template(rs, spec.get("template") or {}, name)
-                namespace = rs["metadata"].get("namespace", "")
-                if self.plane.create(PODS, namespace, body, refused=failures.append):
-                    self._record(rs, "SuccessfulCreate", f"Created pod: {name}")
+            for batch in slow_start(min(want - len(pods), BURST_REPLICAS)):
+                for _ in range(batch):
+                    self._create_pod(rs, spec, failures)
+                if failures:  # the batches after a refused creation are skipped
+                    break
             for error in failures[:1]:  # one a sync, as the controller's slow start stops
                 message = f"Error creating: {error.message}"
                 self.plane.events.emit(rs, WARNING, "FailedCreate", message, self.component)
         elif len(pods) > want:
-            for pod in deletion_order(pods, self.ready_since)[: len(pods) - want]:
+            doomed = min(len(pods) - want, BURST_REPLICAS)
+            for pod in deletion_order(pods, self.ready_since)[:doomed]:
                 self.plane.delete(PODS, pod)
                 self._record(rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
         pods = active_pods(self.plane, rs)
@@ -98,6 +117,15 @@ class ReplicaSetController:
         if failures:  # refused (a quota, say): try again later, as its work queue does
             return min(wait or CREATE_RETRY, CREATE_RETRY)
         return wait
+
+    def _create_pod(
+        self, rs: dict[str, Any], spec: dict[str, Any], failures: list[ApiError]
+    ) -> None:
+        name = f"{rs['metadata']['name']}-{random_suffix()}"
+        body = pod_from_template(rs, spec.get("template") or {}, name)
+        namespace = rs["metadata"].get("namespace", "")
+        if self.plane.create(PODS, namespace, body, refused=failures.append):
+            self._record(rs, "SuccessfulCreate", f"Created pod: {name}")
 
     def _record(self, rs: dict[str, Any], reason: str, message: str) -> None:
         self.plane.events.emit(rs, NORMAL, reason, message, self.component)

@@ -194,11 +194,25 @@ def _secret(obj: Mapping[str, Any]) -> list[Cause]:
 
 
 def _selector(spec: Mapping[str, Any]) -> list[Cause]:
+    """The apps/v1 workloads' selector: required, not empty, matching the template's labels.
+
+    ``ValidateDeploymentSpec`` (and the ReplicaSet, StatefulSet and DaemonSet twins) in
+    kubernetes/kubernetes ``pkg/apis/apps/validation``: a missing selector is ``Required``,
+    and, as no labels match a missing selector, the template's labels are also reported
+    as not matching it. A missing template is the empty template the Go value type
+    decodes to, so its labels are missing too.
+    https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#selector
+    """
     selector = spec.get("selector")
     template = spec.get("template")
-    if not isinstance(selector, Mapping) or not isinstance(template, Mapping):
-        return []
-    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector is not None and not isinstance(selector, Mapping):
+        return []  # a shape error: the decoder's 400, not a rule's
+    labels = as_map(as_map(as_map(template).get("metadata")).get("labels"))
+    mismatch = invalid(
+        "spec.template.metadata.labels", dict(labels), "`selector` does not match template `labels`"
+    )
+    if selector is None:
+        return [required("spec.selector"), mismatch]
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
         return [invalid("spec.selector", dict(selector), "empty selector is invalid")]
     try:
@@ -207,15 +221,7 @@ def _selector(spec: Mapping[str, Any]) -> list[Cause]:
         )
     except ApiError:
         return [invalid("spec.selector", dict(selector), "invalid label selector")]
-    if matches:
-        return []
-    return [
-        invalid(
-            "spec.template.metadata.labels",
-            dict(labels),
-            "`selector` does not match template `labels`",
-        )
-    ]
+    return [] if matches else [mismatch]
 
 
 def _rc_selector(spec: Mapping[str, Any]) -> list[Cause]:
@@ -327,6 +333,8 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
             causes += workloadrules.pod_spec(spec, "spec")
         if kind.kind == "CronJob":
             causes += workloadrules.cronjob(obj, spec)
+        if kind.kind in _SELECTED:  # first, as ValidateDeploymentSpec and its twins do
+            causes += _selector(spec)
         if kind.kind in _WITH_PODS:
             template = as_map(spec.get("template"))
             if kind.kind == "CronJob":
@@ -339,14 +347,15 @@ def check_rules(kind: Kind, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
                 str(as_map(as_map(t).get("metadata")).get("name"))
                 for t in as_list(spec.get("volumeClaimTemplates"))
             )
-            causes += workloadrules.pod_spec(template.get("spec"), f"{where}.spec", claims)
-            causes += workloadrules.always_restarting(
-                kind.kind, template.get("spec"), f"{where}.spec"
-            )
+            pod = template.get("spec")
+            if pod is None and kind.kind != "ReplicationController":
+                # the template is a Go value, not a pointer (the RC's is): an absent one
+                # decodes empty and is defaulted as any pod spec, so it is validated too
+                pod = {"restartPolicy": "Always"}
+            causes += workloadrules.pod_spec(pod, f"{where}.spec", claims)
+            causes += workloadrules.always_restarting(kind.kind, pod, f"{where}.spec")
             if kind.kind in ("Job", "CronJob"):
-                causes += _job_restart_policy(template.get("spec"), f"{where}.spec")
-        if kind.kind in _SELECTED:
-            causes += _selector(spec)
+                causes += _job_restart_policy(pod, f"{where}.spec")
         if kind.kind == "ReplicationController":
             causes += _rc_selector(spec)
         if kind.kind == "Deployment":

@@ -43,7 +43,11 @@ def version_file(version: str, upgrade_from: str = "") -> str:
 
 DEPLOYMENT = (
     "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
-    "spec:\n  replicas: ${params.replicas}\n  template:\n    spec:\n      containers:\n"
+    "spec:\n  replicas: ${params.replicas}\n"
+    "  selector: {matchLabels: {app.kubernetes.io/instance: '${instance.name}'}}\n"
+    "  template:\n"
+    "    metadata: {labels: {app.kubernetes.io/instance: '${instance.name}'}}\n"
+    "    spec:\n      containers:\n"
     "        - {name: podinfo, image: '${images.podinfo}'}\n"
 )
 

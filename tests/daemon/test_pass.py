@@ -249,8 +249,12 @@ def test_status_ledger_is_readable_by_status_command_after_passes(world: World) 
 # the sandbox's documented failure switch, on the pod template as a broken image would be
 FAILING_DEPLOYMENT = (
     "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
-    "spec:\n  replicas: ${params.replicas}\n  template:\n"
-    "    metadata:\n      annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
+    "spec:\n  replicas: ${params.replicas}\n"
+    "  selector: {matchLabels: {app.kubernetes.io/instance: '${instance.name}'}}\n"
+    "  template:\n"
+    "    metadata:\n"
+    "      labels: {app.kubernetes.io/instance: '${instance.name}'}\n"
+    "      annotations: {sandbox.reconciler.dev/fail: 'true'}\n"
     "    spec:\n      containers:\n"
     "        - {name: podinfo, image: '${images.podinfo}'}\n"
 )

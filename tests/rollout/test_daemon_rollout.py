@@ -196,7 +196,11 @@ V67 = (
 )
 V67_MANIFEST = (
     "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${instance.name}\n"
-    "spec:\n  replicas: ${params.replicas}\n  template:\n    spec:\n      containers:\n"
+    "spec:\n  replicas: ${params.replicas}\n"
+    "  selector: {matchLabels: {app.kubernetes.io/instance: '${instance.name}'}}\n"
+    "  template:\n"
+    "    metadata: {labels: {app.kubernetes.io/instance: '${instance.name}'}}\n"
+    "    spec:\n      containers:\n"
     "        - name: podinfo\n          image: ${images.podinfo}\n"
 )
 
