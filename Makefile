@@ -64,12 +64,16 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# Four workers on two cores: the suite is mostly waiting (on sandboxes' controllers, daemons'
+# Six workers on two cores: the suite is mostly waiting (on sandboxes' controllers, daemons'
 # poll intervals, soaks, child processes), not computing. Measured on 2 cores while a
 # CPU-bound benchmark ran beside it: -n 2 took 656 s of wall for 302 s of CPU (45% of one
 # core's worth per worker), -n 4 took 369 s of wall for 300 s of CPU, with the same passes.
-# UNIT_WORKERS="-n 2" for the old figure.
-UNIT_WORKERS ?= -n 4
+# With four, a worker still waited 63% of its time (per-test CPU against wall, summed), so
+# four kept 1.5 cores busy; each worker more costs one collection (3 s of CPU). `make test`
+# on fresh clones, alternating: -n 4 162.96, 158.59 and 145.38 s, -n 6 144.95, 144.85 and
+# 153.33 s (and the unit suite alone, back to back: 129.39 s for -n 4, 115.47 s for -n 6).
+# UNIT_WORKERS="-n 4" for the old figure.
+UNIT_WORKERS ?= -n 6
 unit: install registry prometheus $(WARM)
 	$(BIN)/pytest $(UNIT_WORKERS) $(UNIT_FLAGS)
 
