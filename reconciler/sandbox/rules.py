@@ -119,6 +119,11 @@ def _job_restart_policy(spec: Any, where: str) -> list[Cause]:
 def _service(spec: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     ports = [p for p in as_list(spec.get("ports")) if isinstance(p, Mapping)]
+    # ValidateService: only a headless or an ExternalName Service may have no ports
+    # (https://kubernetes.io/docs/concepts/services-networking/service/#headless-services)
+    portless = spec.get("clusterIP") == "None" or spec.get("type") == "ExternalName"
+    if not as_list(spec.get("ports")) and not portless:
+        causes.append(required("spec.ports"))
     names: set[str] = set()
     seen: set[tuple[Any, str]] = set()
     for i, port in enumerate(ports):

@@ -650,7 +650,10 @@ def test_every_object_the_server_wrote_reads_back_under_strict(sandbox: SandboxH
         ("/apis/apps/v1/namespaces/default/statefulsets", sts),
         ("/apis/apps/v1/namespaces/default/daemonsets", ds),
         ("/apis/batch/v1/namespaces/default/jobs", job),
-        ("/api/v1/namespaces/default/services", {"metadata": {"name": "s"}, "spec": {}}),
+        (
+            "/api/v1/namespaces/default/services",
+            {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}},
+        ),
     ]:
         status, answer = http(sandbox, "POST", path + "?fieldValidation=Strict", body)
         assert status == 201, answer

@@ -76,6 +76,21 @@ def test_service_ports(sandbox: SandboxHandle, ports: list[Any], fields: list[st
     assert status == 422 and causes(error) == fields
 
 
+def test_a_service_needs_ports_unless_headless_or_external_name(sandbox: SandboxHandle) -> None:
+    """https://kubernetes.io/docs/concepts/services-networking/service/#headless-services:
+    a Service that proxies (a cluster IP, a node port, a load balancer) needs a port."""
+    for spec in (None, {}, {"type": "NodePort"}, {"ports": []}):
+        body = {"metadata": {"name": "noports"}, "spec": spec}
+        status, error = http(sandbox, "POST", f"{NS}/services", body)
+        assert status == 422 and causes(error) == ["spec.ports"], (spec, error)
+    for name, spec in (
+        ("headless", {"clusterIP": "None", "selector": {"app": "db"}}),
+        ("alias", {"type": "ExternalName", "externalName": "db.example.com"}),
+    ):
+        body = {"metadata": {"name": name}, "spec": spec}
+        assert http(sandbox, "POST", f"{NS}/services", body)[0] == 201, spec
+
+
 def test_valid_multi_port_service_is_accepted(sandbox: SandboxHandle) -> None:
     ports = [{"name": "a", "port": 80}, {"name": "b", "port": 80, "protocol": "UDP"}]
     status, _ = http(sandbox, "POST", f"{NS}/services", service(ports))
