@@ -4,7 +4,8 @@ Follows https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/: 
 ``<name>-<ordinal>``; each template is a ControllerRevision ``<name>-<hash>`` and every
 pod carries the ``controller-revision-hash`` of the revision it was made from. With
 ``OrderedReady`` (the default) pods are created lowest ordinal first, each once the one
-before is Ready, and removed highest first; ``Parallel`` does both at once. A
+before is Ready, and removed highest first; ``Parallel`` does both at once (creating
+at most a burst of pods a sync, as the ReplicaSet controller does). A
 ``RollingUpdate`` replaces pods from the highest ordinal down to
 ``rollingUpdate.partition``, one at a time and only while every pod is Ready, so a
 revision that never becomes ready stops at the first pod it reaches; ``OnDelete``
@@ -35,7 +36,7 @@ from reconciler.sandbox.owned import (
     safe_hash,
     semantic,
 )
-from reconciler.sandbox.replicasets import ReadySince
+from reconciler.sandbox.replicasets import BURST_REPLICAS, ReadySince
 
 REVISION_LABEL = "controller-revision-hash"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -165,7 +166,15 @@ class StatefulSetController:
         owned_pods = self.plane.pods_of(sts)
         pods = {p["metadata"]["name"]: p for p in owned_pods if alive(p)}
         held = {p["metadata"]["name"] for p in owned_pods if not alive(p)}
-        by_ordinal = {i: pods.get(f"{meta['name']}-{i}") for i in range(replicas)}
+        # a sync looks at the ordinals it may act on: the pods there, and at most a burst
+        # of missing ones beyond them (a set short of pods neither replaces one nor is
+        # ready, whichever missing ordinals it sees), so ``replicas: 2147483647`` costs a
+        # burst a sync, not a dict of every ordinal
+        placed = sum(
+            1 for p in pods.values() if (o := self._ordinal(sts, p)) is not None and o < replicas
+        )
+        window = min(replicas, placed + BURST_REPLICAS)
+        by_ordinal = {i: pods.get(f"{meta['name']}-{i}") for i in range(window)}
         if parallel or not held:
             acted = self._create_missing(
                 sts, by_ordinal, held, current_revision, update_revision, partition, on_delete
@@ -199,21 +208,21 @@ class StatefulSetController:
     ) -> bool:
         """Create missing ordinals; ``held`` names are still taken by terminating pods."""
         parallel = sts["spec"].get("podManagementPolicy") == "Parallel"
-        created = False
+        created = 0
         for ordinal in sorted(by_ordinal):
             pod = by_ordinal[ordinal]
             if f"{sts['metadata']['name']}-{ordinal}" in held:
                 continue  # recreated once the old pod is gone
             if pod is not None:
                 if not parallel and self.ready_since(pod) is None:
-                    return created  # OrderedReady: wait for this one before the next
+                    return created > 0  # OrderedReady: wait for this one before the next
                 continue
             revision = current if (on_delete is False and ordinal < partition) else update
             self._create_pod(sts, ordinal, revision)
-            created = True
-            if not parallel:
-                return True
-        return created
+            created += 1
+            if not parallel or created == BURST_REPLICAS:
+                return True  # Parallel: the pods' events bring the set back for the rest
+        return created > 0
 
     def _create_pod(self, sts: dict[str, Any], ordinal: int, revision: str) -> None:
         meta = sts["metadata"]

@@ -13,7 +13,9 @@ Pages imitated:
   https://kubernetes.io/docs/concepts/workloads/controllers/job/: the controllers
   create a workload's missing pods in bursts (kube-controller-manager's
   ``BurstReplicas`` and the Job controller's ``MaxPodCreateDeletePerSync``, 500 each),
-  writing the status between bursts.
+  writing the status between bursts. A ``Parallel`` StatefulSet
+  (https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#parallel-pod-management)
+  is held to the same burst here, so no single write keeps the sandbox busy.
 
 Before, one ``replicas: 100000`` made the sandbox create every pod in one step and
 serve nothing else meanwhile: a property test of arbitrary bodies spent seconds there.
@@ -186,3 +188,44 @@ def test_a_job_starts_its_pods_a_burst_at_a_time(sandbox: SandboxHandle) -> None
         return len(listed["items"])
 
     assert eventually(lambda: pods() == wanted)
+
+
+def _statefulset(name: str, replicas: int, policy: str) -> dict[str, Any]:
+    spec = {
+        "replicas": replicas,
+        "serviceName": name,
+        "podManagementPolicy": policy,
+        "selector": {"matchLabels": LABELS},
+        "template": TEMPLATE,
+    }
+    return manifest("apps/v1", "StatefulSet", name, spec=spec)
+
+
+def test_a_parallel_statefulset_creates_its_pods_a_burst_at_a_time(
+    sandbox: SandboxHandle,
+) -> None:
+    wanted = BURST_REPLICAS + 30
+    body = _statefulset("wide", wanted, "Parallel")
+    assert http(sandbox, "POST", f"{APPS}/statefulsets", body)[0] == 201
+
+    def counted(sts: dict[str, Any]) -> int:
+        return int((sts.get("status") or {}).get("replicas") or 0)
+
+    path = f"{APPS}/statefulsets"
+    counts = [counted(s) for s in _watched(sandbox, path, lambda s: counted(s) == wanted)]
+    assert BURST_REPLICAS in counts and max(counts) == wanted
+
+
+def test_the_largest_statefulset_does_not_stop_the_server(sandbox: SandboxHandle) -> None:
+    """``replicas: 2147483647`` is valid; its controller works a burst at a time, so the
+    server still answers while it does (before, a sync built every ordinal first)."""
+    body = _statefulset("huge", 2**31 - 1, "OrderedReady")
+    assert http(sandbox, "POST", f"{APPS}/statefulsets", body)[0] == 201
+
+    def first_pod() -> bool:
+        status, pod = http(sandbox, "GET", "/api/v1/namespaces/default/pods/huge-0")
+        return status == 200 and pod["metadata"]["name"] == "huge-0"
+
+    assert eventually(first_pod)
+    status, sets = http(sandbox, "GET", f"{APPS}/statefulsets")
+    assert status == 200 and [s["metadata"]["name"] for s in sets["items"]] == ["huge"]
