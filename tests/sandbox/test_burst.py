@@ -133,11 +133,21 @@ def test_slow_start_batches_double_and_end_with_what_is_left() -> None:
     assert batches[:-1] == [2**i for i in range(len(batches) - 1)]
 
 
+def _created(sandbox: SandboxHandle, path: str, body: dict[str, Any]) -> str:
+    """POST ``body``; the ``resourceVersion`` it was created at."""
+    status, created = http(sandbox, "POST", path, body)
+    assert status == 201, created
+    return str(created["metadata"]["resourceVersion"])
+
+
 def _watched(
-    sandbox: SandboxHandle, path: str, seen: Callable[[dict[str, Any]], bool]
+    sandbox: SandboxHandle, path: str, since: str, seen: Callable[[dict[str, Any]], bool]
 ) -> Iterator[dict[str, Any]]:
-    """The objects of a watch on ``path`` (from the start), until ``seen`` says stop."""
-    url = f"{sandbox.url}{path}?watch=true&resourceVersion=0&timeoutSeconds=120"
+    """The objects of a watch on ``path`` from resource version ``since`` (every change
+    after it, however late the watch starts:
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-watch),
+    until ``seen`` says stop."""
+    url = f"{sandbox.url}{path}?watch=true&resourceVersion={since}&timeoutSeconds=120"
     with urllib.request.urlopen(url, timeout=130) as stream:
         for line in stream:
             obj = json.loads(line)["object"]
@@ -150,14 +160,14 @@ def test_a_replicaset_creates_its_pods_a_burst_at_a_time(sandbox: SandboxHandle)
     wanted = BURST_REPLICAS + 40
     spec = {"replicas": wanted, "selector": {"matchLabels": LABELS}, "template": TEMPLATE}
     body = manifest("apps/v1", "ReplicaSet", "many", spec=spec)
-    assert http(sandbox, "POST", f"{APPS}/replicasets", body)[0] == 201
+    since = _created(sandbox, f"{APPS}/replicasets", body)
 
     def counted(rs: dict[str, Any]) -> int:
         return int((rs.get("status") or {}).get("replicas") or 0)
 
     counts = [
         counted(rs)
-        for rs in _watched(sandbox, f"{APPS}/replicasets", lambda rs: counted(rs) == wanted)
+        for rs in _watched(sandbox, f"{APPS}/replicasets", since, lambda rs: counted(rs) == wanted)
     ]
     # every status write is one sync's; the first sync stopped at the burst
     assert BURST_REPLICAS in counts
@@ -170,13 +180,13 @@ def test_a_job_starts_its_pods_a_burst_at_a_time(sandbox: SandboxHandle) -> None
     wanted = MAX_POD_CREATES_PER_SYNC + 20
     body = job("wide")
     body["spec"]["parallelism"] = body["spec"]["completions"] = wanted
-    assert http(sandbox, "POST", "/apis/batch/v1/namespaces/default/jobs", body)[0] == 201
+    path = "/apis/batch/v1/namespaces/default/jobs"
+    since = _created(sandbox, path, body)
 
     def active(j: dict[str, Any]) -> int:
         return int((j.get("status") or {}).get("active") or 0)
 
-    path = "/apis/batch/v1/namespaces/default/jobs"
-    started = [active(j) for j in _watched(sandbox, path, lambda j: active(j) > 0)]
+    started = [active(j) for j in _watched(sandbox, path, since, lambda j: active(j) > 0)]
     assert started[-1] == MAX_POD_CREATES_PER_SYNC  # the first sync's status
 
     def pods() -> int:
@@ -206,13 +216,13 @@ def test_a_parallel_statefulset_creates_its_pods_a_burst_at_a_time(
 ) -> None:
     wanted = BURST_REPLICAS + 30
     body = _statefulset("wide", wanted, "Parallel")
-    assert http(sandbox, "POST", f"{APPS}/statefulsets", body)[0] == 201
+    since = _created(sandbox, f"{APPS}/statefulsets", body)
 
     def counted(sts: dict[str, Any]) -> int:
         return int((sts.get("status") or {}).get("replicas") or 0)
 
     path = f"{APPS}/statefulsets"
-    counts = [counted(s) for s in _watched(sandbox, path, lambda s: counted(s) == wanted)]
+    counts = [counted(s) for s in _watched(sandbox, path, since, lambda s: counted(s) == wanted)]
     assert BURST_REPLICAS in counts and max(counts) == wanted
 
 
