@@ -369,6 +369,13 @@ json_values = st.recursive(
                     "metadata",
                     "labels",
                     "status",
+                    "selector",
+                    "matchLabels",
+                    "image",
+                    "ports",
+                    "port",
+                    "parallelism",
+                    "podManagementPolicy",
                     "x",
                 ]
             ),
@@ -380,15 +387,33 @@ json_values = st.recursive(
 )
 
 
+FUZZED_KINDS = [
+    ("apps/v1", "Deployment", "/apis/apps/v1/namespaces/default/deployments"),
+    ("apps/v1", "ReplicaSet", "/apis/apps/v1/namespaces/default/replicasets"),
+    ("apps/v1", "StatefulSet", "/apis/apps/v1/namespaces/default/statefulsets"),
+    ("apps/v1", "DaemonSet", "/apis/apps/v1/namespaces/default/daemonsets"),
+    ("batch/v1", "Job", "/apis/batch/v1/namespaces/default/jobs"),
+    ("v1", "Service", "/api/v1/namespaces/default/services"),
+    ("v1", "Pod", "/api/v1/namespaces/default/pods"),
+]
+
+
 @settings(
-    max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+    max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
 )
-@given(spec=json_values, method=st.sampled_from(["POST", "APPLY", "MERGE"]))
+@given(
+    spec=json_values,
+    method=st.sampled_from(["POST", "APPLY", "MERGE"]),
+    kind=st.sampled_from(FUZZED_KINDS),
+)
 def test_arbitrary_bodies_never_crash_the_server(
-    sandbox: SandboxHandle, spec: object, method: str
+    sandbox: SandboxHandle, spec: object, method: str, kind: tuple[str, str, str]
 ) -> None:
-    base = "/apis/apps/v1/namespaces/default/deployments"
-    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "f"}, "spec": spec}
+    """Any body is answered, and in time: one example is one request, and a body that made
+    a controller create every pod of ``replicas: 2**40`` in one step once kept the server
+    from answering the next (``http`` gives up after 10 s)."""
+    api_version, kind_name, base = kind
+    body = {"apiVersion": api_version, "kind": kind_name, "metadata": {"name": "f"}, "spec": spec}
     if method == "POST":
         status, answer = http(sandbox, "POST", base, body)
     elif method == "APPLY":
