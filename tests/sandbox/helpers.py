@@ -53,6 +53,24 @@ def http(
         return status, raw.decode()
 
 
+def watch_until(
+    sandbox: SandboxHandle, path: str, query: str, last: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """The events of a watch on ``path`` up to the one ``last`` accepts (the stream's own
+    timeout, in ``query``, is only the bound): a busy machine takes longer than a quiet
+    one to send the same events, and a timeout that closes the stream first would drop
+    the rest."""
+    url = f"{sandbox.url}{path}?watch=true&{query}"
+    events: list[dict[str, Any]] = []
+    with urllib.request.urlopen(url, timeout=120) as response:
+        for line in response:
+            if line.strip():
+                events.append(json.loads(line))
+                if last(events[-1]):
+                    break
+    return events
+
+
 def manifest(api_version: str, kind: str, name: str, **fields: Any) -> dict[str, Any]:
     """An object body as a user writes one: ``apiVersion``, ``kind``, a name, then
     ``fields`` (usually ``spec``); the tests' builders all start here."""

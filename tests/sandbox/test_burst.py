@@ -23,9 +23,7 @@ serve nothing else meanwhile: a property test of arbitrary bodies spent seconds 
 
 from __future__ import annotations
 
-import json
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,7 +31,7 @@ import pytest
 from reconciler.sandbox.jobs import MAX_POD_CREATES_PER_SYNC
 from reconciler.sandbox.replicasets import BURST_REPLICAS, slow_start
 from reconciler.sandbox.testing import SandboxHandle
-from tests.sandbox.helpers import eventually, http, job, manifest
+from tests.sandbox.helpers import eventually, http, job, manifest, watch_until
 
 APPS = "/apis/apps/v1/namespaces/default"
 LABELS = {"app": "burst"}
@@ -142,18 +140,14 @@ def _created(sandbox: SandboxHandle, path: str, body: dict[str, Any]) -> str:
 
 def _watched(
     sandbox: SandboxHandle, path: str, since: str, seen: Callable[[dict[str, Any]], bool]
-) -> Iterator[dict[str, Any]]:
+) -> list[dict[str, Any]]:
     """The objects of a watch on ``path`` from resource version ``since`` (every change
     after it, however late the watch starts:
     https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-watch),
-    until ``seen`` says stop."""
-    url = f"{sandbox.url}{path}?watch=true&resourceVersion={since}&timeoutSeconds=120"
-    with urllib.request.urlopen(url, timeout=130) as stream:
-        for line in stream:
-            obj = json.loads(line)["object"]
-            yield obj
-            if seen(obj):
-                return
+    up to the one ``seen`` accepts."""
+    query = f"resourceVersion={since}&timeoutSeconds=120"
+    events = watch_until(sandbox, path, query, lambda event: seen(event["object"]))
+    return [event["object"] for event in events]
 
 
 def test_a_replicaset_creates_its_pods_a_burst_at_a_time(sandbox: SandboxHandle) -> None:

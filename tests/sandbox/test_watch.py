@@ -11,7 +11,6 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 from kubernetes import client, watch
@@ -23,27 +22,15 @@ from reconciler.sandbox.namespaces import ROOT_CA
 from reconciler.sandbox.store import StoredEvent
 from reconciler.sandbox.testing import SandboxHandle, running_sandbox
 from reconciler.sandbox.watch import SharedLines
+from tests.sandbox.helpers import watch_until
+
+CONFIGMAPS_PATH = "/api/v1/namespaces/default/configmaps"
 
 
 def raw_watch(sandbox: SandboxHandle, query: str) -> list[dict]:
-    url = f"{sandbox.url}/api/v1/namespaces/default/configmaps?watch=true&{query}"
+    url = f"{sandbox.url}{CONFIGMAPS_PATH}?watch=true&{query}"
     with urllib.request.urlopen(url, timeout=10) as response:
         return [json.loads(line) for line in response if line.strip()]
-
-
-def watch_until(sandbox: SandboxHandle, query: str, last: Callable[[dict], bool]) -> list[dict]:
-    """The watch's events up to the one ``last`` accepts (the stream's own timeout, in
-    ``query``, is only the bound): a busy machine takes longer than a quiet one to send
-    the same events, and a timeout that closes the stream first would drop the rest."""
-    url = f"{sandbox.url}/api/v1/namespaces/default/configmaps?watch=true&{query}"
-    events: list[dict] = []
-    with urllib.request.urlopen(url, timeout=120) as response:
-        for line in response:
-            if line.strip():
-                events.append(json.loads(line))
-                if last(events[-1]):
-                    break
-    return events
 
 
 def test_watch_without_version_lists_existing_objects(
@@ -223,6 +210,7 @@ def test_a_burst_of_writes_streams_every_event_in_order(
         target=lambda: got.append(
             watch_until(
                 sandbox,
+                CONFIGMAPS_PATH,
                 f"resourceVersion={rv}&labelSelector=x%3Dy&timeoutSeconds=120",
                 lambda event: event["type"] == "DELETED",
             )
@@ -272,6 +260,7 @@ def test_two_watches_of_a_kind_read_the_same_events(
                 name,
                 watch_until(
                     sandbox,
+                    CONFIGMAPS_PATH,
                     f"{q}resourceVersion={rv}&timeoutSeconds=120",
                     lambda event: event["type"] == last,
                 ),
