@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 WARM   := $(VENV)/pycache/.collected
 
-.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean registry prometheus
+.PHONY: lock demo test test-real test-real-sandbox lint typecheck unit bench install clean registry prometheus test-packages
 
 # The template's example Python migrations (catalog-repo-template/migrations-example) are
 # installed too: validating the template needs their registered names.
@@ -74,7 +74,7 @@ typecheck: install
 # 153.33 s (and the unit suite alone, back to back: 129.39 s for -n 4, 115.47 s for -n 6).
 # UNIT_WORKERS="-n 4" for the old figure.
 UNIT_WORKERS ?= -n 6
-unit: install registry prometheus $(WARM)
+unit: install test-packages $(WARM)
 	$(BIN)/pytest $(UNIT_WORKERS) $(UNIT_FLAGS)
 
 # The Python processes of the tests and the demo keep their bytecode, even where
@@ -116,31 +116,47 @@ test: install
 	$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck unit test-real-sandbox \
 		UNIT_FLAGS=--lane-runs-elsewhere
 
-# The tests of reconciler.registry run a real registry: the CNCF distribution server,
-# packaged by Debian as docker-registry. Installed when missing (needs root and apt);
-# without it those tests fail, they never skip.
-REGISTRY_BINARY := /usr/bin/docker-registry
-registry: $(REGISTRY_BINARY)
-
-$(REGISTRY_BINARY):
-	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-		echo "$(REGISTRY_BINARY) is missing: install Debian's docker-registry package as root" \
-			"(apt-get install -y docker-registry); the registry tests need it" >&2; exit 2; fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry \
-		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry; }
-
-# The tests of reconciler.analysis query a real Prometheus server: Debian's prometheus
-# package. Installed when missing (needs root and apt); without it those tests fail with
-# this install command, they never skip.
+# The Debian packages the tests run for real, each installed when its binary is missing
+# (needs root and apt):
+# - docker-registry, the CNCF distribution server the tests of reconciler.registry push to;
+# - prometheus, the server the tests of reconciler.analysis query;
+# - chromium, with the fonts it recommends for pages (fonts-liberation), for the status
+#   page's browser tests.
+# Without root or apt, a missing registry or Prometheus fails `make test` with the command
+# that installs it (those tests never skip); a missing Chromium is said, and its tests skip.
+# One apt-get installs whatever is missing. There was one per package, and `make -j` ran
+# them side by side: on a fresh machine the second died on dpkg's lock ("Could not get
+# lock /var/lib/dpkg/lock-frontend"), and `make test` failed. DPkg::Lock::Timeout makes
+# apt wait for any other apt instead (the demo's install, an unattended upgrade). No
+# recommended packages: Chromium's brought 116 packages (avahi, CUPS, samba's libraries,
+# perl, GTK's printing dialogs) and took 37 s of wall and 23 s of CPU inside a test.
+REGISTRY_BINARY   := /usr/bin/docker-registry
 PROMETHEUS_BINARY := /usr/bin/prometheus
-prometheus: $(PROMETHEUS_BINARY)
+CHROMIUM_BINARY   := /usr/bin/chromium
+APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
-$(PROMETHEUS_BINARY):
-	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-		echo "$(PROMETHEUS_BINARY) is missing: install Debian's prometheus package as root" \
-			"(apt-get install -y prometheus); the analysis tests need it" >&2; exit 2; fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus \
-		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+# $(call apt_install,NEEDED,WANTED): each is a list of binary=package pairs ('+' joins
+# packages installed together); a NEEDED one that cannot be installed fails, a WANTED one
+# is said. `test -x` first, so a machine that has them all runs nothing.
+apt_install = need=""; want=""; \
+	for pair in $(1); do test -x "$${pair%%=*}" || need="$$need $${pair\#*=}"; done; \
+	for pair in $(2); do test -x "$${pair%%=*}" || want="$$want $${pair\#*=}"; done; \
+	need=$$(echo $$need | tr + ' '); want=$$(echo $$want | tr + ' '); \
+	test -n "$$need$$want" || exit 0; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		if [ -n "$$want" ]; then echo "not installed: $$want (needs root and apt-get; its tests skip): apt-get install -y --no-install-recommends $$want" >&2; fi; \
+		if [ -n "$$need" ]; then echo "not installed: $$need, which the tests need: install it as root with apt-get install -y --no-install-recommends $$need" >&2; exit 2; fi; \
+		exit 0; fi; \
+	echo "apt-get install -y --no-install-recommends $$need $$want"; \
+	$(APT) install -y --no-install-recommends $$need $$want \
+		|| { $(APT) update && $(APT) install -y --no-install-recommends $$need $$want; }
+
+test-packages:
+	@$(call apt_install,$(REGISTRY_BINARY)=docker-registry $(PROMETHEUS_BINARY)=prometheus,$(CHROMIUM_BINARY)=chromium+fonts-liberation)
+registry:
+	@$(call apt_install,$(REGISTRY_BINARY)=docker-registry,)
+prometheus:
+	@$(call apt_install,$(PROMETHEUS_BINARY)=prometheus,)
 
 # The real_cluster lane: every scenario that also runs against a real cluster (tests/kube,
 # the daemon's rollouts and migrations, migration checks), each under a cluster name and

@@ -1,9 +1,10 @@
 """Debian's ``chromium``, headless, for the status page tests: found, or installed once.
 
 Choice: when ``/usr/bin/chromium`` is missing and this process is root with
-``apt-get`` on PATH, the session installs the package (``apt-get install -y
-chromium``, one ``apt-get update`` retry), under a file lock so parallel
-workers install it once. A failed install as root fails the tests (they must
+``apt-get`` on PATH, the session installs the package as ``make test`` does
+(``apt-get install -y --no-install-recommends chromium fonts-liberation``, one
+``apt-get update`` retry; ``make test`` has usually installed it already), under
+a file lock so parallel workers install it once. A failed install as root fails the tests (they must
 not vanish silently); without root or apt the tests skip and say why.
 """
 
@@ -42,15 +43,18 @@ def ensure_chromium() -> Path:
 
 def _apt_install() -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "chromium"]
+    # as the Makefile's test-packages: no recommended packages (they were 116, avahi to
+    # samba's libraries, 37 s of wall), but the fonts Chromium recommends for pages
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
+    install = [*apt, "install", "-y", "--no-install-recommends", "chromium", "fonts-liberation"]
     proc = subprocess.run(install, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:  # a fresh container has no package lists yet
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=INSTALL_TIMEOUT)
+        subprocess.run([*apt, "update"], env=env, capture_output=True, timeout=INSTALL_TIMEOUT)
         proc = subprocess.run(
             install, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT
         )
     if proc.returncode != 0 or not CHROMIUM.exists():
-        pytest.fail(f"apt-get install -y chromium failed: {proc.stderr[-2000:]}")
+        pytest.fail(f"{' '.join(install)} failed: {proc.stderr[-2000:]}")
 
 
 def headless(chromium: Path, profile: Path, url: str, *args: str) -> str:
