@@ -51,10 +51,8 @@ install: $(STAMP)
 # Prometheus: installed when root and apt allow it; otherwise the demo skips that chapter
 # and says how to get it.
 demo: install
-	@if [ ! -x $(REGISTRY_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		$(MAKE) --no-print-directory registry || true; fi
-	@if [ ! -x $(PROMETHEUS_BINARY) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		$(MAKE) --no-print-directory prometheus || true; fi
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		( $(call apt_install,,$(REGISTRY_BINARY)=docker-registry $(PROMETHEUS_BINARY)=prometheus) ) || true; fi
 	$(BIN)/reconciler demo
 
 lint: install
@@ -147,7 +145,7 @@ apt_install = need=""; want=""; \
 		if [ -n "$$want" ]; then echo "not installed: $$want (needs root and apt-get; its tests skip): apt-get install -y --no-install-recommends $$want" >&2; fi; \
 		if [ -n "$$need" ]; then echo "not installed: $$need, which the tests need: install it as root with apt-get install -y --no-install-recommends $$need" >&2; exit 2; fi; \
 		exit 0; fi; \
-	echo "apt-get install -y --no-install-recommends $$need $$want"; \
+	echo "apt-get install -y --no-install-recommends" $$need $$want; \
 	$(APT) install -y --no-install-recommends $$need $$want \
 		|| { $(APT) update && $(APT) install -y --no-install-recommends $$need $$want; }
 
