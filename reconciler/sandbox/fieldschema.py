@@ -99,6 +99,25 @@ _INT64_FIELDS = frozenset(
         "terminationGracePeriodSeconds",
     }
 )
+# IntOrString fields (k8s.io/apimachinery/pkg/util/intstr): the client's models say
+# ``object`` for them, as for a RawExtension, but Go decodes a string into their StrVal
+# and anything else into their IntVal, an int32 (``IntOrString.UnmarshalJSON``).
+INT_OR_STRING = Scalar("intstr.IntOrString")
+_INT_OR_STRING_FIELDS = frozenset(
+    {
+        ("V1HTTPGetAction", "port"),
+        ("V1NetworkPolicyPort", "port"),
+        ("V1PodDisruptionBudgetSpec", "maxUnavailable"),
+        ("V1PodDisruptionBudgetSpec", "minAvailable"),
+        ("V1RollingUpdateDaemonSet", "maxSurge"),
+        ("V1RollingUpdateDaemonSet", "maxUnavailable"),
+        ("V1RollingUpdateDeployment", "maxSurge"),
+        ("V1RollingUpdateDeployment", "maxUnavailable"),
+        ("V1RollingUpdateStatefulSetStrategy", "maxUnavailable"),
+        ("V1ServicePort", "targetPort"),
+        ("V1TCPSocketAction", "port"),
+    }
+)
 # Quantities are strings in the models but decode from numbers too (``cpu: 1``).
 _QUANTITY_FIELDS = frozenset(
     {
@@ -275,7 +294,11 @@ def _model_struct(name: str) -> Struct:
     if struct is None:
         struct = _STRUCTS[name] = Struct(name)
         for json_name, type_name in (_fields(name) or {}).items():
-            struct.fields[json_name] = _type_node(type_name, json_name)
+            struct.fields[json_name] = (
+                INT_OR_STRING
+                if (name, json_name) in _INT_OR_STRING_FIELDS
+                else _type_node(type_name, json_name)
+            )
     return struct
 
 

@@ -33,6 +33,7 @@ import yaml
 from reconciler.sandbox.apierrors import ApiError
 from reconciler.sandbox.fieldschema import (
     FREE,
+    INT_OR_STRING,
     Free,
     ListOf,
     MapOf,
@@ -233,9 +234,20 @@ def _json_kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+_INT32 = Scalar("int32")
+
+
+def _decoded_as(node: Node) -> Node:
+    """The node whose Go type decodes ``node``'s value: an IntOrString's number goes to
+    its int32 (``IntOrString.UnmarshalJSON``), whose errors name int32."""
+    return _INT32 if node == INT_OR_STRING else node
+
+
 def _fits(node: Node, value: Any) -> bool:
     if value is None or isinstance(node, Free):
         return True
+    if node == INT_OR_STRING:
+        return isinstance(value, str) or _fits(_INT32, value)
     if isinstance(node, Struct | MapOf):
         return isinstance(value, dict)
     if isinstance(node, ListOf):
@@ -259,6 +271,7 @@ def _overflow(node: Node, value: Any) -> str | None:
     int32`` (``literalStore``: ``strconv.ParseInt`` or ``OverflowInt`` failing), so
     ``replicas: 4294967296`` is a 400 before any controller would try to make that
     many pods."""
+    node = _decoded_as(node)
     if not isinstance(node, Scalar) or isinstance(value, bool):
         return None
     bounds = _INT_RANGES.get(node.go)
@@ -280,7 +293,7 @@ def type_error(node: Node, value: Any, struct: str = "", path: str = "") -> str 
     if not fits or overflow:
         return (
             f"json: cannot unmarshal {overflow or _json_kind(value)} into Go struct field "
-            f"{struct}.{path} of type {go_type(node)}"
+            f"{struct}.{path} of type {go_type(_decoded_as(node))}"
         )
     if isinstance(node, Struct) and isinstance(value, dict):
         here = go_name(node.name)[1]
@@ -344,8 +357,8 @@ def _go_kind(value: Any) -> str:
 
 def _scalar_error(node: Scalar, value: Any) -> str | None:
     """structured-merge-diff's ``validateScalar``: numeric, string and boolean leaves."""
-    if value is None:
-        return None
+    if value is None or node == INT_OR_STRING:
+        return None  # an untyped scalar there (x-kubernetes-int-or-string): any will do
     if node.go.startswith("int"):
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
         return None if numeric else f"expected numeric (int or float), got {_go_kind(value)}"

@@ -8,7 +8,9 @@ Pages imitated:
   the server reports every cause in one 422
   (https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation).
 - https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/:
-  ``replicas`` is an int32, so a larger number does not decode (a 400, not a 422).
+  ``replicas`` is an int32, so a larger number does not decode (a 400, not a 422); and
+  ``maxSurge`` is an IntOrString, "a type that can hold an int32 or a string", so a
+  number it cannot hold, a bool or a fraction does not decode either.
 - https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/ and
   https://kubernetes.io/docs/concepts/workloads/controllers/job/: the controllers
   create a workload's missing pods in bursts (kube-controller-manager's
@@ -120,6 +122,68 @@ def test_a_replica_count_an_int32_cannot_hold_is_a_bad_request(
     spec["replicas"] = 2**31 - 1  # the largest int32 decodes; the dry run makes no pods
     status, _ = http(sandbox, "POST", f"{APPS}/deployments?dryRun=All", body)
     assert status == 201
+
+
+def _create_with_surge(sandbox: SandboxHandle, surge: object) -> tuple[int, Any]:
+    """A dry-run create of a Deployment whose rolling update has this ``maxSurge``."""
+    spec = {
+        "selector": {"matchLabels": LABELS},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge}},
+        "template": TEMPLATE,
+    }
+    body = manifest("apps/v1", "Deployment", "surge", spec=spec)
+    return http(sandbox, "POST", f"{APPS}/deployments?dryRun=All", body)
+
+
+@pytest.mark.parametrize(
+    "surge, decoded",
+    [
+        (2**31, "number 2147483648"),
+        (-(2**31) - 1, "number -2147483649"),
+        (True, "bool"),
+        (1.5, "number 1.5"),
+        ({"value": 1}, "object"),
+    ],
+)
+def test_an_int_or_string_holds_an_int32_or_a_string_and_nothing_else(
+    sandbox: SandboxHandle, surge: object, decoded: str
+) -> None:
+    """IntOrString decodes a string into its string and anything else into its int32,
+    whose error the decoder reports with the field (a 400, before any validation)."""
+    status, reply = _create_with_surge(sandbox, surge)
+    assert (status, reply["reason"]) == (400, "BadRequest"), reply
+    assert reply["message"].endswith(
+        f"json: cannot unmarshal {decoded} into Go struct field "
+        "RollingUpdateDeployment.spec.strategy.rollingUpdate.maxSurge of type int32"
+    )
+
+
+@pytest.mark.parametrize("surge", [2**31 - 1, 0, "25%", "100%"])
+def test_an_int_or_string_takes_any_int32_and_any_string(
+    sandbox: SandboxHandle, surge: object
+) -> None:
+    status, reply = _create_with_surge(sandbox, surge)
+    assert status == 201, reply
+    assert reply["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == surge
+
+
+def test_a_service_target_port_an_int32_cannot_hold_is_a_bad_request(
+    sandbox: SandboxHandle,
+) -> None:
+    """https://kubernetes.io/docs/reference/kubernetes-api/service-resources/service-v1/:
+    ``targetPort`` is an IntOrString too; a number that fits but is no port is a 422."""
+    ports = [{"name": "web", "port": 80, "targetPort": 2**33}]
+    body = manifest("v1", "Service", "web", spec={"ports": ports})
+    path = "/api/v1/namespaces/default/services?dryRun=All"
+    status, reply = http(sandbox, "POST", path, body)
+    assert (status, reply["reason"]) == (400, "BadRequest"), reply
+    assert reply["message"].endswith(
+        "json: cannot unmarshal number 8589934592 into Go struct field "
+        "ServicePort.spec.ports.targetPort of type int32"
+    )
+    ports[0]["targetPort"] = "http"  # a named port of the pods
+    status, reply = http(sandbox, "POST", path, body)
+    assert status == 201, reply
 
 
 def test_slow_start_batches_double_and_end_with_what_is_left() -> None:
