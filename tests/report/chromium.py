@@ -4,8 +4,9 @@ Choice: when ``/usr/bin/chromium`` is missing and this process is root with
 ``apt-get`` on PATH, the session installs the package as ``make test`` does
 (``apt-get install -y --no-install-recommends chromium fonts-liberation``, one
 ``apt-get update`` retry; ``make test`` has usually installed it already), under
-a file lock so parallel workers install it once. A failed install as root fails the tests (they must
-not vanish silently); without root or apt the tests skip and say why.
+a file lock so parallel workers install it once. A failed install as root fails
+the tests (they must not vanish silently); without root or apt the tests skip and
+say why.
 """
 
 from __future__ import annotations

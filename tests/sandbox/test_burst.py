@@ -181,6 +181,10 @@ def test_a_service_target_port_an_int32_cannot_hold_is_a_bad_request(
         "json: cannot unmarshal number 8589934592 into Go struct field "
         "ServicePort.spec.ports.targetPort of type int32"
     )
+    ports[0]["targetPort"] = 70000  # decodes, then validation finds it is no port
+    status, reply = http(sandbox, "POST", path, body)
+    assert (status, reply["reason"]) == (422, "Invalid"), reply
+    assert [c["field"] for c in reply["details"]["causes"]] == ["spec.ports[0].targetPort"]
     ports[0]["targetPort"] = "http"  # a named port of the pods
     status, reply = http(sandbox, "POST", path, body)
     assert status == 201, reply
