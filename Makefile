@@ -210,6 +210,7 @@ BENCHES := \
 	"daemon.py" \
 	"rollout.py --instances 200" \
 	"scale.py --sizes 1000 --busy 1" \
+	"scale.py --sizes 1000 --busy 1 --inventory perNamespace" \
 	"preview.py" \
 	"waves.py --clusters 200"
 

@@ -556,6 +556,7 @@ def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
                 max_removed=limit if isinstance(limit, int) else None,
                 max_removed_percent=int(str(limit).rstrip("%")) if isinstance(limit, str) else 50,
                 labels=dict(doc.data.get("labels") or {}),
+                inventory=str(doc.data.get("inventory", "perInstance")),
                 origin=_origin(ctx, path, doc),
                 declared=True,
             )

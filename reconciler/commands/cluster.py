@@ -42,6 +42,7 @@ from reconciler.kube import (
     LiveState,
     ObjectDiff,
     diff_instance,
+    inventory_written,
 )
 from reconciler.model.catalog import Catalog, ClusterEntry
 from reconciler.model.changeset import ChangeSet, ObjectRef
@@ -73,6 +74,8 @@ def apply_command(args: argparse.Namespace) -> int:
         hooks.after_health(plans, applied)  # waits only for instances with post migrations
         blocked = catalog.cluster_errors(args.cluster)
         results = applied + remove_deleted(client, live, entry, options, hooks, blocked=blocked)
+        failed = live.flush_inventories()  # the perNamespace layout's, one per namespace
+        results = [inventory_written(r, failed) for r in results]
         changes = ChangeSet.of(e for r in results for e in r.changes.entries)
         if is_data(args.output):
             print_data([e.to_dict() for e in changes.entries], args.output)
@@ -157,7 +160,16 @@ def _connected(
     with connect(args) as client:
         try:
             scope = Limits.of(entry.cluster).listed_namespaces()
-            yield client, LiveState(client, args.cluster, entry.namespaces, scope=scope)
+            yield (
+                client,
+                LiveState(
+                    client,
+                    args.cluster,
+                    entry.namespaces,
+                    scope=scope,
+                    layout=entry.cluster.inventory,
+                ),
+            )
         except ClusterUnreachable as e:
             raise UsageError(str(e)) from e
 

@@ -45,7 +45,6 @@ from dataclasses import dataclass, replace
 from reconciler.daemon.plan import InstancePlan, ObjectKey
 from reconciler.daemon.rendered import ref_key, refs_of
 from reconciler.kube import HealthReport, InstanceResult, LiveState
-from reconciler.kube.inventory import inventory_name
 from reconciler.kube.live import InventoryCache, Packed, version_of
 from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
@@ -300,7 +299,7 @@ class PassMemo:
         entries = result.changes.entries
         if {e.ref for e in entries} != set(refs):
             return
-        inventory_ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(name))
+        inventory_ref = live.inventory_ref(name, inventory.namespace)
         watched = (*refs, inventory_ref)
         seen = []
         for ref in watched:

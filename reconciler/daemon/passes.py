@@ -53,6 +53,7 @@ from reconciler.kube import (
     LiveState,
     ObjectHealth,
     evaluate,
+    inventory_written,
     wait_healthy,
 )
 from reconciler.kube.kstatus import AGES
@@ -186,6 +187,7 @@ def reconcile_checkout(
         cache=cache,
         # plain allowedNamespaces: list and watch only there (a tenant's RBAC suffices)
         scope=Limits.of(entry.cluster).listed_namespaces(),
+        layout=entry.cluster.inventory,
     )
     catalog = keep_limits(
         catalog, settings.cluster, client, live, None if scope is None else scope.owns
@@ -277,39 +279,49 @@ def reconcile_checkout(
             decided.append(None)
         else:
             decided.append(None)
-    driven = drive_concurrently(
-        client,
-        live,
-        catalog,
-        list(driving.values()),
-        options,
-        source_commit=commit,
-        reads=reads,
-        clock=time.monotonic,
-        prometheus_url=settings.prometheus_url,
-    )
-    for slot, (step, looked) in zip(driving, driven, strict=True):
-        name = plans[slot].name
-        if step.plain:
-            handed_back.add(name)
-        else:
-            rolled[name] = step
-            if step.next_look is not None:
-                look_at[name] = looked + step.next_look
-            decided[slot] = step.result
-    plain = [plan for plan, result in zip(plans, decided, strict=True) if result is None]
-    applied = iter(apply_concurrently(client, live, plain, options, source_commit=commit))
-    results = [result if result is not None else next(applied) for result in decided]
-    removed = remove_deleted(
-        client,
-        live,
-        entry,
-        options,
-        hooks,
-        held=hold_removal,
-        owns=None if scope is None else scope.owns,
-        blocked=catalog.cluster_errors(settings.cluster),
-    )
+    try:
+        driven = drive_concurrently(
+            client,
+            live,
+            catalog,
+            list(driving.values()),
+            options,
+            source_commit=commit,
+            reads=reads,
+            clock=time.monotonic,
+            prometheus_url=settings.prometheus_url,
+        )
+        for slot, (step, looked) in zip(driving, driven, strict=True):
+            name = plans[slot].name
+            if step.plain:
+                handed_back.add(name)
+            else:
+                rolled[name] = step
+                if step.next_look is not None:
+                    look_at[name] = looked + step.next_look
+                decided[slot] = step.result
+        plain = [plan for plan, result in zip(plans, decided, strict=True) if result is None]
+        applied = iter(apply_concurrently(client, live, plain, options, source_commit=commit))
+        results = [result if result is not None else next(applied) for result in decided]
+        removed = remove_deleted(
+            client,
+            live,
+            entry,
+            options,
+            hooks,
+            held=hold_removal,
+            owns=None if scope is None else scope.owns,
+            blocked=catalog.cluster_errors(settings.cluster),
+        )
+    except BaseException:
+        # what was applied keeps its inventory (the perNamespace layout's), whatever
+        # stopped the pass; the pass's own error is the one that goes on
+        live.flush_inventories()
+        raise
+    failed = live.flush_inventories()  # the perNamespace layout's, one per namespace
+    if failed:
+        results = [inventory_written(r, failed) for r in results]
+        removed = [inventory_written(r, failed) for r in removed]
     for plan, result in zip(plans, results, strict=True):
         if plan.name in reused:
             continue

@@ -30,6 +30,7 @@ from reconciler.kube.apply import (
     InstanceResult,
     InstanceTarget,
     apply_instance,
+    inventory_written,
     place_objects,
 )
 from reconciler.kube.client import FIELD_MANAGER, KubeClient, RetryPolicy
@@ -78,6 +79,7 @@ __all__ = [
     "diff_instance",
     "evaluate",
     "instance_tree",
+    "inventory_written",
     "partition_for",
     "place_objects",
     "read_deployed_versions",

@@ -106,8 +106,11 @@ def apply_instance(
 
     Pass one ``LiveState`` for every instance of a pass so each kind is listed once.
     """
+    if live is None:  # a view of its own: it sends the inventory it staged itself
+        live = LiveState(client, target.cluster)
+        result = apply_instance(client, target, options, live)
+        return inventory_written(result, live.flush_inventories())
     options = options or ApplyOptions()
-    live = live or LiveState(client, target.cluster)
     objects = place_objects(client, target)
     refused = violations(objects, options.limits, lambda o: bool(ObjectRef.of(o).namespace))
     if not _namespace_allowed(target, options.limits):
@@ -192,6 +195,15 @@ def apply_instance(
         inventory,
         other_writer=_other_writer(old, options.writer),
     )
+
+
+def inventory_written(result: InstanceResult, failed: Mapping[str, str]) -> InstanceResult:
+    """``result``, failed (``ApplyFailed``) if writing its inventory failed (``failed``:
+    instance -> error, from ``LiveState.flush_inventories``)."""
+    error = failed.get(result.instance)
+    if error is None or result.reason is not None:
+        return result
+    return replace(result, reason="ApplyFailed", message=f"inventory not written: {error}")
 
 
 def _stamped(inventory: Inventory, old: Inventory | None, commit: str) -> Inventory:

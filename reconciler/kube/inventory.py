@@ -1,7 +1,13 @@
 """The inventory: what each instance applied, recorded in the cluster itself.
 
-One ConfigMap per instance, ``reconciler-inventory-<instance>`` in the
-instance's namespace, holds the applied object references with the
+By default one ConfigMap per instance, ``reconciler-inventory-<instance>`` in the
+instance's namespace. With ``inventory: perNamespace`` in ``cluster.yaml``, one
+ConfigMap per namespace and cluster, ``reconciler-inventory-<cluster>.shared``,
+holds the inventories of all the cluster's instances there, one key per instance
+(:func:`shared_entries`), so a pass that installs or upgrades many instances of a
+namespace writes their inventories with one request (``kube.inventory_writes``)
+instead of one each. Readers take both layouts, so a cluster can switch either way.
+An inventory holds the applied object references with the
 fingerprint of each manifest, the app version that is deployed, the catalog
 commit that last changed the inventory (``sourceCommit``; not the latest commit,
 which would rewrite every inventory on every commit, see
@@ -35,6 +41,17 @@ INVENTORY_LABEL = "reconciler.dev/inventory"
 CLUSTER_LABEL = "reconciler.dev/cluster"
 NAME_PREFIX = "reconciler-inventory-"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER_NAME}"
+# The shared layout's ConfigMap is ``reconciler-inventory-<cluster>.shared``: an
+# instance's own is ``reconciler-inventory-<instance>``, and an instance name is a
+# DNS label (no dot), so the two never name the same object.
+SHARED_SUFFIX = ".shared"
+# What one shared ConfigMap may hold (its keys and values, in bytes). The API server
+# refuses a ConfigMap over 1 MiB; past this bound an instance's inventory is written
+# to its own ConfigMap instead (``kube.inventory_writes``), which readers take as well.
+SHARED_BYTES = 512 * 1024
+PER_INSTANCE = "perInstance"
+PER_NAMESPACE = "perNamespace"
+LAYOUTS = (PER_INSTANCE, PER_NAMESPACE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +155,76 @@ def inventory_name(instance: str) -> str:
     return NAME_PREFIX + instance
 
 
+def shared_name(cluster: str) -> str:
+    """The ConfigMap holding the ``perNamespace`` inventories of ``cluster`` in a namespace."""
+    return NAME_PREFIX + cluster + SHARED_SUFFIX
+
+
+def entry_text(inv: Inventory) -> str:
+    """An inventory as one key of a shared ConfigMap: compact JSON of ``to_dict``."""
+    return json.dumps(inv.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def entry_size(instance: str, text: str | None) -> int:
+    """What one key takes of ``SHARED_BYTES`` (the API server counts keys and values)."""
+    return 0 if text is None else len(instance) + len(text.encode())
+
+
+def shared_configmap(cluster: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
+    """A new shared inventory ConfigMap holding ``data`` (instance -> ``entry_text``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": shared_name(cluster),
+            "namespace": namespace,
+            "labels": {MANAGED_BY: MANAGER_NAME, INVENTORY_LABEL: "true", CLUSTER_LABEL: cluster},
+        },
+        "data": dict(data),
+    }
+
+
+def shared_entries(cm: Mapping[str, Any]) -> tuple[Inventory, ...]:
+    """The inventories a shared ConfigMap holds; () when it is not one of ours.
+
+    A key counts only when the entry names the same instance, the cluster the
+    ConfigMap is named and labelled for, and a readable object list: like an
+    instance's own ConfigMap, an entry is trusted only under its own name, and the
+    namespace is the ConfigMap's, whatever the entry says. An unreadable key is left
+    out (its instance reads as not installed: nothing of it is pruned on its word).
+    """
+    meta = cm.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    cluster = labels.get(CLUSTER_LABEL, "")
+    if labels.get(INVENTORY_LABEL) != "true" or meta.get("name") != shared_name(str(cluster)):
+        return ()
+    namespace = str(meta.get("namespace", ""))
+    found: list[Inventory] = []
+    for key, text in sorted((cm.get("data") or {}).items()):
+        try:
+            entry = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            continue
+        if (
+            not isinstance(entry, dict)
+            or entry.get("instance") != key
+            or entry.get("cluster") != cluster
+            or not isinstance(entry.get("objects", []), list)
+        ):
+            continue
+        found.append(Inventory.from_dict({**entry, "namespace": namespace}))
+    return tuple(found)
+
+
+def inventories_of(cm: Mapping[str, Any]) -> tuple[Inventory, ...]:
+    """The inventories one ConfigMap holds, in either layout."""
+    name = str((cm.get("metadata") or {}).get("name", ""))
+    if name.endswith(SHARED_SUFFIX):
+        return shared_entries(cm)
+    inv = from_configmap(cm)
+    return (inv,) if inv is not None else ()
+
+
 def _objects_text(objects: list[dict[str, str]]) -> str:
     """``json.dumps(objects, indent=1, sort_keys=True)``, character for character.
 
@@ -236,14 +323,14 @@ def trusted_inventories(
 ) -> dict[str, Inventory]:
     """The inventories of ``cluster`` by instance name, counting only those we can trust.
 
-    An inventory counts only under its own name (``reconciler-inventory-<instance>``)
-    and, for an instance whose namespace Git names (``namespaces``), only in that
-    namespace: a look-alike ConfigMap elsewhere cannot claim another instance's
-    deployed version or objects. For instances Git no longer has, two candidates
-    in different namespaces are ambiguous and neither is trusted (so nothing is
-    pruned on their word).
+    An inventory counts only under its own name (``reconciler-inventory-<instance>``,
+    or its own key of the namespace's shared ConfigMap) and, for an instance whose
+    namespace Git names (``namespaces``), only in that namespace: a look-alike
+    ConfigMap elsewhere cannot claim another instance's deployed version or objects.
+    For instances Git no longer has, two candidates in different namespaces are
+    ambiguous and neither is trusted (so nothing is pruned on their word).
     """
-    return trusted(map(from_configmap, configmaps), cluster, namespaces)
+    return trusted((inv for cm in configmaps for inv in inventories_of(cm)), cluster, namespaces)
 
 
 def trusted(

@@ -48,11 +48,16 @@ from reconciler.kube.csaupgrade import client_side_managers
 from reconciler.kube.inventory import (
     MANAGED_SELECTOR,
     NAME_PREFIX,
+    PER_INSTANCE,
+    PER_NAMESPACE,
+    SHARED_SUFFIX,
     Inventory,
-    from_configmap,
+    inventories_of,
     inventory_name,
+    shared_name,
     trusted,
 )
+from reconciler.kube.inventory_writes import InventoryWrites
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
 
@@ -308,11 +313,14 @@ class _Answer:
     generation: tuple[int, ...]  # of the ConfigMaps it read (``LiveState.generation``)
     cluster: str
     namespaces: Mapping[str, str]
+    layout: str
     inventories: dict[str, Inventory]
+    homes: dict[str, tuple[ObjectRef, ...]]
 
 
-class InventoryCache(dict[tuple[ObjectRef, str], Inventory | None]):
-    """Inventories read by an earlier pass, by their ConfigMap and its resourceVersion.
+class InventoryCache(dict[tuple[ObjectRef, str], tuple[Inventory, ...]]):
+    """Inventories read by an earlier pass, by their ConfigMap and its resourceVersion
+    (an instance's own ConfigMap holds one, a shared one those of its namespace).
 
     ``answer``: the last pass's whole answer, with the generation of the ConfigMaps it
     was read from. A pass whose ConfigMaps are at that generation (the very objects:
@@ -340,8 +348,13 @@ class LiveState:
         inventory_cache: InventoryCache | None = None,
         cache: WatchCache | None = None,
         scope: tuple[str, ...] | None = None,
+        layout: str = PER_INSTANCE,
     ) -> None:
         """``namespaces`` (instance -> namespace in Git) says where each inventory must be.
+
+        ``layout`` (``cluster.yaml`` ``inventory``): where inventories are written, each
+        instance's own ConfigMap or its key of the namespace's shared one. Both are
+        read; an instance found in both (a switch cut short) is taken from this one.
 
         ``scope`` (``Limits.listed_namespaces``): list namespaced kinds in these
         namespaces only, one list (and, with ``cache``, one watch) each; None lists
@@ -368,6 +381,12 @@ class LiveState:
         self._namespaces: set[str] | None = None
         self._seen_namespaces: set[str] = set()  # namespaces holding a listed object
         self._inventories: dict[str, Inventory] | None = None
+        # the ConfigMaps each instance's inventory was read from (one, but for a
+        # switch of layouts cut short): where a write must go, and what it replaces
+        self._homes: dict[str, tuple[ObjectRef, ...]] = {}
+        self.layout = layout
+        # the shared layout's writes, sent one per namespace by ``flush_inventories``
+        self.writes = InventoryWrites(self)
         # held while a kind (or the namespaces) is listed: one list per kind, however
         # many threads ask at once; re-entrant, as ``inventories`` lists through ``get``
         self._lock = threading.RLock()
@@ -553,12 +572,14 @@ class LiveState:
                     and answer.generation == generation
                     and answer.cluster == self.cluster
                     and answer.namespaces == self.expected_namespaces
+                    and answer.layout == self.layout
                 ):
                     self._inventories = answer.inventories
+                    self._homes = answer.homes
                     return answer.inventories
                 if cache is not None:
                     cache.answer = None  # let the last pass's go before this one's is made
-                read: dict[tuple[ObjectRef, str], Inventory | None] = {}
+                read: dict[tuple[ObjectRef, str], tuple[Inventory, ...]] = {}
                 for ref, packed in bucket.items():
                     if not ref.name.startswith(NAME_PREFIX):
                         continue  # an inventory is trusted only under its own name
@@ -567,16 +588,64 @@ class LiveState:
                     if cache is not None and version and key in cache:
                         read[key] = cache[key]
                     else:
-                        read[key] = from_configmap(unpack(packed))
-                found = trusted(read.values(), self.cluster, self.expected_namespaces)
+                        read[key] = inventories_of(unpack(packed))
+                found, homes = self._trusted(read)
                 if cache is not None:
                     cache.clear()
                     cache.update(read)
                     if generation is not None:
-                        namespaces = self.expected_namespaces
-                        cache.answer = _Answer(generation, self.cluster, namespaces, found)
+                        cache.answer = _Answer(
+                            generation,
+                            self.cluster,
+                            self.expected_namespaces,
+                            self.layout,
+                            found,
+                            homes,
+                        )
                 self._inventories = found
+                self._homes = homes
             return self._inventories
+
+    def _trusted(
+        self, read: Mapping[tuple[ObjectRef, str], tuple[Inventory, ...]]
+    ) -> tuple[dict[str, Inventory], dict[str, tuple[ObjectRef, ...]]]:
+        """The trusted inventories (``inventory.trusted``) and the ConfigMaps holding each.
+
+        An instance held in both layouts in one namespace (a switch cut short between
+        writing its new place and deleting its old one) is taken from ``layout``'s.
+        """
+        shared = self.layout == PER_NAMESPACE
+        pairs = sorted(
+            ((ref, inv) for (ref, _), invs in read.items() for inv in invs),
+            key=lambda pair: pair[0].name.endswith(SHARED_SUFFIX) == shared,
+        )
+        found = trusted((inv for _, inv in pairs), self.cluster, self.expected_namespaces)
+        homes: dict[str, tuple[ObjectRef, ...]] = {}
+        for ref, inv in pairs:
+            kept = found.get(inv.instance)
+            if kept is not None and kept.namespace == inv.namespace and inv.cluster == self.cluster:
+                homes[inv.instance] = (*homes.get(inv.instance, ()), ref)
+        return found, homes
+
+    def inventory_homes(self, instance: str) -> tuple[ObjectRef, ...]:
+        """The ConfigMaps ``instance``'s inventory is in now (none before its first)."""
+        self.inventories()
+        return self._homes.get(instance, ())
+
+    def inventory_ref(self, instance: str, namespace: str) -> ObjectRef:
+        """The ConfigMap holding ``instance``'s inventory: its own, or the shared one."""
+        homes = self.inventory_homes(instance)
+        if homes:
+            return homes[-1]
+        if self.layout == PER_NAMESPACE:
+            return ObjectRef("v1", "ConfigMap", namespace, shared_name(self.cluster))
+        return ObjectRef("v1", "ConfigMap", namespace, inventory_name(instance))
+
+    def flush_inventories(self) -> dict[str, str]:
+        """Send the shared layout's staged inventory writes; instance -> error for those
+        that failed (``InventoryWrites.flush``). Whoever made the view calls it once its
+        applies and removals are done."""
+        return self.writes.flush()
 
     def deployed_versions(self, instances: Iterable[str]) -> dict[str, str]:
         """Instance name -> deployed version, as ``read_deployed_versions`` (no extra request)."""
@@ -591,7 +660,12 @@ class LiveState:
     def inventory(self, instance: str) -> Inventory | None:
         return self.inventories().get(instance)
 
-    def record_inventory(self, inv: Inventory, resource_version: str = "") -> None:
+    def record_inventory(
+        self,
+        inv: Inventory,
+        resource_version: str = "",
+        home: ObjectRef | None = None,
+    ) -> None:
         """``inv`` is the instance's inventory now; the pass wrote it as its ConfigMap,
         which the API server answered with ``resource_version``.
 
@@ -606,9 +680,29 @@ class LiveState:
             if self._inventory_cache is not None:
                 self._inventory_cache.answer = None  # ``inventories`` is changed: no answer
             inventories[inv.instance] = inv
+            ref = home or ObjectRef("v1", "ConfigMap", inv.namespace, inventory_name(inv.instance))
+            self._homes[inv.instance] = (ref,)
             if self._inventory_cache is not None and resource_version:
-                ref = ObjectRef("v1", "ConfigMap", inv.namespace, inventory_name(inv.instance))
-                self._inventory_cache[(ref, resource_version)] = inv
+                self._inventory_cache[(ref, resource_version)] = (inv,)
+
+    def record_shared(self, cm: Mapping[str, Any], mine: Mapping[str, Inventory]) -> None:
+        """A shared inventory ConfigMap as a flush left it: the next pass takes its
+        entries from the cache instead of parsing them, the ones this pass wrote as
+        the very objects it holds (``mine``), as ``record_inventory`` does."""
+        if self._inventory_cache is None:
+            return
+        meta = cm.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        if not version:
+            return
+        ref = ObjectRef("v1", "ConfigMap", str(meta.get("namespace", "")), str(meta.get("name")))
+        entries = tuple(
+            mine[inv.instance] if inv.instance in mine and mine[inv.instance].same_as(inv) else inv
+            for inv in inventories_of(cm)
+        )
+        with self._lock:
+            self._inventory_cache.answer = None
+            self._inventory_cache[(ref, version)] = entries
 
     def drop_inventory(self, instance: str) -> None:
         with self._lock:
@@ -616,3 +710,4 @@ class LiveState:
             if self._inventory_cache is not None:
                 self._inventory_cache.answer = None
             inventories.pop(instance, None)
+            self._homes.pop(instance, None)

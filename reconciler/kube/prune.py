@@ -23,8 +23,11 @@ from reconciler.kube.inventory import (
     INSTANCE_LABEL,
     MANAGED_BY,
     MANAGER_NAME,
+    PER_NAMESPACE,
+    SHARED_SUFFIX,
     Inventory,
     inventory_name,
+    shared_name,
     to_configmap,
 )
 from reconciler.kube.live import LiveState
@@ -150,22 +153,64 @@ def undo_created(
 def write_inventory(
     client: KubeClient, live: LiveState, inventory: Inventory, old: Inventory | None
 ) -> Inventory:
-    """Store ``inventory`` unless it equals ``old``; move it if the namespace changed.
+    """Store ``inventory`` unless it equals ``old`` where the cluster's layout keeps it.
+
+    Per instance (the default): its own ConfigMap, applied now. Per namespace
+    (``live.layout``): its key of the namespace's shared ConfigMap, staged for the
+    pass's flush (``kube.inventory_writes``), or its own ConfigMap when the shared
+    one has no room. Wherever it was before (another namespace, the other layout)
+    is cleared once the new place is written.
 
     Returns the inventory that now stands: ``old`` itself when nothing changed, so a
     daemon keeps one copy of an unchanged inventory (its cache of parsed inventories
     and its memo of settled instances hold the same object), not one per pass.
     """
-    if old is not None and inventory.same_as(old):
+    homes = live.inventory_homes(inventory.instance)
+    shared_home = ObjectRef("v1", "ConfigMap", inventory.namespace, shared_name(live.cluster))
+    own_home = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
+    unchanged = old is not None and inventory.same_as(old)
+    if unchanged and old is not None and _in_place(live, homes, shared_home, inventory):
         return old
+    own = tuple(ref for ref in homes if ref.name == own_home.name)
+    if live.layout == PER_NAMESPACE and live.writes.stage(inventory, replaces=own):
+        live.record_inventory(inventory, home=shared_home)
+        for ref in homes:
+            if ref.name.endswith(SHARED_SUFFIX) and ref.namespace != inventory.namespace:
+                live.writes.stage_removal(ref.namespace, inventory.instance)
+        return inventory
     response = client.apply(to_configmap(inventory), force=True)
     live.remember(response.body)
     live.record_inventory(
         inventory, str(response.body.get("metadata", {}).get("resourceVersion", ""))
     )
-    if old is not None and old.namespace != inventory.namespace:
-        client.delete(ObjectRef("v1", "ConfigMap", old.namespace, inventory_name(old.instance)))
+    for ref in homes:
+        if ref == own_home:
+            continue
+        if ref.name.endswith(SHARED_SUFFIX):
+            live.writes.stage_removal(ref.namespace, inventory.instance)
+        else:
+            client.delete(ref)
+            live.forget(ref)
     return inventory
+
+
+def _in_place(
+    live: LiveState, homes: tuple[ObjectRef, ...], shared_home: ObjectRef, inventory: Inventory
+) -> bool:
+    """True when the inventory sits where the layout wants it, in one place.
+
+    An unchanged inventory in its own ConfigMap is moved into the shared one when
+    the cluster says ``perNamespace`` (and back when it says ``perInstance``), so a
+    switch of layouts moves every instance at its next pass, not only those that
+    change. One in its own ConfigMap under ``perNamespace`` stays there when the
+    shared one has no room for it (``SHARED_BYTES``).
+    """
+    if len(homes) != 1 or homes[0].namespace != shared_home.namespace:
+        return False
+    shared = homes[0] == shared_home
+    if live.layout == PER_NAMESPACE:
+        return shared or not live.writes.fits(inventory)
+    return not shared
 
 
 def remove_instance(
@@ -184,11 +229,17 @@ def remove_instance(
         if failed:
             return ChangeSet((*result.entries, *jobs)), "PruneFailed", failed[0].message
         result = replace(result, entries=(*result.entries, *jobs))
-        ref = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
-        try:
-            client.delete(ref)
-        except KubeError as e:
-            return ChangeSet(result.entries), "PruneFailed", str(e)
+        homes = live.inventory_homes(inventory.instance) or (
+            ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance)),
+        )
+        for ref in homes:
+            if ref.name.endswith(SHARED_SUFFIX):
+                live.writes.stage_removal(ref.namespace, inventory.instance)
+                continue
+            try:
+                client.delete(ref)
+            except KubeError as e:
+                return ChangeSet(result.entries), "PruneFailed", str(e)
         live.drop_inventory(inventory.instance)
     elif result.kept != inventory.objects:
         write_inventory(client, live, _with_objects(inventory, result.kept), inventory)

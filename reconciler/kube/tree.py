@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.kube.health import Health, Verdict, evaluate
-from reconciler.kube.inventory import Inventory, from_configmap, inventory_name
+from reconciler.kube.inventory import Inventory, inventories_of, inventory_name, shared_name
 from reconciler.model.changeset import ObjectRef
 
 if TYPE_CHECKING:
@@ -110,18 +110,19 @@ class InstanceTree:
 def read_instance_inventory(
     client: KubeClient, cluster: str, instance: str, namespace: str
 ) -> Inventory | None:
-    """The instance's inventory in ``namespace`` (one GET), if it is there and ours.
+    """The instance's inventory in ``namespace`` (one or two GETs), if it is there and ours.
 
     Trusted as :func:`reconciler.kube.inventory.trusted` trusts one: under its own
-    name, for this cluster; a ConfigMap of that name that is not an inventory of
-    ``cluster`` reads as none.
+    name (its own ConfigMap, or its key of the namespace's shared one), for this
+    cluster; a ConfigMap of that name that is not an inventory of ``cluster`` reads
+    as none. Its own ConfigMap is looked at first, then the shared one.
     """
-    ref = ObjectRef("v1", "ConfigMap", namespace, inventory_name(instance))
-    found = client.get(ref)
-    inv = from_configmap(found) if found is not None else None
-    if inv is None or inv.cluster != cluster or inv.instance != instance:
-        return None
-    return inv
+    for name in (inventory_name(instance), shared_name(cluster)):
+        found = client.get(ObjectRef("v1", "ConfigMap", namespace, name))
+        for inv in inventories_of(found) if found is not None else ():
+            if inv.cluster == cluster and inv.instance == instance:
+                return inv
+    return None
 
 
 def instance_tree(client: KubeClient, inventory: Inventory) -> InstanceTree:

@@ -214,6 +214,9 @@ class Cluster:
     max_removed: int | None = None  # an absolute count; None: use ``max_removed_percent``
     max_removed_percent: int = 50
     labels: Mapping[str, str] = field(default_factory=dict)  # what waves.yaml matchLabels see
+    # where inventories are written: "perInstance" (a ConfigMap each) or "perNamespace"
+    # (one ConfigMap per namespace holds them all; ``kube.inventory_writes``)
+    inventory: str = "perInstance"
     origin: Origin = field(default_factory=lambda: Origin(""))
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)

@@ -531,3 +531,27 @@ def test_broken_instance_keeps_its_readable_selection(tmp_path: Path) -> None:
     web = {p.name: p for p in plan_cluster(load_catalog(root), "prod")}["web"]
     assert web.reason == "CatalogInvalid"
     assert web.resolution.source == "channel:stable" and web.resolution.app == "podinfo"
+
+
+@pytest.mark.parametrize("layout", ["perInstance", "perNamespace"])
+def test_cluster_yaml_chooses_the_inventory_layout(tmp_path: Path, layout: str) -> None:
+    root = write_catalog(tmp_path)
+    cluster = root / "clusters/prod/cluster.yaml"
+    cluster.write_text(cluster.read_text() + f"inventory: {layout}\n")
+    assert problems_of(root) == []
+    assert load_catalog(root).clusters["prod"].cluster.inventory == layout
+
+
+def test_the_inventory_layout_defaults_to_one_configmap_per_instance(tmp_path: Path) -> None:
+    assert load_catalog(write_catalog(tmp_path)).clusters["prod"].cluster.inventory == "perInstance"
+
+
+def test_an_unknown_inventory_layout_names_the_file_and_applies_nothing(tmp_path: Path) -> None:
+    root = write_catalog(tmp_path)
+    cluster = root / "clusters/prod/cluster.yaml"
+    cluster.write_text(cluster.read_text() + "inventory: shared\n")
+    errors = errors_of(root)
+    assert len(errors) == 1 and errors[0].startswith("clusters/prod/cluster.yaml:6:")
+    assert "perInstance" in errors[0] and "perNamespace" in errors[0]
+    # fail closed: the cluster's limits are unknown, so nothing is written to it
+    assert not load_catalog(root).clusters["prod"].cluster.valid

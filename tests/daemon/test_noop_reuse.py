@@ -120,7 +120,10 @@ def test_what_the_memo_keeps_names_each_object_once(world: World) -> None:
     assert entry.reused.built is entry.final
     # the daemon's cache of inventories holds that same inventory, not an equal copy
     cached = [
-        inv for inv in world.daemon.memo.inventories.values() if inv and inv.instance == "web"
+        inv
+        for held in world.daemon.memo.inventories.values()
+        for inv in held
+        if inv.instance == "web"
     ]
     assert cached == [inventory] and cached[0] is inventory
 
