@@ -58,6 +58,8 @@ def forged_inventory(name: str, namespace: str, instance: str = "web") -> dict[s
     ("name", "labels", "needle"),
     [
         ("reconciler-inventory-web", {}, 'names starting with "reconciler-inventory-"'),
+        # the perNamespace layout's shared inventory of cluster prod
+        ("reconciler-inventory-prod.shared", {}, 'names starting with "reconciler-inventory-"'),
         ("reconciler-migrations-web", {}, 'names starting with "reconciler-migrations-"'),
         ("innocent", {"reconciler.dev/inventory": "true"}, 'label "reconciler.dev/inventory"'),
     ],
