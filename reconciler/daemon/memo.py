@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from reconciler.daemon.plan import InstancePlan, ObjectKey
 from reconciler.daemon.rendered import ref_key, refs_of
 from reconciler.kube import HealthReport, InstanceResult, LiveState
+from reconciler.kube.inventory import SHARED_SUFFIX, Inventory
 from reconciler.kube.live import InventoryCache, Packed, version_of
 from reconciler.model.catalog import AppEntry, Catalog, Cluster, Instance
 from reconciler.model.changeset import Action, ChangeSet, ChangeSetEntry, ObjectRef
@@ -90,6 +91,11 @@ class _Entry:
     # bytes, shared with it, whose ``resourceVersion`` is compared (a version string
     # per object of every settled instance was a copy of what the cache holds)
     seen: tuple[Packed, ...]
+    # an inventory kept in its namespace's shared ConfigMap (``inventory: perNamespace``)
+    # is not watched by that ConfigMap's resourceVersion, which every other instance of
+    # the namespace moves, but by identity: the cache of inventories hands the next
+    # pass the very object while its key's text is unchanged (``shared_entries``)
+    inventory: Inventory | None = None
 
 
 def _packed(live: LiveState, ref: ObjectRef) -> Packed | None:
@@ -178,6 +184,8 @@ class PassMemo:
             # that settled it saw (``remember`` kept only objects with a version)
             if now is not seen and not _same(now, seen):
                 return None
+        if entry.inventory is not None and live.inventory(instance.name) is not entry.inventory:
+            return None
         app = catalog.apps.get(instance.app)
         if entry.app is not app:
             # the app's files changed (a channel moved, a version was added): reused only
@@ -300,7 +308,8 @@ class PassMemo:
         if {e.ref for e in entries} != set(refs):
             return
         inventory_ref = live.inventory_ref(name, inventory.namespace)
-        watched = (*refs, inventory_ref)
+        shared = inventory_ref.name.endswith(SHARED_SUFFIX)
+        watched = tuple(refs) if shared else (*refs, inventory_ref)
         seen = []
         for ref in watched:
             packed = _packed(live, ref)
@@ -333,6 +342,7 @@ class PassMemo:
             final,
             watched,
             tuple(seen),
+            inventory if shared else None,
         )
 
     def still(self, name: str, final: InstanceStatus) -> None:

@@ -184,8 +184,15 @@ def shared_configmap(cluster: str, namespace: str, data: Mapping[str, str]) -> d
     }
 
 
-def shared_entries(cm: Mapping[str, Any]) -> tuple[Inventory, ...]:
+def shared_entries(
+    cm: Mapping[str, Any], known: Mapping[str, Inventory] | None = None
+) -> tuple[Inventory, ...]:
     """The inventories a shared ConfigMap holds; () when it is not one of ours.
+
+    ``known`` (entry text -> the inventory read from it before, in this ConfigMap):
+    a key whose text did not change is that very inventory, not parsed again. When
+    one instance of a namespace changes, the others' inventories stay the objects the
+    daemon holds, which its memo of settled instances compares by identity.
 
     A key counts only when the entry names the same instance, the cluster the
     ConfigMap is named and labelled for, and a readable object list: like an
@@ -201,6 +208,10 @@ def shared_entries(cm: Mapping[str, Any]) -> tuple[Inventory, ...]:
     namespace = str(meta.get("namespace", ""))
     found: list[Inventory] = []
     for key, text in sorted((cm.get("data") or {}).items()):
+        seen = known.get(text) if known is not None and isinstance(text, str) else None
+        if seen is not None and seen.instance == key and seen.namespace == namespace:
+            found.append(seen)
+            continue
         try:
             entry = json.loads(text) if isinstance(text, str) else None
         except ValueError:

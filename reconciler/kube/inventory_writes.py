@@ -72,8 +72,9 @@ class InventoryWrites:
         self._lock = threading.Lock()
         # namespace -> instance -> its entry (None: remove the key)
         self._staged: dict[str, dict[str, str | None]] = {}
-        # namespace -> instance -> the inventory staged (for the cache and the answer)
-        self._inventories: dict[str, dict[str, Inventory]] = {}
+        # namespace -> instance -> (its entry text, the inventory staged): for the
+        # daemon's cache, which keeps the very inventories the pass holds
+        self._inventories: dict[str, dict[str, tuple[str, Inventory]]] = {}
         # namespace -> the instances' own ConfigMaps to delete once it is written
         self._moved: dict[str, list[ObjectRef]] = {}
         # namespace -> bytes its shared ConfigMap holds, with what is staged
@@ -104,7 +105,7 @@ class InventoryWrites:
             sizes[instance] = entry_size(instance, text)
             self._sizes[namespace] = total
             self._staged.setdefault(namespace, {})[instance] = text
-            self._inventories.setdefault(namespace, {})[instance] = inventory
+            self._inventories.setdefault(namespace, {})[instance] = (text, inventory)
             self._moved.setdefault(namespace, []).extend(replaces)
         return True
 
@@ -159,7 +160,7 @@ class InventoryWrites:
                 continue
             if cm is not None:
                 self._live.remember(cm)
-                self._live.record_shared(cm, inventories.get(namespace, {}))
+                self._live.record_shared(cm, dict(inventories.get(namespace, {}).values()))
                 if not cm.get("data"):
                     self._delete_empty(cm)
             for ref in moved.get(namespace, ()):

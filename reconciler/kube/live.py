@@ -54,6 +54,7 @@ from reconciler.kube.inventory import (
     Inventory,
     inventories_of,
     inventory_name,
+    shared_entries,
     shared_name,
     trusted,
 )
@@ -330,11 +331,14 @@ class InventoryCache(dict[tuple[ObjectRef, str], tuple[Inventory, ...]]):
     (``record_inventory``, ``drop_inventory``) drops it first: the dict is its own.
     """
 
-    __slots__ = ("answer",)
+    __slots__ = ("answer", "texts")
 
     def __init__(self) -> None:
         super().__init__()
         self.answer: _Answer | None = None
+        # each shared ConfigMap's inventories by their entry text (``shared_entries``),
+        # with the resourceVersion they were read at
+        self.texts: dict[ObjectRef, tuple[str, dict[str, Inventory]]] = {}
 
 
 class LiveState:
@@ -587,12 +591,19 @@ class LiveState:
                     key = (ref, version)
                     if cache is not None and version and key in cache:
                         read[key] = cache[key]
+                    elif cache is not None and ref.name.endswith(SHARED_SUFFIX):
+                        read[key] = self._read_shared(cache, ref, version, unpack(packed))
                     else:
                         read[key] = inventories_of(unpack(packed))
                 found, homes = self._trusted(read)
                 if cache is not None:
                     cache.clear()
                     cache.update(read)
+                    cache.texts = {
+                        ref: texts
+                        for ref, texts in cache.texts.items()
+                        if (ref, texts[0]) in read  # the version this pass read
+                    }
                     if generation is not None:
                         cache.answer = _Answer(
                             generation,
@@ -605,6 +616,19 @@ class LiveState:
                 self._inventories = found
                 self._homes = homes
             return self._inventories
+
+    @staticmethod
+    def _read_shared(
+        cache: InventoryCache, ref: ObjectRef, version: str, cm: Mapping[str, Any]
+    ) -> tuple[Inventory, ...]:
+        """A shared ConfigMap's inventories, each key whose text is as the cache last
+        saw it being that very inventory (``shared_entries``); the cache then holds its
+        texts at ``version``."""
+        texts = cache.texts.get(ref)
+        found = shared_entries(cm, texts[1] if texts is not None else None)
+        data = cm.get("data") or {}
+        cache.texts[ref] = (version, {str(data[inv.instance]): inv for inv in found})
+        return found
 
     def _trusted(
         self, read: Mapping[tuple[ObjectRef, str], tuple[Inventory, ...]]
@@ -688,7 +712,8 @@ class LiveState:
     def record_shared(self, cm: Mapping[str, Any], mine: Mapping[str, Inventory]) -> None:
         """A shared inventory ConfigMap as a flush left it: the next pass takes its
         entries from the cache instead of parsing them, the ones this pass wrote as
-        the very objects it holds (``mine``), as ``record_inventory`` does."""
+        the very objects it holds (``mine``: entry text -> inventory), as
+        ``record_inventory`` does."""
         if self._inventory_cache is None:
             return
         meta = cm.get("metadata") or {}
@@ -696,13 +721,14 @@ class LiveState:
         if not version:
             return
         ref = ObjectRef("v1", "ConfigMap", str(meta.get("namespace", "")), str(meta.get("name")))
-        entries = tuple(
-            mine[inv.instance] if inv.instance in mine and mine[inv.instance].same_as(inv) else inv
-            for inv in inventories_of(cm)
-        )
         with self._lock:
-            self._inventory_cache.answer = None
-            self._inventory_cache[(ref, version)] = entries
+            cache = self._inventory_cache
+            last = cache.texts.get(ref)
+            # the keys it wrote, as the very inventories, and the others as last read
+            cache.texts[ref] = (version, {**(last[1] if last else {}), **mine})
+            entries = self._read_shared(cache, ref, version, cm)
+            cache.answer = None
+            cache[(ref, version)] = entries
 
     def drop_inventory(self, instance: str) -> None:
         with self._lock:

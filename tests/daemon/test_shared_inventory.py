@@ -8,11 +8,17 @@ instances whose inventories share it, an uninstall, and the switch back.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from reconciler.daemon import plan as plan_module
 from reconciler.kube.inventory import inventory_name, read_inventories, shared_name
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
 from tests.daemon.conftest import World, settle
 from tests.factories import remove_file
+from tests.kube.conftest import edit_like_kubectl
 
 CLUSTER = """\
 apiVersion: reconciler/v1
@@ -87,3 +93,43 @@ def test_a_cluster_with_per_namespace_inventories(world: World) -> None:
     for ns, name in (("web", "web"), ("web", "web2"), ("team-api", "api")):
         assert configmap(world, ns, inventory_name(name)) is not None
     assert sorted(read_inventories(world.client, world.cluster)) == ["api", "web", "web2"]
+
+
+def test_a_neighbour_s_change_does_not_make_settled_instances_rendered_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared ConfigMap's resourceVersion moves with every instance of its namespace;
+    a settled instance's memo watches its own key's inventory instead (by identity)."""
+    world.commit("clusters/prod/cluster.yaml", CLUSTER.format(layout="perNamespace"), "shared")
+    for name in ("web2", "web3"):
+        world.commit(f"clusters/prod/instances/{name}.yaml", INSTANCE.format(name=name), name)
+    settle(world.daemon)
+    assert world.daemon.run_pass().ok  # finds everything unchanged: the memo keeps it all
+    rendered: list[str] = []
+    real = plan_module.render_instance
+
+    def counting(catalog: Any, instance: Any, version: Any) -> Any:
+        rendered.append(instance.name)
+        return real(catalog, instance, version)
+
+    monkeypatch.setattr(plan_module, "render_instance", counting)
+    changed = INSTANCE.format(name="web2") + "parameters: {message: bonjour}\n"
+    world.commit("clusters/prod/instances/web2.yaml", changed, "web2: bonjour")
+    settle(world.daemon)
+    assert rendered and set(rendered) == {"web2"}
+    rendered.clear()
+    # the pass after: web2 settled again, and its neighbours' inventories are the very
+    # objects the memo holds, though their ConfigMap was written
+    after = world.daemon.run_pass()
+    assert after.report is not None
+    assert {"web", "web3", "api"} <= after.report.reused
+    assert "web" not in rendered and "web3" not in rendered
+    # an inventory edited by hand is not the one the memo holds: checked again
+    ref = ObjectRef("v1", "ConfigMap", world.ns("web"), shared_name(world.cluster))
+    edit_like_kubectl(world.client, ref, {"data": {"web3": None}})
+    rendered.clear()
+    again = world.daemon.run_pass()
+    assert again.report is not None and "web3" not in again.report.reused
+    assert "web3" in rendered
+    found = read_inventories(world.client, world.cluster)
+    assert "web3" in found  # written back
