@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.daemon import plan as plan_module
 from reconciler.daemon.loop import EVENT_FLUSH_SECONDS, Daemon, DaemonSettings, PassOutcome
 from reconciler.kube import KubeClient
 from reconciler.migrations.registry import Registry
@@ -284,3 +285,17 @@ def next_look(sandbox: SandboxHandle | None, since: int, look: float | None) -> 
     bound = min(look, SETTLE_BOUND)
     if not sandbox.settled(since, bound) and sandbox.resource_version() == since:
         sandbox.settled(since, min(look, LOOK_BOUND) - bound)
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The instances rendered since the test began, in order (one name per render)."""
+    seen: list[str] = []
+    real = plan_module.render_instance
+
+    def counting(catalog: Any, instance: Any, version: Any) -> Any:
+        seen.append(instance.name)
+        return real(catalog, instance, version)
+
+    monkeypatch.setattr(plan_module, "render_instance", counting)
+    yield seen

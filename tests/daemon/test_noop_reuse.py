@@ -14,7 +14,6 @@ which is what makes such an edit visible.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,20 +32,6 @@ from tests.kube.conftest import edit_like_kubectl
 WEB_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "web", "web")
 API_DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "team-api", "api")
 API_CONFIG = ObjectRef("v1", "ConfigMap", "team-api", "api-config")
-
-
-@pytest.fixture
-def renders(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The instances rendered since the test began, in order (one name per render)."""
-    seen: list[str] = []
-    real = plan_module.render_instance
-
-    def counting(catalog: Any, instance: Any, version: Any) -> Any:
-        seen.append(instance.name)
-        return real(catalog, instance, version)
-
-    monkeypatch.setattr(plan_module, "render_instance", counting)
-    yield seen
 
 
 def reused_pass(world: World) -> PassOutcome:

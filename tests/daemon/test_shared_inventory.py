@@ -8,11 +8,6 @@ instances whose inventories share it, an uninstall, and the switch back.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
-from reconciler.daemon import plan as plan_module
 from reconciler.kube.inventory import inventory_name, read_inventories, shared_name
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.status import Phase
@@ -96,7 +91,7 @@ def test_a_cluster_with_per_namespace_inventories(world: World) -> None:
 
 
 def test_a_neighbour_s_change_does_not_make_settled_instances_rendered_again(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, renders: list[str]
 ) -> None:
     """The shared ConfigMap's resourceVersion moves with every instance of its namespace;
     a settled instance's memo watches its own key's inventory instead (by identity)."""
@@ -105,14 +100,8 @@ def test_a_neighbour_s_change_does_not_make_settled_instances_rendered_again(
         world.commit(f"clusters/prod/instances/{name}.yaml", INSTANCE.format(name=name), name)
     settle(world.daemon)
     assert world.daemon.run_pass().ok  # finds everything unchanged: the memo keeps it all
-    rendered: list[str] = []
-    real = plan_module.render_instance
-
-    def counting(catalog: Any, instance: Any, version: Any) -> Any:
-        rendered.append(instance.name)
-        return real(catalog, instance, version)
-
-    monkeypatch.setattr(plan_module, "render_instance", counting)
+    rendered = renders
+    rendered.clear()
     changed = INSTANCE.format(name="web2") + "parameters: {message: bonjour}\n"
     world.commit("clusters/prod/instances/web2.yaml", changed, "web2: bonjour")
     settle(world.daemon)
