@@ -75,11 +75,16 @@ def _read(client: KubeClient, entry: ClusterEntry, cluster: str, name: str) -> I
     if instance is not None:
         inventory = read_instance_inventory(client, cluster, name, instance.namespace)
         if inventory is None:
+            shared = (
+                f" and no key {name} in reconciler-inventory-{cluster}.shared"
+                if entry.cluster.inventory == "perNamespace"
+                else ""
+            )
             raise _NotInstalled(
                 f"{name} is not installed on cluster {cluster}: no inventory "
-                f"ConfigMap reconciler-inventory-{name} in namespace {instance.namespace} "
-                "(the daemon has not applied it yet, or it failed before its first apply; "
-                f"see `reconciler status --cluster {cluster}`)"
+                f"ConfigMap reconciler-inventory-{name}{shared} in namespace "
+                f"{instance.namespace} (the daemon has not applied it yet, or it failed "
+                f"before its first apply; see `reconciler status --cluster {cluster}`)"
             )
         return instance_tree(client, inventory)
     # deleted from Git but maybe still installed (pruned on the next pass): ask the cluster

@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.cli import main
 from reconciler.kube import KubeClient
+from reconciler.kube.inventory import inventory_name, shared_name
 from reconciler.model.changeset import ObjectRef
 from tests.factories import write_catalog
 from tests.kube.conftest import edit_like_kubectl
@@ -167,3 +168,33 @@ def test_the_request_budget_is_an_option_of_apply(
         cli.run("apply", "--max-requests-in-flight", "0")
     assert info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_apply_writes_per_namespace_inventories_when_cluster_yaml_says_so(cli: Cli) -> None:
+    cli.edit(
+        "clusters/prod/cluster.yaml",
+        "allowClusterScoped: false\n",
+        "allowClusterScoped: false\ninventory: perNamespace\n",
+    )
+    code, first = cli.apply_json()
+    assert code == 0 and set(first.values()) == {"created"}
+    for ns, instance in (("web", "web"), ("team-api", "api")):
+        shared = cli.client.get(ObjectRef("v1", "ConfigMap", ns, shared_name("prod")))
+        assert shared is not None and list(shared["data"]) == [instance]
+        assert cli.client.get(ObjectRef("v1", "ConfigMap", ns, inventory_name(instance))) is None
+    # prune reads the shared inventory: a manifest removed from Git is deleted
+    cli.edit("clusters/prod/instances/api.yaml", '">=6.0.0 <7.0.0"', "6.6.0")
+    version_file = cli.catalog / "apps/podinfo/versions/6.6.0/manifests/deployment.yaml"
+    version_file.write_text(version_file.read_text().split("---")[0])
+    code, second = cli.apply_json()
+    assert code == 0, second
+    assert second["ConfigMap/team-api/api-config"] == "deleted"
+    assert cli.client.get(API_CFG) is None
+    # and `get` reads it
+    cli.capsys.readouterr()
+    argv = ["get", "api", "--repo", str(cli.catalog), "--cluster", "prod"]
+    argv += ["--kubeconfig", str(cli.sandbox.kubeconfig)]
+    code = main(argv)
+    out = cli.capsys.readouterr().out
+    assert code in (0, 1), out  # 1: not every object Current yet
+    assert "Deployment/api" in out and "api-config" not in out
