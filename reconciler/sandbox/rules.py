@@ -170,14 +170,43 @@ def _keys(values: Any, where: str) -> list[Cause]:
     ]
 
 
+# core.MaxSecretSize: what a ConfigMap's values, or a Secret's, may hold in all
+# (https://kubernetes.io/docs/concepts/configuration/configmap/#motivation: "The data
+# stored in a ConfigMap cannot exceed 1 MiB"; for a Secret, "the total bytes of the
+# values in the Data field must be less than MaxSecretSize bytes":
+# https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/secret-v1/)
+MAX_DATA_SIZE = 1024 * 1024
+
+
+def _decoded_size(value: Any) -> int:
+    """The bytes a base64 value stands for (binaryData, a Secret's data); an
+    undecodable one counts as its text (its own cause says it is not base64)."""
+    try:
+        return len(base64.b64decode(str(value), validate=True))
+    except (binascii.Error, ValueError):
+        return len(str(value).encode())
+
+
+def _too_large(size: int, where: str) -> list[Cause]:
+    if size <= MAX_DATA_SIZE:
+        return []
+    why = f"Too long: must have at most {MAX_DATA_SIZE} bytes"
+    return [cause("FieldValueTooLong", where, why)]
+
+
 def _configmap(obj: Mapping[str, Any]) -> list[Cause]:
-    """``ValidateConfigMap``: keys, and no key in both ``data`` and ``binaryData``."""
+    """``ValidateConfigMap``: keys, no key in both ``data`` and ``binaryData``, and
+    the values of both at most 1 MiB together (the keys do not count). The error
+    names the whole object, as a real API server's does: ``ConfigMap "big" is
+    invalid: []: Too long: must have at most 1048576 bytes``."""
     causes = _keys(obj.get("data"), "data")
     binary = as_map(obj.get("binaryData"))
     for key in as_map(obj.get("data")):
         if key in binary:
             causes.append(invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
-    return causes + _keys(binary, "binaryData")
+    size = sum(len(str(v).encode()) for v in as_map(obj.get("data")).values())
+    size += sum(_decoded_size(v) for v in binary.values())
+    return causes + _keys(binary, "binaryData") + _too_large(size, "[]")
 
 
 def _secret(obj: Mapping[str, Any]) -> list[Cause]:
@@ -195,7 +224,7 @@ def _secret(obj: Mapping[str, Any]) -> list[Cause]:
         causes += [required("data[username]"), required("data[password]")]
     needed = _SECRET_KEYS.get(str(kind), ())
     causes += [required(f"data[{key}]") for key in needed if key not in data]
-    return causes
+    return causes + _too_large(sum(_decoded_size(v) for v in data.values()), "data")
 
 
 def _selector(spec: Mapping[str, Any]) -> list[Cause]:

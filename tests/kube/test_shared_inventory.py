@@ -33,6 +33,7 @@ from reconciler.kube.inventory import (
     PER_INSTANCE,
     PER_NAMESPACE,
     Inventory,
+    entry_size,
     entry_text,
     inventories_of,
     inventory_name,
@@ -252,13 +253,16 @@ def test_an_inventory_that_does_not_fit_gets_its_own_configmap(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ns = backend.namespace("shared")
-    one = len("a") + len(
-        entry_text(
-            apply_pass(backend, backend.namespace("measure"), {"a": objects_of("a", ns)})[
-                "a"
-            ].inventory  # type: ignore[arg-type]
-        )
+    # what one instance's key takes: two objects, each with a 16-digit fingerprint
+    probe = Inventory(
+        cluster=backend.cluster,
+        instance="a",
+        namespace=ns,
+        app="demo",
+        version="1.0.0",
+        objects={ObjectRef.of(o): "0" * 16 for o in objects_of("a", ns)},
     )
+    one = entry_size("a", entry_text(probe))
     monkeypatch.setattr(writes_module, "SHARED_BYTES", one + one // 2)
     results = apply_pass(backend, ns, {n: objects_of(n, ns) for n in ("a", "b")})
     assert all(r.ok for r in results.values())

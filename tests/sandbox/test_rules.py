@@ -185,3 +185,53 @@ def test_no_new_finalizers_while_deleting(sandbox: SandboxHandle) -> None:
     assert status == 200
     status, _ = http(sandbox, "GET", f"{NS}/configmaps/c")
     assert status == 404
+
+
+MIB = 1024 * 1024
+
+
+def configmap(name: str, **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, **fields}
+
+
+def test_a_configmap_s_values_hold_at_most_one_mebibyte(sandbox: SandboxHandle) -> None:
+    """``ValidateConfigMap``: the values of ``data`` and ``binaryData`` together (keys do
+    not count), https://kubernetes.io/docs/concepts/configuration/configmap/#motivation.
+    The error names the whole object: ``ConfigMap "big" is invalid: []: Too long: ...``."""
+    at_most = configmap("fits", data={"a": "x" * (MIB - 1), "long-key-" * 20: "y"})
+    assert http(sandbox, "POST", f"{NS}/configmaps", at_most)[0] == 201
+    over = configmap("big", data={"a": "x" * (MIB - 1), "b": "yy"})
+    status, error = http(sandbox, "POST", f"{NS}/configmaps", over)
+    assert status == 422 and error["reason"] == "Invalid"
+    assert error["message"] == (
+        'ConfigMap "big" is invalid: []: Too long: must have at most 1048576 bytes'
+    )
+    assert error["details"]["causes"] == [
+        {
+            "reason": "FieldValueTooLong",
+            "message": "Too long: must have at most 1048576 bytes",
+            "field": "[]",
+        }
+    ]
+    # binaryData counts its decoded bytes: 3 bytes of base64 "eHl6" are "xyz"
+    binary = configmap("binary", data={"a": "x" * (MIB - 3)}, binaryData={"b": "eHl6"})
+    assert http(sandbox, "POST", f"{NS}/configmaps", binary)[0] == 201
+    # an update past the bound is refused as well, and the object stays as it was
+    grown = {**at_most, "data": {**at_most["data"], "c": "zz"}}
+    status, _ = http(sandbox, "PUT", f"{NS}/configmaps/fits", grown)
+    assert status == 422
+    status, stored = http(sandbox, "GET", f"{NS}/configmaps/fits")
+    assert status == 200 and "c" not in stored["data"]
+
+
+def test_a_secret_s_data_holds_at_most_one_mebibyte(sandbox: SandboxHandle) -> None:
+    """``ValidateSecret``: the decoded values of ``data``
+    (https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/secret-v1/)."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "big"}}
+    over = {**secret, "stringData": {"a": "x" * MIB, "b": "y"}}
+    status, error = http(sandbox, "POST", f"{NS}/secrets", over)
+    assert status == 422
+    assert causes(error) == ["data"]
+    assert error["message"].endswith("data: Too long: must have at most 1048576 bytes")
+    fits = {**secret, "stringData": {"a": "x" * MIB}}
+    assert http(sandbox, "POST", f"{NS}/secrets", fits)[0] == 201
