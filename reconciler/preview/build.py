@@ -27,7 +27,7 @@ from reconciler.model.images import ImageRefError, parse_image
 from reconciler.model.problems import Problem
 from reconciler.model.secrets import mask_secret_pair
 from reconciler.model.version import parse_version
-from reconciler.preview.guards import gate_warnings, limit_warnings
+from reconciler.preview.guards import gate_warnings, inventory_notes, limit_warnings
 from reconciler.preview.model import (
     ADDED,
     BUILDS,
@@ -109,6 +109,7 @@ def compare(
         warnings=(
             *_prune_guard(scope, chosen, changes),
             *limit_warnings(scope.base.catalog, scope.head.catalog, chosen),
+            *inventory_notes(scope.base.catalog, scope.head.catalog, chosen),
             *gate_warnings(keys, base_plans, head_plans),
         ),
         unchanged=unchanged,

@@ -101,6 +101,37 @@ def limit_warnings(base: Catalog, head: Catalog, clusters: Sequence[str]) -> lis
     return out
 
 
+def inventory_notes(base: Catalog, head: Catalog, clusters: Sequence[str]) -> list[str]:
+    """One line per cluster whose ``cluster.yaml`` moves its inventories to the other
+    layout: nothing of the instances is applied or removed, but the next pass writes
+    every inventory in its new place and deletes the old ones, which a reviewer should
+    know before a ConfigMap they look for by name goes."""
+    out: list[str] = []
+    for name in clusters:
+        before, after = base.clusters.get(name), head.clusters.get(name)
+        if before is None or after is None:
+            continue
+        old, new = before.cluster, after.cluster
+        if not (old.valid and new.valid) or old.inventory == new.inventory:
+            continue
+        if new.inventory == "perNamespace":
+            where = (
+                f"one ConfigMap per namespace, reconciler-inventory-{name}.shared; their own "
+                "ConfigMaps reconciler-inventory-<instance> are deleted"
+            )
+        else:
+            where = (
+                "a ConfigMap each, reconciler-inventory-<instance>; the shared ones "
+                f"reconciler-inventory-{name}.shared are deleted"
+            )
+        out.append(
+            f"{name}: the change moves the inventories of its {len(after.instances)} "
+            f"instance(s) at the next pass (inventory: {old.inventory} -> {new.inventory}) "
+            f"into {where}. No object of theirs is applied or removed"
+        )
+    return out
+
+
 def _widened(old: Cluster, new: Cluster) -> list[str]:
     if not new.declared:
         return [

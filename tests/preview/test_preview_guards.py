@@ -173,3 +173,37 @@ def test_a_renamed_cluster_yaml_is_an_error_and_a_warning(
         "prod: the change leaves clusters/prod/cluster.yaml unreadable (renamed, or invalid): "
         "the reconciler applies nothing to this cluster (CatalogInvalid) until it is fixed"
     ]
+
+
+@pytest.mark.parametrize(("before", "after"), [(None, "perNamespace"), ("perNamespace", None)])
+def test_a_change_of_inventory_layout_says_every_inventory_moves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], before: str | None, after: str | None
+) -> None:
+    root = repo(tmp_path)
+    limits = OPEN.replace("        ", "")
+    if before is not None:
+        edit(root, LIMITS, limits, limits + f"inventory: {before}\n")
+        commit(root, "inventory: " + before)
+    edit(
+        root,
+        LIMITS,
+        limits + (f"inventory: {before}\n" if before else ""),
+        limits + (f"inventory: {after}\n" if after else ""),
+    )
+    commit(root, "inventory moved")
+    code, data = as_json(capsys, root)  # from HEAD~1
+    assert code == 0
+    new = after or "perInstance"
+    old = before or "perInstance"
+    assert data["warnings"] == [
+        f"prod: the change moves the inventories of its 2 instance(s) at the next pass "
+        f"(inventory: {old} -> {new}) into "
+        + (
+            "one ConfigMap per namespace, reconciler-inventory-prod.shared; their own "
+            "ConfigMaps reconciler-inventory-<instance> are deleted"
+            if new == "perNamespace"
+            else "a ConfigMap each, reconciler-inventory-<instance>; the shared ones "
+            "reconciler-inventory-prod.shared are deleted"
+        )
+        + ". No object of theirs is applied or removed"
+    ]
