@@ -43,8 +43,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
             "20",
             "--history-instances",
             "10",
+            "--startup-runs",
+            "1",
         ],
-        "ratio CLI history inst-7 vs raw git log",
+        "reconciler history: ",
     ),
     "ledger.py": (
         [
