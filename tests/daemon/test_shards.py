@@ -21,7 +21,9 @@ import pytest
 from reconciler.daemon.loop import Daemon, PassOutcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.service import Service
+from reconciler.kube.inventory import inventory_name, read_inventories, shared_name
 from reconciler.kube.shards import ShardCoordinator
+from reconciler.model.changeset import ObjectRef
 from reconciler.model.shards import shard_of
 from reconciler.model.status import Phase
 from reconciler.source.ledger import StatusLedger
@@ -319,3 +321,63 @@ def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ..
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
+
+
+SHARED_CLUSTER = """\
+apiVersion: reconciler/v1
+kind: Cluster
+name: prod
+allowedNamespaces: [web, "team-*"]
+allowClusterScoped: false
+inventory: perNamespace
+"""
+
+
+@pytest.fixture
+def shared_shop(tmp_path: Path) -> Iterator[World]:
+    """``shop`` with ``inventory: perNamespace``: the 30 instances' inventories are keys of
+    one ConfigMap, which the three replicas write at the same time."""
+    with sandbox_world(tmp_path, {**catalog(), "clusters/prod/cluster.yaml": SHARED_CLUSTER}) as w:
+        yield w
+
+
+def shared_inventory(world: World) -> dict[str, str]:
+    ref = ObjectRef("v1", "ConfigMap", "team-shop", shared_name("prod"))
+    found = world.client.get(ref)
+    assert found is not None
+    return dict(found.get("data") or {})
+
+
+@pytest.mark.slow
+def test_three_replicas_writing_one_shared_inventory_keep_each_other_s_keys(
+    shared_shop: World,
+) -> None:
+    clock = Clock()
+    group = replicas(shared_shop, clock)
+    tick(group, rounds=4)
+    assert sorted(k for r in group for k in r.leases.held) == [0, 1, 2]
+    assert reconciled(concurrently(group)) == Counter(dict.fromkeys(NAMES, 1))
+    # each replica wrote its own instances' keys of the one ConfigMap, at the same time
+    assert sorted(shared_inventory(shared_shop)) == NAMES
+    found = read_inventories(shared_shop.client, "prod")
+    assert sorted(found) == NAMES and {i.version for i in found.values()} == {"1.0.0"}
+    for name in NAMES:
+        own = ObjectRef("v1", "ConfigMap", "team-shop", inventory_name(name))
+        assert shared_shop.client.get(own) is None
+
+    # a channel move: every replica rewrites its keys; none is lost to another's write
+    shared_shop.commit(
+        "apps/settings/channels.yaml", CHANNELS.format(stable="1.1.0"), "stable -> 1.1.0"
+    )
+    assert reconciled(concurrently(group)) == Counter(dict.fromkeys(NAMES, 1))
+    found = read_inventories(shared_shop.client, "prod")
+    assert sorted(found) == NAMES and {i.version for i in found.values()} == {"1.1.0"}
+
+    # deleted from Git: each key goes, by the shard its name hashes to; the others stay
+    gone = NAMES[:2]
+    for name in gone:
+        remove_file(shared_shop.repo, f"clusters/prod/instances/{name}.yaml", f"remove {name}")
+    outcomes = concurrently(group)
+    removed = Counter(x.instance for o in outcomes if o.report for x in o.report.removed)
+    assert removed == Counter(dict.fromkeys(gone, 1))
+    assert sorted(shared_inventory(shared_shop)) == NAMES[2:]
