@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "reconciler"
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"  # RFC 7386: only the keys named change
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Server-side apply's typed conversion refuses a field the schema does not declare
 # with a 500 (kubernetes/kubernetes#122480); the same body fails again, so no retry.

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from reconciler.kube.client import KubeClient
+from reconciler.kube.client import MERGE_PATCH, KubeClient
 from reconciler.kube.discovery import segment
 from reconciler.kube.errors import ClusterUnreachable, NotFoundError
 from reconciler.model.changeset import ObjectRef
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["Normal", "Warning"]
 EVENT_TYPES = ("Normal", "Warning")
-MERGE_PATCH = "application/merge-patch+json"
 MAX_MESSAGE = 1024  # events.k8s.io's limit for a note; long messages are cut to fit
 MAX_REASON = 128
 MAX_NAME = 253

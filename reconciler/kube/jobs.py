@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.kube.client import KubeClient, label_selector
+from reconciler.kube.client import MERGE_PATCH, KubeClient, label_selector
 from reconciler.kube.errors import ClusterUnreachable, KubeApiError
 from reconciler.migrations import (
     REPORTED_ANNOTATION,
@@ -55,7 +55,6 @@ from reconciler.model.errors import KubeError
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 LOG_LINES = 10
 _LINE_LIMIT = 300  # characters kept of one log line: a status message is not a log store
-_MERGE_PATCH = "application/merge-patch+json"
 
 JsonObject = dict[str, Any]
 _Verdict = tuple[tuple[str, str, str], JsonObject]  # (type, reason, message) and the Job
@@ -225,7 +224,7 @@ class KubeJobRunner:
                 subject=str(ref),
                 verb="annotate",
                 body=patch,
-                content_type=_MERGE_PATCH,
+                content_type=MERGE_PATCH,
             )
         except ClusterUnreachable:
             raise
