@@ -25,6 +25,7 @@ from reconciler.catalog.yamlread import Document
 from reconciler.model.analysis import PrometheusAnalysis
 from reconciler.model.builds import ImageBuild, ImageBuilds
 from reconciler.model.catalog import (
+    INVENTORY_PER_INSTANCE,
     App,
     AppEntry,
     AppVersion,
@@ -556,7 +557,7 @@ def _load_cluster_head(ctx: LoadContext, cluster_dir: Path) -> Cluster:
                 max_removed=limit if isinstance(limit, int) else None,
                 max_removed_percent=int(str(limit).rstrip("%")) if isinstance(limit, str) else 50,
                 labels=dict(doc.data.get("labels") or {}),
-                inventory=str(doc.data.get("inventory", "perInstance")),
+                inventory=str(doc.data.get("inventory", INVENTORY_PER_INSTANCE)),
                 origin=_origin(ctx, path, doc),
                 declared=True,
             )

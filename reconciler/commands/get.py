@@ -32,7 +32,8 @@ from reconciler.kube import (
     read_instance_inventory,
     read_inventories,
 )
-from reconciler.model.catalog import ClusterEntry
+from reconciler.kube.inventory import inventory_name, shared_name
+from reconciler.model.catalog import INVENTORY_PER_NAMESPACE, ClusterEntry
 from reconciler.model.errors import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -76,13 +77,13 @@ def _read(client: KubeClient, entry: ClusterEntry, cluster: str, name: str) -> I
         inventory = read_instance_inventory(client, cluster, name, instance.namespace)
         if inventory is None:
             shared = (
-                f" and no key {name} in reconciler-inventory-{cluster}.shared"
-                if entry.cluster.inventory == "perNamespace"
+                f" and no key {name} in {shared_name(cluster)}"
+                if entry.cluster.inventory == INVENTORY_PER_NAMESPACE
                 else ""
             )
             raise _NotInstalled(
                 f"{name} is not installed on cluster {cluster}: no inventory "
-                f"ConfigMap reconciler-inventory-{name}{shared} in namespace "
+                f"ConfigMap {inventory_name(name)}{shared} in namespace "
                 f"{instance.namespace} (the daemon has not applied it yet, or it failed "
                 f"before its first apply; see `reconciler status --cluster {cluster}`)"
             )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
+from reconciler.model.catalog import INVENTORY_PER_INSTANCE, INVENTORY_PER_NAMESPACE
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.rollout import release_key
 
@@ -49,9 +50,8 @@ SHARED_SUFFIX = ".shared"
 # refuses a ConfigMap over 1 MiB; past this bound an instance's inventory is written
 # to its own ConfigMap instead (``kube.inventory_writes``), which readers take as well.
 SHARED_BYTES = 512 * 1024
-PER_INSTANCE = "perInstance"
-PER_NAMESPACE = "perNamespace"
-LAYOUTS = (PER_INSTANCE, PER_NAMESPACE)
+PER_INSTANCE = INVENTORY_PER_INSTANCE
+PER_NAMESPACE = INVENTORY_PER_NAMESPACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,14 +160,24 @@ def shared_name(cluster: str) -> str:
     return NAME_PREFIX + cluster + SHARED_SUFFIX
 
 
+def shared_ref(cluster: str, namespace: str) -> ObjectRef:
+    """The shared inventory ConfigMap of ``cluster`` in ``namespace``."""
+    return ObjectRef("v1", "ConfigMap", namespace, shared_name(cluster))
+
+
+def shared_labels(cluster: str) -> dict[str, str]:
+    """The labels of a shared inventory ConfigMap: ours, an inventory, of ``cluster``."""
+    return {MANAGED_BY: MANAGER_NAME, INVENTORY_LABEL: "true", CLUSTER_LABEL: cluster}
+
+
 def entry_text(inv: Inventory) -> str:
     """An inventory as one key of a shared ConfigMap: compact JSON of ``to_dict``."""
     return json.dumps(inv.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-def entry_size(instance: str, text: str | None) -> int:
+def entry_size(instance: str, text: str) -> int:
     """What one key takes of ``SHARED_BYTES`` (the API server counts keys and values)."""
-    return 0 if text is None else len(instance) + len(text.encode())
+    return len(instance) + len(text.encode())
 
 
 def shared_configmap(cluster: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
@@ -178,7 +188,7 @@ def shared_configmap(cluster: str, namespace: str, data: Mapping[str, str]) -> d
         "metadata": {
             "name": shared_name(cluster),
             "namespace": namespace,
-            "labels": {MANAGED_BY: MANAGER_NAME, INVENTORY_LABEL: "true", CLUSTER_LABEL: cluster},
+            "labels": shared_labels(cluster),
         },
         "data": dict(data),
     }

@@ -38,19 +38,16 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from reconciler.kube.client import FIELD_MANAGER, MERGE_PATCH
 from reconciler.kube.errors import KubeApiError, NotFoundError
 from reconciler.kube.inventory import (
-    CLUSTER_LABEL,
-    INVENTORY_LABEL,
-    MANAGED_BY,
-    MANAGER_NAME,
     SHARED_BYTES,
-    SHARED_SUFFIX,
     Inventory,
     entry_size,
     entry_text,
     shared_configmap,
-    shared_name,
+    shared_labels,
+    shared_ref,
 )
 from reconciler.model.changeset import ObjectRef
 from reconciler.model.errors import KubeError
@@ -59,9 +56,6 @@ if TYPE_CHECKING:
     from reconciler.kube.live import LiveState
 
 log = logging.getLogger(__name__)
-
-MERGE_PATCH = "application/merge-patch+json"
-FIELD_MANAGER = "reconciler"
 
 
 class InventoryWrites:
@@ -89,9 +83,9 @@ class InventoryWrites:
         """
         namespace, instance = inventory.namespace, inventory.instance
         text = entry_text(inventory)
+        size = entry_size(instance, text)
         with self._lock:
-            sizes = self._entry_sizes(namespace)
-            total = self._sizes[namespace] - sizes.get(instance, 0) + entry_size(instance, text)
+            total = self._total_with(namespace, instance, size)
             if total > SHARED_BYTES:
                 log.warning(
                     "inventory of %s/%s written to its own ConfigMap: the shared one "
@@ -102,7 +96,7 @@ class InventoryWrites:
                     SHARED_BYTES,
                 )
                 return False
-            sizes[instance] = entry_size(instance, text)
+            self._entries[namespace][instance] = size
             self._sizes[namespace] = total
             self._staged.setdefault(namespace, {})[instance] = text
             self._inventories.setdefault(namespace, {})[instance] = (text, inventory)
@@ -114,8 +108,7 @@ class InventoryWrites:
         namespace, instance = inventory.namespace, inventory.instance
         size = entry_size(instance, entry_text(inventory))
         with self._lock:
-            sizes = self._entry_sizes(namespace)
-            return self._sizes[namespace] - sizes.get(instance, 0) + size <= SHARED_BYTES
+            return self._total_with(namespace, instance, size) <= SHARED_BYTES
 
     def stage_removal(self, namespace: str, instance: str) -> None:
         """Remove ``instance``'s key from ``namespace``'s shared ConfigMap at the flush."""
@@ -125,22 +118,22 @@ class InventoryWrites:
             self._staged.setdefault(namespace, {})[instance] = None
             self._inventories.get(namespace, {}).pop(instance, None)
 
+    def _total_with(self, namespace: str, instance: str, size: int) -> int:
+        """Bytes the namespace's shared ConfigMap would hold with ``instance``'s key at
+        ``size`` (held under ``_lock``)."""
+        sizes = self._entry_sizes(namespace)
+        return self._sizes[namespace] - sizes.get(instance, 0) + size
+
     def _entry_sizes(self, namespace: str) -> dict[str, int]:
         """Bytes per key of the namespace's shared ConfigMap as read (and staged since)."""
         sizes = self._entries.get(namespace)
         if sizes is None:
-            live = self._live
-            ref = ObjectRef("v1", "ConfigMap", namespace, shared_name(live.cluster))
-            cm = live.get(ref) or {}
+            cm = self._live.get(shared_ref(self._live.cluster, namespace)) or {}
             data = cm.get("data") or {}
             sizes = {str(k): entry_size(str(k), str(v)) for k, v in data.items()}
             self._entries[namespace] = sizes
             self._sizes[namespace] = sum(sizes.values())
         return sizes
-
-    def pending(self) -> bool:
-        with self._lock:
-            return bool(self._staged)
 
     def flush(self) -> dict[str, str]:
         """Send each namespace's staged keys in one request; instance -> error on failure."""
@@ -181,9 +174,8 @@ class InventoryWrites:
         """
         client = self._live.client
         cluster = self._live.cluster
-        ref = ObjectRef("v1", "ConfigMap", namespace, shared_name(cluster))
-        labels = {MANAGED_BY: MANAGER_NAME, INVENTORY_LABEL: "true", CLUSTER_LABEL: cluster}
-        patch = {"metadata": {"labels": labels}, "data": dict(changes)}
+        ref = shared_ref(cluster, namespace)
+        patch = {"metadata": {"labels": shared_labels(cluster)}, "data": dict(changes)}
         present = {k: v for k, v in changes.items() if v is not None}
         query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
         exists = self._live.get(ref) is not None
@@ -226,10 +218,7 @@ class InventoryWrites:
     def _delete_empty(self, cm: Mapping[str, Any]) -> None:
         """Delete a shared ConfigMap left with no key, unless someone wrote it since."""
         meta = cm.get("metadata") or {}
-        name = str(meta.get("name", ""))
-        if not name.endswith(SHARED_SUFFIX):
-            return
-        ref = ObjectRef("v1", "ConfigMap", str(meta.get("namespace", "")), name)
+        ref = shared_ref(self._live.cluster, str(meta.get("namespace", "")))
         try:
             self._live.client.delete(ref, resource_version=str(meta.get("resourceVersion", "")))
         except KubeError as e:  # a writer added a key since: it stays, with that key

@@ -55,7 +55,7 @@ from reconciler.kube.inventory import (
     inventories_of,
     inventory_name,
     shared_entries,
-    shared_name,
+    shared_ref,
     trusted,
 )
 from reconciler.kube.inventory_writes import InventoryWrites
@@ -662,7 +662,7 @@ class LiveState:
         if homes:
             return homes[-1]
         if self.layout == PER_NAMESPACE:
-            return ObjectRef("v1", "ConfigMap", namespace, shared_name(self.cluster))
+            return shared_ref(self.cluster, namespace)
         return ObjectRef("v1", "ConfigMap", namespace, inventory_name(instance))
 
     def flush_inventories(self) -> dict[str, str]:

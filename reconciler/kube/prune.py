@@ -27,7 +27,7 @@ from reconciler.kube.inventory import (
     SHARED_SUFFIX,
     Inventory,
     inventory_name,
-    shared_name,
+    shared_ref,
     to_configmap,
 )
 from reconciler.kube.live import LiveState
@@ -166,10 +166,13 @@ def write_inventory(
     and its memo of settled instances hold the same object), not one per pass.
     """
     homes = live.inventory_homes(inventory.instance)
-    shared_home = ObjectRef("v1", "ConfigMap", inventory.namespace, shared_name(live.cluster))
+    shared_home = shared_ref(live.cluster, inventory.namespace)
     own_home = ObjectRef("v1", "ConfigMap", inventory.namespace, inventory_name(inventory.instance))
-    unchanged = old is not None and inventory.same_as(old)
-    if unchanged and old is not None and _in_place(live, homes, shared_home, inventory):
+    if (
+        old is not None
+        and inventory.same_as(old)
+        and _in_place(live, homes, shared_home, inventory)
+    ):
         return old
     own = tuple(ref for ref in homes if ref.name == own_home.name)
     if live.layout == PER_NAMESPACE and live.writes.stage(inventory, replaces=own):

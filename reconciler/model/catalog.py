@@ -205,6 +205,11 @@ class AppVersion:
         return str(self.version)
 
 
+# ``inventory`` in cluster.yaml: where each instance's inventory is kept
+INVENTORY_PER_INSTANCE = "perInstance"  # a ConfigMap each (the default)
+INVENTORY_PER_NAMESPACE = "perNamespace"  # one ConfigMap per namespace holds them all
+
+
 @dataclass(frozen=True)
 class Cluster:
     name: str
@@ -214,9 +219,8 @@ class Cluster:
     max_removed: int | None = None  # an absolute count; None: use ``max_removed_percent``
     max_removed_percent: int = 50
     labels: Mapping[str, str] = field(default_factory=dict)  # what waves.yaml matchLabels see
-    # where inventories are written: "perInstance" (a ConfigMap each) or "perNamespace"
-    # (one ConfigMap per namespace holds them all; ``kube.inventory_writes``)
-    inventory: str = "perInstance"
+    # where inventories are written (``kube.inventory_writes``)
+    inventory: str = INVENTORY_PER_INSTANCE
     origin: Origin = field(default_factory=lambda: Origin(""))
     # False when cluster.yaml exists but cannot be read or is invalid: its limits are
     # unknown, so nothing may be written to the cluster (fail closed, never widen)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.daemon.plan import InstancePlan
-from reconciler.model.catalog import Catalog, Cluster
+from reconciler.kube.inventory import inventory_name, shared_name
+from reconciler.model.catalog import INVENTORY_PER_NAMESPACE, Catalog, Cluster
 from reconciler.preview.scope import InstanceKey
 from reconciler.rollout import PlanError, RolloutSettings, merge_plans
 
@@ -114,16 +115,14 @@ def inventory_notes(base: Catalog, head: Catalog, clusters: Sequence[str]) -> li
         old, new = before.cluster, after.cluster
         if not (old.valid and new.valid) or old.inventory == new.inventory:
             continue
-        if new.inventory == "perNamespace":
+        own = inventory_name("<instance>")
+        if new.inventory == INVENTORY_PER_NAMESPACE:
             where = (
-                f"one ConfigMap per namespace, reconciler-inventory-{name}.shared; their own "
-                "ConfigMaps reconciler-inventory-<instance> are deleted"
+                f"one ConfigMap per namespace, {shared_name(name)}; their own "
+                f"ConfigMaps {own} are deleted"
             )
         else:
-            where = (
-                "a ConfigMap each, reconciler-inventory-<instance>; the shared ones "
-                f"reconciler-inventory-{name}.shared are deleted"
-            )
+            where = f"a ConfigMap each, {own}; the shared ones {shared_name(name)} are deleted"
         out.append(
             f"{name}: the change moves the inventories of its {len(after.instances)} "
             f"instance(s) at the next pass (inventory: {old.inventory} -> {new.inventory}) "
