@@ -13,6 +13,7 @@ What a real API server does that these tests rely on:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -194,7 +195,7 @@ def test_an_inventory_found_in_both_places_is_taken_from_the_layout_s(backend: B
     ns = backend.namespace("shared")
     apply_pass(backend, ns, {"a": objects_of("a", ns)}, layout=PER_INSTANCE)
     old = read_inventories(backend.client, backend.cluster)["a"]
-    newer = type(old)(**{**{f: getattr(old, f) for f in old.__slots__}, "version": "2.0.0"})
+    newer = dataclasses.replace(old, version="2.0.0")
     backend.client.request(
         "POST",
         backend.client.resource("v1", "ConfigMap").path(ns),
